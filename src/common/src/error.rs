@@ -1,0 +1,236 @@
+//! `EddyError`: one error type for the whole server. Every variant says whose fault it is and
+//! carries the PostgreSQL SQLSTATE the wire layer reports.
+
+use std::fmt;
+
+/// Whose fault an error is; decides logging and whether retrying can help.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorKind {
+    /// Bad SQL or a bad value from the client (`42xxx`, `22xxx`, `23xxx`, `0A000`).
+    User,
+    /// An outside system failed (object store, Kafka); retrying may help.
+    External,
+    /// A bug in Eddy (`XX000`).
+    Internal,
+}
+
+/// An error with a SQLSTATE and a message that names the problem.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EddyError {
+    /// Whose fault this is.
+    pub kind: ErrorKind,
+    /// Five-character PostgreSQL SQLSTATE.
+    pub sqlstate: &'static str,
+    /// Human-readable message, already specific to the failing object.
+    pub message: String,
+}
+
+/// Result alias used everywhere in Eddy.
+pub type Result<T, E = EddyError> = std::result::Result<T, E>;
+
+/// SQLSTATE codes Eddy reports (names follow PostgreSQL's `errcodes.txt`).
+pub mod sqlstate {
+    pub const SYNTAX_ERROR: &str = "42601";
+    pub const UNDEFINED_TABLE: &str = "42P01";
+    pub const UNDEFINED_COLUMN: &str = "42703";
+    pub const UNDEFINED_FUNCTION: &str = "42883";
+    pub const UNDEFINED_OBJECT: &str = "42704";
+    pub const INVALID_SCHEMA_NAME: &str = "3F000";
+    pub const DUPLICATE_TABLE: &str = "42P07";
+    pub const DUPLICATE_SCHEMA: &str = "42P06";
+    pub const DUPLICATE_COLUMN: &str = "42701";
+    pub const DUPLICATE_OBJECT: &str = "42710";
+    pub const DATATYPE_MISMATCH: &str = "42804";
+    pub const UNDEFINED_PARAMETER: &str = "42P02";
+    pub const INVALID_COLUMN_DEFINITION: &str = "42611";
+    pub const INVALID_TABLE_DEFINITION: &str = "42P16";
+    pub const DEPENDENT_OBJECTS_STILL_EXIST: &str = "2BP01";
+    pub const FEATURE_NOT_SUPPORTED: &str = "0A000";
+    pub const NOT_NULL_VIOLATION: &str = "23502";
+    pub const UNIQUE_VIOLATION: &str = "23505";
+    pub const INVALID_TEXT_REPRESENTATION: &str = "22P02";
+    pub const DATA_EXCEPTION: &str = "22000";
+    pub const NUMERIC_VALUE_OUT_OF_RANGE: &str = "22003";
+    pub const DIVISION_BY_ZERO: &str = "22012";
+    pub const INVALID_DATETIME_FORMAT: &str = "22007";
+    pub const STRING_DATA_RIGHT_TRUNCATION: &str = "22001";
+    pub const BAD_COPY_FILE_FORMAT: &str = "22P04";
+    pub const INVALID_PARAMETER_VALUE: &str = "22023";
+    pub const PROTOCOL_VIOLATION: &str = "08P01";
+    pub const INVALID_PASSWORD: &str = "28P01";
+    pub const QUERY_CANCELED: &str = "57014";
+    pub const ADMIN_SHUTDOWN: &str = "57P01";
+    pub const IO_ERROR: &str = "58030";
+    pub const INTERNAL_ERROR: &str = "XX000";
+    pub const UNDEFINED_PREPARED_STATEMENT: &str = "26000";
+    pub const INVALID_CURSOR_NAME: &str = "34000";
+    pub const ACTIVE_SQL_TRANSACTION: &str = "25001";
+    pub const INSUFFICIENT_PRIVILEGE: &str = "42501";
+    pub const WRONG_OBJECT_TYPE: &str = "42809";
+}
+
+impl EddyError {
+    /// A user error with an explicit SQLSTATE.
+    pub fn user(sqlstate: &'static str, message: impl Into<String>) -> Self {
+        Self { kind: ErrorKind::User, sqlstate, message: message.into() }
+    }
+
+    /// A failure of an outside system (object store, network).
+    pub fn external(message: impl Into<String>) -> Self {
+        Self { kind: ErrorKind::External, sqlstate: sqlstate::IO_ERROR, message: message.into() }
+    }
+
+    /// A bug in Eddy. The message says so, so a user knows to report it.
+    pub fn internal(message: impl Into<String>) -> Self {
+        Self {
+            kind: ErrorKind::Internal,
+            sqlstate: sqlstate::INTERNAL_ERROR,
+            message: format!("internal error: {}", message.into()),
+        }
+    }
+
+    /// `0A000`: a construct Eddy does not support.
+    pub fn not_supported(message: impl Into<String>) -> Self {
+        Self::user(sqlstate::FEATURE_NOT_SUPPORTED, message)
+    }
+}
+
+impl fmt::Display for EddyError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.message)
+    }
+}
+
+impl std::error::Error for EddyError {}
+
+/// `user_err!(SQLSTATE, "fmt", args..)`: shorthand for [`EddyError::user`].
+#[macro_export]
+macro_rules! user_err {
+    ($code:expr, $($arg:tt)*) => { $crate::error::EddyError::user($code, format!($($arg)*)) };
+}
+
+/// `internal_err!("fmt", args..)`: shorthand for [`EddyError::internal`].
+#[macro_export]
+macro_rules! internal_err {
+    ($($arg:tt)*) => { $crate::error::EddyError::internal(format!($($arg)*)) };
+}
+
+/// `not_supported!("fmt", args..)`: shorthand for [`EddyError::not_supported`].
+#[macro_export]
+macro_rules! not_supported {
+    ($($arg:tt)*) => { $crate::error::EddyError::not_supported(format!($($arg)*)) };
+}
+
+impl From<arrow::error::ArrowError> for EddyError {
+    fn from(e: arrow::error::ArrowError) -> Self {
+        use arrow::error::ArrowError as A;
+        match &e {
+            A::CastError(m) | A::ParseError(m) => {
+                EddyError::user(sqlstate::INVALID_TEXT_REPRESENTATION, m.clone())
+            }
+            A::DivideByZero => EddyError::user(sqlstate::DIVISION_BY_ZERO, "division by zero"),
+            A::ArithmeticOverflow(m) => EddyError::user(sqlstate::NUMERIC_VALUE_OUT_OF_RANGE, m.clone()),
+            A::ComputeError(m) | A::InvalidArgumentError(m) => {
+                EddyError::user(sqlstate::DATA_EXCEPTION, m.clone())
+            }
+            _ => EddyError::internal(e.to_string()),
+        }
+    }
+}
+
+impl From<datafusion::error::DataFusionError> for EddyError {
+    fn from(e: datafusion::error::DataFusionError) -> Self {
+        use datafusion::error::DataFusionError as D;
+        match e {
+            D::ArrowError(a, _) => (*a).into(),
+            D::SQL(p, _) => EddyError::user(sqlstate::SYNTAX_ERROR, p.to_string()),
+            D::NotImplemented(m) => EddyError::not_supported(m),
+            D::Plan(m) => plan_error(m),
+            D::SchemaError(s, _) => {
+                let m = s.to_string();
+                let code = if m.contains("No field named") || m.contains("not found") {
+                    sqlstate::UNDEFINED_COLUMN
+                } else if m.contains("Ambiguous") || m.contains("ambiguous") {
+                    "42702"
+                } else {
+                    sqlstate::SYNTAX_ERROR
+                };
+                EddyError::user(code, m)
+            }
+            D::Execution(m) => exec_error(m),
+            D::ExecutionJoin(j) => EddyError::internal(j.to_string()),
+            D::External(b) => match b.downcast::<EddyError>() {
+                Ok(e) => *e,
+                Err(b) => exec_error(b.to_string()),
+            },
+            D::Context(ctx, inner) => {
+                let mut e: EddyError = (*inner).into();
+                if e.kind == ErrorKind::Internal {
+                    e.message = format!("{ctx}: {}", e.message);
+                }
+                e
+            }
+            D::Shared(s) => exec_error(s.to_string()),
+            D::ResourcesExhausted(m) => EddyError::user("53200", m),
+            D::Diagnostic(_, inner) => (*inner).into(),
+            D::Collection(mut v) => match v.pop() {
+                Some(e) => e.into(),
+                None => EddyError::internal("empty error collection"),
+            },
+            other => EddyError::internal(other.to_string()),
+        }
+    }
+}
+
+fn plan_error(m: String) -> EddyError {
+    let lower = m.to_ascii_lowercase();
+    let code = if lower.contains("table") && (lower.contains("not found") || lower.contains("doesn't exist") || lower.contains("does not exist")) {
+        sqlstate::UNDEFINED_TABLE
+    } else if lower.contains("invalid function") || lower.contains("function") && lower.contains("not found") {
+        sqlstate::UNDEFINED_FUNCTION
+    } else if lower.contains("no field named") || lower.contains("column") && lower.contains("not found") {
+        sqlstate::UNDEFINED_COLUMN
+    } else if lower.contains("cannot be cast") || lower.contains("cannot coerce") || lower.contains("no function matches") || lower.contains("failed to coerce") || lower.contains("coercion") {
+        if lower.contains("no function matches") { sqlstate::UNDEFINED_FUNCTION } else { sqlstate::DATATYPE_MISMATCH }
+    } else if lower.contains("placeholder") || lower.contains("parameter") {
+        sqlstate::UNDEFINED_PARAMETER
+    } else if lower.contains("not supported") || lower.contains("unsupported") {
+        sqlstate::FEATURE_NOT_SUPPORTED
+    } else {
+        sqlstate::SYNTAX_ERROR
+    };
+    EddyError::user(code, m)
+}
+
+fn exec_error(m: String) -> EddyError {
+    let lower = m.to_ascii_lowercase();
+    let code = if lower.contains("divide by zero") || lower.contains("division by zero") {
+        sqlstate::DIVISION_BY_ZERO
+    } else if lower.contains("overflow") || lower.contains("out of range") {
+        sqlstate::NUMERIC_VALUE_OUT_OF_RANGE
+    } else if lower.contains("cast") || lower.contains("parse") || lower.contains("invalid") {
+        sqlstate::INVALID_TEXT_REPRESENTATION
+    } else {
+        sqlstate::DATA_EXCEPTION
+    };
+    EddyError::user(code, m)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn datafusion_table_not_found_maps_to_undefined_table() {
+        let e: EddyError =
+            datafusion::error::DataFusionError::Plan("table 'dev.public.nope' not found".into()).into();
+        assert_eq!(e.sqlstate, sqlstate::UNDEFINED_TABLE);
+    }
+
+    #[test]
+    fn internal_errors_say_they_are_internal() {
+        let e = internal_err!("bad state {}", 3);
+        assert_eq!(e.sqlstate, "XX000");
+        assert!(e.message.starts_with("internal error"));
+    }
+}

@@ -1,0 +1,14 @@
+//! Shared vocabulary of every Eddy layer (see `DESIGN.md`, "Crates"): the error type with its
+//! SQLSTATE, the SQL column types and their Arrow/PostgreSQL mapping, epochs, the change-carrying
+//! `StreamChunk`, and the key/value encoding of rows in the state store.
+
+pub mod chunk;
+pub mod codec;
+pub mod epoch;
+pub mod error;
+pub mod types;
+
+pub use chunk::{Op, StreamChunk};
+pub use epoch::Epoch;
+pub use error::{EddyError, ErrorKind, Result};
+pub use types::{ColumnType, JSONB_METADATA_KEY};

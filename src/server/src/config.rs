@@ -1,0 +1,107 @@
+//! Server configuration: defaults, then an optional TOML file (`--config`), then `EDDY_*`
+//! environment variables, then command-line flags (each later source wins).
+
+use std::path::Path;
+use std::time::Duration;
+
+use eddy_common::error::sqlstate;
+use eddy_common::{user_err, Result};
+use eddy_sql::EngineConfig;
+use eddy_storage::StoreOptions;
+use serde::Deserialize;
+
+/// Everything a server needs to start.
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    /// `host:port` for the PostgreSQL protocol.
+    pub listen: String,
+    /// State store URL: `file://...`, `s3://bucket/prefix` or `memory://`.
+    pub state_store: String,
+    /// Password required from clients (SCRAM-SHA-256); `None` = trust.
+    pub password: Option<String>,
+    /// Time between barriers (epoch commits) when no DML asks for one.
+    pub barrier_interval: Duration,
+    /// Block cache size in bytes.
+    pub block_cache_bytes: u64,
+    /// Register test-only functions such as `eddy_test_panic()` (never set by the CLI).
+    pub test_functions: bool,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        Self {
+            listen: "127.0.0.1:4566".into(),
+            state_store: "file://./eddy-data".into(),
+            password: None,
+            barrier_interval: Duration::from_millis(250),
+            block_cache_bytes: 256 << 20,
+            test_functions: false,
+        }
+    }
+}
+
+/// Keys accepted in the TOML file and as `EDDY_<KEY>` variables.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConfigOverrides {
+    pub listen: Option<String>,
+    pub state_store: Option<String>,
+    pub password: Option<String>,
+    pub barrier_interval_ms: Option<u64>,
+    pub block_cache_mb: Option<u64>,
+}
+
+impl ConfigOverrides {
+    /// Reads a TOML file.
+    pub fn from_file(path: &Path) -> Result<Self> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| user_err!(sqlstate::INVALID_PARAMETER_VALUE, "cannot read config {}: {e}", path.display()))?;
+        toml::from_str(&text).map_err(|e| user_err!(sqlstate::INVALID_PARAMETER_VALUE, "invalid config {}: {e}", path.display()))
+    }
+
+    /// Reads `EDDY_LISTEN`, `EDDY_STATE_STORE`, `EDDY_PASSWORD`, `EDDY_BARRIER_INTERVAL_MS`,
+    /// `EDDY_BLOCK_CACHE_MB`.
+    pub fn from_env() -> Result<Self> {
+        let get = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+        let num = |k: &str| -> Result<Option<u64>> {
+            get(k).map(|v| v.parse().map_err(|_| user_err!(sqlstate::INVALID_PARAMETER_VALUE, "{k}={v} is not a number"))).transpose()
+        };
+        Ok(Self {
+            listen: get("EDDY_LISTEN"),
+            state_store: get("EDDY_STATE_STORE"),
+            password: get("EDDY_PASSWORD"),
+            barrier_interval_ms: num("EDDY_BARRIER_INTERVAL_MS")?,
+            block_cache_mb: num("EDDY_BLOCK_CACHE_MB")?,
+        })
+    }
+
+    /// Applies the values that are set.
+    pub fn apply(self, c: &mut ServerConfig) {
+        if let Some(v) = self.listen {
+            c.listen = v;
+        }
+        if let Some(v) = self.state_store {
+            c.state_store = v;
+        }
+        if let Some(v) = self.password {
+            c.password = Some(v);
+        }
+        if let Some(v) = self.barrier_interval_ms {
+            c.barrier_interval = Duration::from_millis(v.max(1));
+        }
+        if let Some(v) = self.block_cache_mb {
+            c.block_cache_bytes = v << 20;
+        }
+    }
+}
+
+impl ServerConfig {
+    /// The engine part of the configuration.
+    pub fn engine_config(&self) -> EngineConfig {
+        EngineConfig {
+            store: StoreOptions { url: self.state_store.clone(), block_cache_bytes: self.block_cache_bytes },
+            barrier_interval: self.barrier_interval,
+            test_functions: self.test_functions,
+        }
+    }
+}

@@ -1,0 +1,612 @@
+//! Arrow values ↔ PostgreSQL wire values, in text and binary format, for every type Eddy
+//! reports. Text output follows PostgreSQL's own output functions (`t`/`f`, shortest floats
+//! with exponents past 1e15, ISO timestamps, `1 year 2 mons 3 days 04:05:06` intervals, `\x`
+//! bytea) so clients and test expectations see what PostgreSQL would print.
+
+use std::fmt::Write;
+use std::sync::Arc;
+
+use arrow::array::{Array, ArrayRef, AsArray};
+use arrow::datatypes::*;
+use bytes::{BufMut, BytesMut};
+use chrono::{DateTime, NaiveDate, NaiveTime};
+use datafusion::scalar::ScalarValue;
+use eddy_common::error::sqlstate;
+use eddy_common::{user_err, ColumnType, EddyError, Result};
+use pgwire::api::Type;
+
+use eddy_common::types::NUMERIC_UNCONSTRAINED_KEY as NUMERIC_UNCONSTRAINED;
+
+/// Microseconds between 1970-01-01 and 2000-01-01 (PostgreSQL's binary epoch).
+const PG_EPOCH_US: i64 = 946_684_800_000_000;
+/// Days between 1970-01-01 and 2000-01-01.
+const PG_EPOCH_DAYS: i32 = 10_957;
+
+/// The PostgreSQL type a result column is reported as.
+pub fn pg_type_of(field: &Field) -> Type {
+    match ColumnType::from_arrow_field(field) {
+        Some(ColumnType::Varchar(_)) => Type::TEXT,
+        Some(t) => Type::from_oid(t.pg_oid()).unwrap_or(Type::TEXT),
+        None => Type::TEXT,
+    }
+}
+
+/// Writes value `row` of `array` in text format; `false` if it is NULL.
+pub fn write_text(array: &ArrayRef, row: usize, field: &Field, out: &mut String) -> Result<bool> {
+    if array.is_null(row) {
+        return Ok(false);
+    }
+    match array.data_type() {
+        DataType::Null => return Ok(false),
+        DataType::Boolean => out.push(if array.as_boolean().value(row) { 't' } else { 'f' }),
+        DataType::Int8 => write!(out, "{}", array.as_primitive::<Int8Type>().value(row)).ok().unwrap_or(()),
+        DataType::Int16 => write!(out, "{}", array.as_primitive::<Int16Type>().value(row)).ok().unwrap_or(()),
+        DataType::Int32 => write!(out, "{}", array.as_primitive::<Int32Type>().value(row)).ok().unwrap_or(()),
+        DataType::Int64 => write!(out, "{}", array.as_primitive::<Int64Type>().value(row)).ok().unwrap_or(()),
+        DataType::UInt8 => write!(out, "{}", array.as_primitive::<UInt8Type>().value(row)).ok().unwrap_or(()),
+        DataType::UInt16 => write!(out, "{}", array.as_primitive::<UInt16Type>().value(row)).ok().unwrap_or(()),
+        DataType::UInt32 => write!(out, "{}", array.as_primitive::<UInt32Type>().value(row)).ok().unwrap_or(()),
+        DataType::UInt64 => write!(out, "{}", array.as_primitive::<UInt64Type>().value(row)).ok().unwrap_or(()),
+        DataType::Float16 => write_float(f64::from(array.as_primitive::<Float16Type>().value(row).to_f32()), 6, out),
+        DataType::Float32 => write_float32(array.as_primitive::<Float32Type>().value(row), out),
+        DataType::Float64 => write_float(array.as_primitive::<Float64Type>().value(row), 15, out),
+        DataType::Decimal128(_, s) => {
+            let v = array.as_primitive::<Decimal128Type>().value(row);
+            let text = format_decimal(v, *s);
+            if field.metadata().contains_key(NUMERIC_UNCONSTRAINED) {
+                out.push_str(trim_decimal(&text));
+            } else {
+                out.push_str(&text);
+            }
+        }
+        DataType::Decimal256(_, _) | DataType::Decimal64(_, _) | DataType::Decimal32(_, _) => {
+            out.push_str(&arrow::util::display::array_value_to_string(array, row)?)
+        }
+        DataType::Utf8 => out.push_str(array.as_string::<i32>().value(row)),
+        DataType::LargeUtf8 => out.push_str(array.as_string::<i64>().value(row)),
+        DataType::Utf8View => out.push_str(array.as_string_view().value(row)),
+        DataType::Binary => write_bytea(array.as_binary::<i32>().value(row), out),
+        DataType::LargeBinary => write_bytea(array.as_binary::<i64>().value(row), out),
+        DataType::BinaryView => write_bytea(array.as_binary_view().value(row), out),
+        DataType::FixedSizeBinary(_) => write_bytea(array.as_fixed_size_binary().value(row), out),
+        DataType::Date32 => write_date(array.as_primitive::<Date32Type>().value(row), out),
+        DataType::Date64 => write_date((array.as_primitive::<Date64Type>().value(row) / 86_400_000) as i32, out),
+        DataType::Time32(_) | DataType::Time64(_) => write_time(time_micros(array, row), out),
+        DataType::Timestamp(_, tz) => {
+            let us = timestamp_micros(array, row);
+            write_timestamp(us, out);
+            if tz.is_some() {
+                out.push_str("+00");
+            }
+        }
+        DataType::Interval(_) | DataType::Duration(_) => {
+            let (m, d, us) = interval_parts(array, row);
+            write_interval(m, d, us, out);
+        }
+        DataType::List(_) | DataType::LargeList(_) | DataType::FixedSizeList(_, _) => write_list(array, row, out)?,
+        DataType::Dictionary(_, _) => {
+            let v = arrow::compute::cast(&array.slice(row, 1), &DataType::Utf8)?;
+            out.push_str(v.as_string::<i32>().value(0));
+        }
+        _ => out.push_str(&arrow::util::display::array_value_to_string(array, row)?),
+    }
+    Ok(true)
+}
+
+/// Writes value `row` of `array` in binary format for `ty`; `false` if it is NULL.
+pub fn write_binary(array: &ArrayRef, row: usize, ty: &Type, field: &Field, out: &mut BytesMut) -> Result<bool> {
+    if array.is_null(row) {
+        return Ok(false);
+    }
+    match *ty {
+        Type::BOOL => out.put_u8(u8::from(array.as_boolean().value(row))),
+        Type::INT2 => out.put_i16(int_value(array, row)? as i16),
+        Type::INT4 => out.put_i32(int_value(array, row)? as i32),
+        Type::INT8 => out.put_i64(int_value(array, row)?),
+        Type::FLOAT4 => out.put_f32(float_value(array, row)? as f32),
+        Type::FLOAT8 => out.put_f64(float_value(array, row)?),
+        Type::DATE => {
+            let d = match array.data_type() {
+                DataType::Date64 => (array.as_primitive::<Date64Type>().value(row) / 86_400_000) as i32,
+                _ => array.as_primitive::<Date32Type>().value(row),
+            };
+            out.put_i32(d - PG_EPOCH_DAYS)
+        }
+        Type::TIME => out.put_i64(time_micros(array, row)),
+        Type::TIMESTAMP | Type::TIMESTAMPTZ => out.put_i64(timestamp_micros(array, row) - PG_EPOCH_US),
+        Type::INTERVAL => {
+            let (m, d, us) = interval_parts(array, row);
+            out.put_i64(us);
+            out.put_i32(d);
+            out.put_i32(m);
+        }
+        Type::NUMERIC => {
+            let mut s = String::new();
+            write_text(array, row, field, &mut s)?;
+            write_numeric_binary(&s, out)?;
+        }
+        Type::BYTEA => match array.data_type() {
+            DataType::Binary => out.put_slice(array.as_binary::<i32>().value(row)),
+            DataType::LargeBinary => out.put_slice(array.as_binary::<i64>().value(row)),
+            DataType::BinaryView => out.put_slice(array.as_binary_view().value(row)),
+            _ => out.put_slice(array.as_fixed_size_binary().value(row)),
+        },
+        Type::JSONB => {
+            out.put_u8(1);
+            let mut s = String::new();
+            write_text(array, row, field, &mut s)?;
+            out.put_slice(s.as_bytes());
+        }
+        _ => {
+            let mut s = String::new();
+            write_text(array, row, field, &mut s)?;
+            out.put_slice(s.as_bytes());
+        }
+    }
+    Ok(true)
+}
+
+fn int_value(array: &ArrayRef, row: usize) -> Result<i64> {
+    Ok(match array.data_type() {
+        DataType::Int8 => i64::from(array.as_primitive::<Int8Type>().value(row)),
+        DataType::Int16 => i64::from(array.as_primitive::<Int16Type>().value(row)),
+        DataType::Int32 => i64::from(array.as_primitive::<Int32Type>().value(row)),
+        DataType::Int64 => array.as_primitive::<Int64Type>().value(row),
+        DataType::UInt8 => i64::from(array.as_primitive::<UInt8Type>().value(row)),
+        DataType::UInt16 => i64::from(array.as_primitive::<UInt16Type>().value(row)),
+        DataType::UInt32 => i64::from(array.as_primitive::<UInt32Type>().value(row)),
+        other => return Err(EddyError::internal(format!("no integer encoding for {other}"))),
+    })
+}
+
+fn float_value(array: &ArrayRef, row: usize) -> Result<f64> {
+    Ok(match array.data_type() {
+        DataType::Float16 => f64::from(array.as_primitive::<Float16Type>().value(row).to_f32()),
+        DataType::Float32 => f64::from(array.as_primitive::<Float32Type>().value(row)),
+        DataType::Float64 => array.as_primitive::<Float64Type>().value(row),
+        other => return Err(EddyError::internal(format!("no float encoding for {other}"))),
+    })
+}
+
+fn write_float32(v: f32, out: &mut String) {
+    if v.is_finite() {
+        // Shortest text that round-trips as f32, laid out like PostgreSQL's float4out.
+        let shortest = format!("{v:e}");
+        layout_float(&shortest, 6, out);
+    } else {
+        write_float(f64::from(v), 6, out);
+    }
+}
+
+/// PostgreSQL float output: shortest round-trip digits; scientific notation when the decimal
+/// exponent is < -4 or >= `precision` (15 for float8, 6 for float4).
+pub fn write_float(v: f64, precision: i32, out: &mut String) {
+    if v.is_nan() {
+        out.push_str("NaN");
+    } else if v.is_infinite() {
+        out.push_str(if v > 0.0 { "Infinity" } else { "-Infinity" });
+    } else if v == 0.0 {
+        out.push_str(if v.is_sign_negative() { "-0" } else { "0" });
+    } else {
+        layout_float(&format!("{v:e}"), precision, out);
+    }
+}
+
+fn layout_float(sci: &str, precision: i32, out: &mut String) {
+    let (mantissa, exp) = sci.split_once('e').unwrap_or((sci, "0"));
+    let exp: i32 = exp.parse().unwrap_or(0);
+    let negative = mantissa.starts_with('-');
+    let digits: String = mantissa.chars().filter(|c| c.is_ascii_digit()).collect();
+    if negative {
+        out.push('-');
+    }
+    if exp < -4 || exp >= precision {
+        out.push_str(&digits[..1]);
+        if digits.len() > 1 {
+            out.push('.');
+            out.push_str(&digits[1..]);
+        }
+        let _ = write!(out, "e{}{:02}", if exp < 0 { '-' } else { '+' }, exp.abs());
+    } else if exp < 0 {
+        out.push_str("0.");
+        for _ in 0..(-exp - 1) {
+            out.push('0');
+        }
+        out.push_str(&digits);
+    } else {
+        let int_len = exp as usize + 1;
+        if digits.len() <= int_len {
+            out.push_str(&digits);
+            for _ in digits.len()..int_len {
+                out.push('0');
+            }
+        } else {
+            out.push_str(&digits[..int_len]);
+            out.push('.');
+            out.push_str(&digits[int_len..]);
+        }
+    }
+}
+
+fn format_decimal(v: i128, scale: i8) -> String {
+    if scale <= 0 {
+        let mut s = v.to_string();
+        if v != 0 {
+            for _ in 0..(-scale) {
+                s.push('0');
+            }
+        }
+        return s;
+    }
+    let neg = v < 0;
+    let digits = v.unsigned_abs().to_string();
+    let scale = scale as usize;
+    let padded = if digits.len() <= scale { format!("{}{}", "0".repeat(scale + 1 - digits.len()), digits) } else { digits };
+    let (i, f) = padded.split_at(padded.len() - scale);
+    format!("{}{}.{}", if neg { "-" } else { "" }, i, f)
+}
+
+fn trim_decimal(s: &str) -> &str {
+    if !s.contains('.') {
+        return s;
+    }
+    let t = s.trim_end_matches('0');
+    t.strip_suffix('.').unwrap_or(t)
+}
+
+fn write_bytea(b: &[u8], out: &mut String) {
+    out.push_str("\\x");
+    for byte in b {
+        let _ = write!(out, "{byte:02x}");
+    }
+}
+
+fn write_date(days: i32, out: &mut String) {
+    match NaiveDate::from_num_days_from_ce_opt(days + 719_163) {
+        Some(d) => {
+            let _ = write!(out, "{}", d.format("%Y-%m-%d"));
+        }
+        None => out.push_str("infinity"),
+    }
+}
+
+fn time_micros(array: &ArrayRef, row: usize) -> i64 {
+    match array.data_type() {
+        DataType::Time32(TimeUnit::Second) => i64::from(array.as_primitive::<Time32SecondType>().value(row)) * 1_000_000,
+        DataType::Time32(_) => i64::from(array.as_primitive::<Time32MillisecondType>().value(row)) * 1_000,
+        DataType::Time64(TimeUnit::Nanosecond) => array.as_primitive::<Time64NanosecondType>().value(row) / 1_000,
+        _ => array.as_primitive::<Time64MicrosecondType>().value(row),
+    }
+}
+
+fn write_time(us: i64, out: &mut String) {
+    let secs = us.div_euclid(1_000_000);
+    let frac = us.rem_euclid(1_000_000);
+    let t = NaiveTime::from_num_seconds_from_midnight_opt(secs as u32 % 86_400, 0).unwrap_or(NaiveTime::MIN);
+    let _ = write!(out, "{}", t.format("%H:%M:%S"));
+    write_fraction(frac, out);
+}
+
+fn write_fraction(frac_us: i64, out: &mut String) {
+    if frac_us != 0 {
+        let f = format!("{frac_us:06}");
+        out.push('.');
+        out.push_str(f.trim_end_matches('0'));
+    }
+}
+
+fn timestamp_micros(array: &ArrayRef, row: usize) -> i64 {
+    match array.data_type() {
+        DataType::Timestamp(TimeUnit::Second, _) => array.as_primitive::<TimestampSecondType>().value(row).saturating_mul(1_000_000),
+        DataType::Timestamp(TimeUnit::Millisecond, _) => array.as_primitive::<TimestampMillisecondType>().value(row).saturating_mul(1_000),
+        DataType::Timestamp(TimeUnit::Nanosecond, _) => array.as_primitive::<TimestampNanosecondType>().value(row) / 1_000,
+        _ => array.as_primitive::<TimestampMicrosecondType>().value(row),
+    }
+}
+
+fn write_timestamp(us: i64, out: &mut String) {
+    let secs = us.div_euclid(1_000_000);
+    let frac = us.rem_euclid(1_000_000);
+    match DateTime::from_timestamp(secs, 0) {
+        Some(dt) => {
+            let _ = write!(out, "{}", dt.naive_utc().format("%Y-%m-%d %H:%M:%S"));
+            write_fraction(frac, out);
+        }
+        None => out.push_str("infinity"),
+    }
+}
+
+fn interval_parts(array: &ArrayRef, row: usize) -> (i32, i32, i64) {
+    match array.data_type() {
+        DataType::Interval(IntervalUnit::YearMonth) => (array.as_primitive::<IntervalYearMonthType>().value(row), 0, 0),
+        DataType::Interval(IntervalUnit::DayTime) => {
+            let v = array.as_primitive::<IntervalDayTimeType>().value(row);
+            (0, v.days, i64::from(v.milliseconds) * 1_000)
+        }
+        DataType::Interval(IntervalUnit::MonthDayNano) => {
+            let v = array.as_primitive::<IntervalMonthDayNanoType>().value(row);
+            (v.months, v.days, v.nanoseconds / 1_000)
+        }
+        DataType::Duration(unit) => {
+            let us = match unit {
+                TimeUnit::Second => array.as_primitive::<DurationSecondType>().value(row) * 1_000_000,
+                TimeUnit::Millisecond => array.as_primitive::<DurationMillisecondType>().value(row) * 1_000,
+                TimeUnit::Microsecond => array.as_primitive::<DurationMicrosecondType>().value(row),
+                TimeUnit::Nanosecond => array.as_primitive::<DurationNanosecondType>().value(row) / 1_000,
+            };
+            (0, 0, us)
+        }
+        _ => (0, 0, 0),
+    }
+}
+
+/// PostgreSQL's `postgres` IntervalStyle.
+pub fn write_interval(months: i32, days: i32, us: i64, out: &mut String) {
+    let mut parts: Vec<String> = Vec::new();
+    let years = months / 12;
+    let mons = months % 12;
+    let unit = |n: i64, one: &str, many: &str| format!("{n} {}", if n == 1 || n == -1 { one } else { many });
+    if years != 0 {
+        parts.push(unit(i64::from(years), "year", "years"));
+    }
+    if mons != 0 {
+        parts.push(unit(i64::from(mons), "mon", "mons"));
+    }
+    if days != 0 {
+        parts.push(unit(i64::from(days), "day", "days"));
+    }
+    if us != 0 || parts.is_empty() {
+        let neg = us < 0;
+        let a = us.unsigned_abs() as i64;
+        let (h, m, s, f) = (a / 3_600_000_000, (a / 60_000_000) % 60, (a / 1_000_000) % 60, a % 1_000_000);
+        let mut t = format!("{}{:02}:{:02}:{:02}", if neg { "-" } else { "" }, h, m, s);
+        write_fraction(f, &mut t);
+        parts.push(t);
+    }
+    out.push_str(&parts.join(" "));
+}
+
+fn write_list(array: &ArrayRef, row: usize, out: &mut String) -> Result<()> {
+    let values: ArrayRef = match array.data_type() {
+        DataType::List(_) => array.as_list::<i32>().value(row),
+        DataType::LargeList(_) => array.as_list::<i64>().value(row),
+        _ => array.as_fixed_size_list().value(row),
+    };
+    let field = Field::new("item", values.data_type().clone(), true);
+    out.push('{');
+    for i in 0..values.len() {
+        if i > 0 {
+            out.push(',');
+        }
+        let mut s = String::new();
+        if !write_text(&values, i, &field, &mut s)? {
+            out.push_str("NULL");
+            continue;
+        }
+        let needs_quotes = s.is_empty()
+            || s.eq_ignore_ascii_case("null")
+            || s.chars().any(|c| matches!(c, '{' | '}' | ',' | '"' | '\\') || c.is_whitespace());
+        if needs_quotes {
+            out.push('"');
+            for c in s.chars() {
+                if c == '"' || c == '\\' {
+                    out.push('\\');
+                }
+                out.push(c);
+            }
+            out.push('"');
+        } else {
+            out.push_str(&s);
+        }
+    }
+    out.push('}');
+    Ok(())
+}
+
+/// Encodes a decimal string in PostgreSQL's binary `numeric` format.
+fn write_numeric_binary(s: &str, out: &mut BytesMut) -> Result<()> {
+    let (neg, s) = match s.strip_prefix('-') {
+        Some(r) => (true, r),
+        None => (false, s),
+    };
+    let (int_part, frac_part) = s.split_once('.').unwrap_or((s, ""));
+    let dscale = frac_part.len() as u16;
+    let int_part = int_part.trim_start_matches('0');
+    // Pad the integer part on the left and the fraction on the right to multiples of 4.
+    let int_pad = (4 - int_part.len() % 4) % 4;
+    let frac_pad = (4 - frac_part.len() % 4) % 4;
+    let digits_str = format!("{}{}{}{}", "0".repeat(int_pad), int_part, frac_part, "0".repeat(frac_pad));
+    let mut groups: Vec<i16> = digits_str
+        .as_bytes()
+        .chunks(4)
+        .map(|c| std::str::from_utf8(c).ok().and_then(|t| t.parse::<i16>().ok()).unwrap_or(0))
+        .collect();
+    let mut weight = ((int_part.len() + int_pad) / 4) as i16 - 1;
+    while groups.first() == Some(&0) {
+        groups.remove(0);
+        weight -= 1;
+    }
+    while groups.last() == Some(&0) {
+        groups.pop();
+    }
+    if groups.is_empty() {
+        weight = 0;
+    }
+    out.put_i16(groups.len() as i16);
+    out.put_i16(weight);
+    out.put_u16(if neg && !groups.is_empty() { 0x4000 } else { 0 });
+    out.put_u16(dscale);
+    for g in groups {
+        out.put_i16(g);
+    }
+    Ok(())
+}
+
+fn read_numeric_binary(b: &[u8]) -> Result<String> {
+    let bad = || user_err!(sqlstate::PROTOCOL_VIOLATION, "invalid binary numeric parameter");
+    if b.len() < 8 {
+        return Err(bad());
+    }
+    let rd = |i: usize| i16::from_be_bytes([b[i], b[i + 1]]);
+    let ndigits = rd(0) as usize;
+    let weight = rd(2) as i32;
+    let sign = rd(4) as u16;
+    let dscale = rd(6) as usize;
+    if b.len() < 8 + 2 * ndigits {
+        return Err(bad());
+    }
+    if sign == 0xC000 {
+        return Ok("NaN".into());
+    }
+    let digits: Vec<i16> = (0..ndigits).map(|i| rd(8 + 2 * i)).collect();
+    let mut int_part = String::new();
+    for w in 0..=weight.max(-1) {
+        let d = digits.get(w as usize).copied().unwrap_or(0);
+        if int_part.is_empty() {
+            if d != 0 {
+                int_part = d.to_string();
+            }
+        } else {
+            let _ = write!(int_part, "{d:04}");
+        }
+    }
+    if int_part.is_empty() {
+        int_part.push('0');
+    }
+    let mut frac = String::new();
+    let mut idx = weight + 1;
+    while (frac.len()) < dscale {
+        let d = if idx < 0 { 0 } else { digits.get(idx as usize).copied().unwrap_or(0) };
+        let _ = write!(frac, "{d:04}");
+        idx += 1;
+    }
+    frac.truncate(dscale);
+    let mut s = String::new();
+    if sign == 0x4000 {
+        s.push('-');
+    }
+    s.push_str(&int_part);
+    if dscale > 0 {
+        s.push('.');
+        s.push_str(&frac);
+    }
+    Ok(s)
+}
+
+/// Decodes one bound parameter. `ty` is the type the client declared, or the type Eddy
+/// inferred; text-format values are parsed by casting to `target`.
+pub fn decode_param(bytes: Option<&[u8]>, binary: bool, ty: &Type, target: Option<&DataType>) -> Result<ScalarValue> {
+    let Some(b) = bytes else {
+        return Ok(match target {
+            Some(t) => ScalarValue::try_from(t).unwrap_or(ScalarValue::Null),
+            None => ScalarValue::Utf8(None),
+        });
+    };
+    let bad = |what: &str| user_err!(sqlstate::PROTOCOL_VIOLATION, "invalid binary value for parameter of type {what}");
+    let value = if binary {
+        let fixed = |n: usize| -> Result<&[u8]> { if b.len() == n { Ok(b) } else { Err(bad(ty.name())) } };
+        match *ty {
+            Type::BOOL => ScalarValue::Boolean(Some(fixed(1)?[0] != 0)),
+            Type::INT2 => ScalarValue::Int16(Some(i16::from_be_bytes(fixed(2)?.try_into().map_err(|_| bad("int2"))?))),
+            Type::INT4 => ScalarValue::Int32(Some(i32::from_be_bytes(fixed(4)?.try_into().map_err(|_| bad("int4"))?))),
+            Type::INT8 => ScalarValue::Int64(Some(i64::from_be_bytes(fixed(8)?.try_into().map_err(|_| bad("int8"))?))),
+            Type::FLOAT4 => ScalarValue::Float32(Some(f32::from_be_bytes(fixed(4)?.try_into().map_err(|_| bad("float4"))?))),
+            Type::FLOAT8 => ScalarValue::Float64(Some(f64::from_be_bytes(fixed(8)?.try_into().map_err(|_| bad("float8"))?))),
+            Type::DATE => ScalarValue::Date32(Some(i32::from_be_bytes(fixed(4)?.try_into().map_err(|_| bad("date"))?) + PG_EPOCH_DAYS)),
+            Type::TIME => ScalarValue::Time64Microsecond(Some(i64::from_be_bytes(fixed(8)?.try_into().map_err(|_| bad("time"))?))),
+            Type::TIMESTAMP => ScalarValue::TimestampMicrosecond(
+                Some(i64::from_be_bytes(fixed(8)?.try_into().map_err(|_| bad("timestamp"))?) + PG_EPOCH_US),
+                None,
+            ),
+            Type::TIMESTAMPTZ => ScalarValue::TimestampMicrosecond(
+                Some(i64::from_be_bytes(fixed(8)?.try_into().map_err(|_| bad("timestamptz"))?) + PG_EPOCH_US),
+                Some(Arc::from(eddy_common::types::UTC)),
+            ),
+            Type::INTERVAL => {
+                let b = fixed(16)?;
+                let us = i64::from_be_bytes(b[0..8].try_into().map_err(|_| bad("interval"))?);
+                let days = i32::from_be_bytes(b[8..12].try_into().map_err(|_| bad("interval"))?);
+                let months = i32::from_be_bytes(b[12..16].try_into().map_err(|_| bad("interval"))?);
+                ScalarValue::IntervalMonthDayNano(Some(IntervalMonthDayNano::new(months, days, us * 1_000)))
+            }
+            Type::NUMERIC => ScalarValue::Utf8(Some(read_numeric_binary(b)?)),
+            Type::BYTEA => ScalarValue::Binary(Some(b.to_vec())),
+            Type::JSONB => {
+                let body = b.strip_prefix(&[1u8]).ok_or_else(|| bad("jsonb"))?;
+                ScalarValue::Utf8(Some(String::from_utf8(body.to_vec()).map_err(|_| bad("jsonb"))?))
+            }
+            _ => ScalarValue::Utf8(Some(
+                String::from_utf8(b.to_vec()).map_err(|_| user_err!("22021", "invalid UTF-8 in parameter"))?,
+            )),
+        }
+    } else {
+        ScalarValue::Utf8(Some(String::from_utf8(b.to_vec()).map_err(|_| user_err!("22021", "invalid UTF-8 in parameter"))?))
+    };
+    let target = match target {
+        Some(t) => Some(t.clone()),
+        None => ColumnType::from_pg_oid(ty.oid()).map(|c| c.to_arrow()),
+    };
+    match target {
+        Some(t) if value.data_type() != t => value.cast_to(&t).map_err(|e| {
+            user_err!(sqlstate::INVALID_TEXT_REPRESENTATION, "invalid input syntax for type {}: {e}", ty.name())
+        }),
+        _ => Ok(value),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn f8(v: f64) -> String {
+        let mut s = String::new();
+        write_float(v, 15, &mut s);
+        s
+    }
+
+    #[test]
+    fn floats_print_like_postgres() {
+        assert_eq!(f8(1.5), "1.5");
+        assert_eq!(f8(0.1), "0.1");
+        assert_eq!(f8(100.0), "100");
+        assert_eq!(f8(1e20), "1e+20");
+        assert_eq!(f8(1.5e-5), "1.5e-05");
+        assert_eq!(f8(0.001), "0.001");
+        assert_eq!(f8(-2.25), "-2.25");
+        assert_eq!(f8(123456789012345.0), "123456789012345");
+        assert_eq!(f8(1234567890123456.0), "1.234567890123456e+15");
+    }
+
+    #[test]
+    fn intervals_print_like_postgres() {
+        let mut s = String::new();
+        write_interval(14, 3, 4 * 3_600_000_000 + 5 * 60_000_000 + 6_000_000, &mut s);
+        assert_eq!(s, "1 year 2 mons 3 days 04:05:06");
+        s.clear();
+        write_interval(0, 0, 0, &mut s);
+        assert_eq!(s, "00:00:00");
+        s.clear();
+        write_interval(0, -1, 0, &mut s);
+        assert_eq!(s, "-1 days");
+    }
+
+    #[test]
+    fn numeric_binary_round_trips() {
+        for v in ["0", "1.5", "-123.4500", "10000", "0.0001", "12345678.9", "-0.5"] {
+            let mut b = BytesMut::new();
+            write_numeric_binary(v, &mut b).unwrap();
+            let back = read_numeric_binary(&b).unwrap();
+            assert_eq!(back.parse::<f64>().unwrap(), v.parse::<f64>().unwrap(), "{v} -> {back}");
+            let scale = v.split_once('.').map(|(_, f)| f.len()).unwrap_or(0);
+            assert_eq!(back.split_once('.').map(|(_, f)| f.len()).unwrap_or(0), scale, "{v} -> {back}");
+        }
+    }
+
+    #[test]
+    fn decimals_format_with_their_scale() {
+        assert_eq!(format_decimal(12345, 2), "123.45");
+        assert_eq!(format_decimal(-5, 2), "-0.05");
+        assert_eq!(trim_decimal("1.5000000000"), "1.5");
+        assert_eq!(trim_decimal("2.0000000000"), "2");
+    }
+}

@@ -1,0 +1,116 @@
+//! `eddy`: a streaming SQL database that speaks the PostgreSQL protocol.
+
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand};
+use eddy_server::config::{ConfigOverrides, ServerConfig};
+
+/// Command line. Flags win over `EDDY_*` variables, which win over the `--config` file.
+#[derive(Parser, Debug)]
+#[command(name = "eddy", version, about = "Eddy: streaming SQL over the PostgreSQL protocol")]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+    /// TOML config file with the same keys as the flags (listen, state_store, ...).
+    #[arg(long, global = true)]
+    config: Option<PathBuf>,
+    /// Address for PostgreSQL clients.
+    #[arg(long, global = true)]
+    listen: Option<String>,
+    /// State store URL: file:///path, s3://bucket/prefix or memory://.
+    #[arg(long, global = true)]
+    state_store: Option<String>,
+    /// Require this password (SCRAM-SHA-256) instead of trusting every client.
+    #[arg(long, global = true)]
+    password: Option<String>,
+    /// Milliseconds between barriers when no DML asks for an early one.
+    #[arg(long, global = true)]
+    barrier_interval_ms: Option<u64>,
+    /// Block cache size in MiB.
+    #[arg(long, global = true)]
+    block_cache_mb: Option<u64>,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// A single-node server with durable state (the default).
+    SingleNode,
+    /// A single-node server with in-memory state that is gone on exit.
+    Playground,
+}
+
+fn build_config(cli: &Cli) -> Result<ServerConfig, eddy_common::EddyError> {
+    let mut config = ServerConfig::default();
+    if let Some(path) = &cli.config {
+        ConfigOverrides::from_file(path)?.apply(&mut config);
+    }
+    ConfigOverrides::from_env()?.apply(&mut config);
+    ConfigOverrides {
+        listen: cli.listen.clone(),
+        state_store: cli.state_store.clone(),
+        password: cli.password.clone(),
+        barrier_interval_ms: cli.barrier_interval_ms,
+        block_cache_mb: cli.block_cache_mb,
+    }
+    .apply(&mut config);
+    if matches!(cli.command, Some(Command::Playground)) {
+        config.state_store = "memory://".into();
+    }
+    Ok(config)
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(t) => t,
+            Err(_) => {
+                let _ = ctrl_c.await;
+                return;
+            }
+        };
+        tokio::select! {
+            _ = ctrl_c => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = ctrl_c.await;
+}
+
+#[tokio::main]
+async fn main() {
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::try_from_env("EDDY_LOG").unwrap_or_else(|_| "info".into()))
+        .init();
+    let cli = Cli::parse();
+    let config = match build_config(&cli) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("eddy: {e}");
+            std::process::exit(2);
+        }
+    };
+    let handle = match eddy_server::start(config.clone()).await {
+        Ok(h) => h,
+        Err(e) => {
+            eprintln!("eddy: cannot start: {e}");
+            std::process::exit(1);
+        }
+    };
+    let addr = handle.addr;
+    println!(
+        "Eddy {} listening on {addr} (state: {})\nConnect with: psql -h {} -p {} -d dev -U root",
+        env!("CARGO_PKG_VERSION"),
+        handle.engine.store.description(),
+        addr.ip(),
+        addr.port()
+    );
+    shutdown_signal().await;
+    println!("eddy: shutting down");
+    if let Err(e) = handle.shutdown().await {
+        eprintln!("eddy: shutdown: {e}");
+        std::process::exit(1);
+    }
+}

@@ -1,0 +1,568 @@
+//! The PostgreSQL wire protocol, on top of the `pgwire` crate: startup (trust or SCRAM-SHA-256),
+//! simple and extended query, COPY FROM STDIN, cancel. Each connection owns one
+//! [`Session`]; every statement runs under `catch_unwind`, so a panic becomes an `XX000` error
+//! for that statement and the connection and server carry on.
+
+use std::collections::HashMap;
+use std::fmt::Debug;
+use std::panic::AssertUnwindSafe;
+use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::Arc;
+
+use arrow::datatypes::{Field, SchemaRef};
+use async_trait::async_trait;
+use bytes::{BufMut, BytesMut};
+use datafusion::execution::SendableRecordBatchStream;
+use eddy_common::error::sqlstate;
+use eddy_common::{EddyError, Result};
+use eddy_sql::copy::{CopyFormat, CopyIn};
+use eddy_sql::{Described, EddyStatement, Engine, Output, Session};
+use futures::{FutureExt, Sink, SinkExt, StreamExt};
+use pgwire::api::auth::sasl::scram::{gen_salted_password, ScramAuth};
+use pgwire::api::auth::sasl::SASLAuthStartupHandler;
+use pgwire::api::auth::{
+    protocol_negotiation, save_startup_parameters_to_metadata, AuthSource, LoginInfo, Password, ServerParameterProvider,
+    StartupHandler,
+};
+use pgwire::api::cancel::DefaultCancelHandler;
+use pgwire::api::copy::CopyHandler;
+use pgwire::api::portal::{Format, Portal};
+use pgwire::api::query::{ExtendedQueryHandler, SimpleQueryHandler};
+use pgwire::api::results::{CopyResponse, FieldFormat, FieldInfo, QueryResponse, Response, Tag};
+use pgwire::api::stmt::QueryParser;
+use pgwire::api::store::PortalStore;
+use pgwire::api::{ClientInfo, ClientPortalStore, ConnectionManager, PgWireConnectionState, PgWireServerHandlers, Type};
+use pgwire::error::{ErrorInfo, PgWireError, PgWireResult};
+use pgwire::messages::copy::{CopyData, CopyDone};
+use pgwire::messages::data::DataRow;
+use pgwire::messages::response::{CommandComplete, NoticeResponse, ReadyForQuery, TransactionStatus};
+use pgwire::messages::startup::{Authentication, BackendKeyData, ParameterStatus, SecretKey};
+use pgwire::messages::{PgWireBackendMessage, PgWireFrontendMessage};
+use tokio::sync::Mutex;
+
+use crate::encode::{decode_param, pg_type_of, write_binary, write_text};
+
+/// A connection's session, kept in pgwire's per-connection extensions.
+type SessionSlot = Mutex<Session>;
+
+/// COPY data received so far, kept in the per-connection extensions.
+struct CopyBuffer(parking_lot::Mutex<Option<(CopyIn, Vec<u8>)>>);
+
+/// What a prepared statement remembers.
+#[derive(Debug)]
+pub struct Prepared {
+    /// The statement (`None` for an empty query).
+    stmt: EddyStatement,
+    /// Parameter and result types.
+    described: Described,
+}
+
+/// Shared by every connection.
+pub struct Handlers {
+    /// The database.
+    engine: Arc<Engine>,
+    /// Cancel-request routing.
+    manager: Arc<ConnectionManager>,
+    /// Backend pid sequence.
+    next_pid: AtomicI32,
+}
+
+impl Handlers {
+    /// Handlers serving `engine`.
+    pub fn new(engine: Arc<Engine>) -> Arc<Self> {
+        Arc::new(Self { engine, manager: Arc::new(ConnectionManager::new()), next_pid: AtomicI32::new(1000) })
+    }
+}
+
+fn to_pg(e: EddyError) -> PgWireError {
+    PgWireError::UserError(Box::new(error_info(e)))
+}
+
+fn error_info(e: EddyError) -> ErrorInfo {
+    ErrorInfo::new("ERROR".to_string(), e.sqlstate.to_string(), e.message)
+}
+
+fn panic_message(p: Box<dyn std::any::Any + Send>) -> EddyError {
+    let msg = p
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| p.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "unknown panic".into());
+    tracing::error!("statement panicked: {msg}");
+    EddyError::internal(format!("statement panicked: {msg}"))
+}
+
+/// Runs `fut`, turning a panic into an internal error.
+async fn guarded<T>(fut: impl std::future::Future<Output = Result<T>>) -> Result<T> {
+    match AssertUnwindSafe(fut).catch_unwind().await {
+        Ok(r) => r,
+        Err(p) => Err(panic_message(p)),
+    }
+}
+
+/// Parses the startup `options` parameter (`-c a=b`, `-ca=b`, `--a=b`).
+fn parse_options(options: &str) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    let mut words = options.split_whitespace();
+    while let Some(w) = words.next() {
+        let setting = if w == "-c" {
+            words.next().map(|s| s.to_string())
+        } else if let Some(r) = w.strip_prefix("-c") {
+            Some(r.to_string())
+        } else {
+            w.strip_prefix("--").map(|r| r.to_string())
+        };
+        if let Some((k, v)) = setting.as_deref().and_then(|s| s.split_once('=')) {
+            out.push((k.replace('-', "_"), v.to_string()));
+        }
+    }
+    out
+}
+
+/// The session of `client`, created on first use from the startup parameters.
+fn session_of<C: ClientInfo>(engine: &Arc<Engine>, client: &C) -> Arc<SessionSlot> {
+    client.session_extensions().get_or_insert_with(|| {
+        let meta = client.metadata();
+        let user = meta.get("user").cloned().unwrap_or_else(|| "root".into());
+        let (pid, _) = client.pid_and_secret_key();
+        let mut s = Session::new(engine.clone(), &user, pid);
+        for (k, v) in meta {
+            match k.as_str() {
+                "user" | "database" | "options" | "replication" => {}
+                "client_encoding" | "DateStyle" | "TimeZone" => {}
+                other => s.set_startup_var(other, v),
+            }
+        }
+        if let Some(tz) = meta.get("TimeZone") {
+            s.set_startup_var("timezone", tz);
+        }
+        if let Some(opts) = meta.get("options") {
+            for (k, v) in parse_options(opts) {
+                s.set_startup_var(&k, &v);
+            }
+        }
+        Mutex::new(s)
+    })
+}
+
+/// ParameterStatus values sent after authentication.
+fn startup_parameters<C: ClientInfo>(client: &C) -> HashMap<String, String> {
+    let meta = client.metadata();
+    let mut p = HashMap::new();
+    p.insert("server_version".into(), eddy_sql::functions::PG_VERSION.into());
+    p.insert("server_encoding".into(), "UTF8".into());
+    p.insert("client_encoding".into(), "UTF8".into());
+    p.insert("DateStyle".into(), meta.get("DateStyle").cloned().unwrap_or_else(|| "ISO, MDY".into()));
+    p.insert("TimeZone".into(), meta.get("TimeZone").cloned().unwrap_or_else(|| "UTC".into()));
+    p.insert("IntervalStyle".into(), "postgres".into());
+    p.insert("integer_datetimes".into(), "on".into());
+    p.insert("standard_conforming_strings".into(), "on".into());
+    p.insert("is_superuser".into(), "on".into());
+    p.insert("in_hot_standby".into(), "off".into());
+    p.insert("default_transaction_read_only".into(), "off".into());
+    p.insert("session_authorization".into(), meta.get("user").cloned().unwrap_or_else(|| "root".into()));
+    p.insert("application_name".into(), meta.get("application_name").cloned().unwrap_or_default());
+    if let Some(v) = meta.get("extra_float_digits") {
+        p.insert("extra_float_digits".into(), v.clone());
+    }
+    p
+}
+
+/// Server parameters for the SCRAM startup path.
+#[derive(Debug)]
+pub struct EddyParameters;
+
+impl ServerParameterProvider for EddyParameters {
+    fn server_parameters<C: ClientInfo>(&self, client: &C) -> Option<HashMap<String, String>> {
+        Some(startup_parameters(client))
+    }
+}
+
+/// The configured password as a SCRAM secret.
+#[derive(Debug)]
+struct StaticPassword {
+    salt: Vec<u8>,
+    salted: Vec<u8>,
+}
+
+#[async_trait]
+impl AuthSource for StaticPassword {
+    async fn get_password(&self, _login: &LoginInfo) -> PgWireResult<Password> {
+        Ok(Password::new(Some(self.salt.clone()), self.salted.clone()))
+    }
+}
+
+/// Startup: trust, or SCRAM-SHA-256 when a password is configured.
+pub enum Startup {
+    Trust(Arc<Handlers>),
+    Scram(SASLAuthStartupHandler<EddyParameters>),
+}
+
+#[async_trait]
+impl StartupHandler for Startup {
+    async fn on_startup<C>(&self, client: &mut C, message: PgWireFrontendMessage) -> PgWireResult<()>
+    where
+        C: ClientInfo + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        let handlers = match self {
+            Startup::Scram(s) => return s.on_startup(client, message).await,
+            Startup::Trust(h) => h,
+        };
+        if let PgWireFrontendMessage::Startup(ref startup) = message {
+            protocol_negotiation(client, startup).await?;
+            save_startup_parameters_to_metadata(client, startup);
+            let pid = handlers.next_pid.fetch_add(1, Ordering::Relaxed);
+            let key = SecretKey::I32(rand::random::<i32>());
+            client.set_pid_and_secret_key(pid, key.clone());
+            let (handle, guard) = handlers.manager.register(pid, key.clone());
+            client.session_extensions().insert(handle);
+            client.session_extensions().insert(guard);
+            client.feed(PgWireBackendMessage::Authentication(Authentication::Ok)).await?;
+            for (k, v) in startup_parameters(client) {
+                client.feed(PgWireBackendMessage::ParameterStatus(ParameterStatus::new(k, v))).await?;
+            }
+            client.feed(PgWireBackendMessage::BackendKeyData(BackendKeyData::new(pid, key))).await?;
+            client.send(PgWireBackendMessage::ReadyForQuery(ReadyForQuery::new(TransactionStatus::Idle))).await?;
+            client.set_state(PgWireConnectionState::ReadyForQuery);
+        }
+        Ok(())
+    }
+}
+
+/// Sends the session's queued NOTICEs and changed settings.
+async fn send_side_messages<C>(client: &mut C, session: &mut Session) -> PgWireResult<()>
+where
+    C: Sink<PgWireBackendMessage> + Unpin + Send,
+    PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+{
+    for n in session.take_notices() {
+        let info = ErrorInfo::new("NOTICE".into(), "00000".into(), n);
+        client.feed(PgWireBackendMessage::NoticeResponse(NoticeResponse::from(info))).await?;
+    }
+    for (k, v) in session.take_changed_settings() {
+        client.feed(PgWireBackendMessage::ParameterStatus(ParameterStatus::new(k, v))).await?;
+    }
+    Ok(())
+}
+
+fn field_infos(schema: &SchemaRef, format: &Format) -> Vec<FieldInfo> {
+    schema
+        .fields()
+        .iter()
+        .enumerate()
+        .map(|(i, f)| FieldInfo::new(f.name().clone(), None, None, pg_type_of(f), format.format_for(i)))
+        .collect()
+}
+
+/// Streams query results as DataRows in the formats the client asked for.
+fn rows_response(schema: SchemaRef, stream: SendableRecordBatchStream, format: &Format) -> QueryResponse {
+    let fields = Arc::new(field_infos(&schema, format));
+    let meta: Arc<Vec<(Field, Type, FieldFormat)>> = Arc::new(
+        schema.fields().iter().zip(fields.iter()).map(|(f, fi)| (f.as_ref().clone(), fi.datatype().clone(), fi.format())).collect(),
+    );
+    let rows = AssertUnwindSafe(stream).catch_unwind().flat_map(move |item| {
+        let out: Vec<PgWireResult<DataRow>> = match item {
+            Err(p) => vec![Err(to_pg(panic_message(p)))],
+            Ok(Err(e)) => vec![Err(to_pg(e.into()))],
+            Ok(Ok(batch)) => encode_batch(&batch, &meta),
+        };
+        futures::stream::iter(out)
+    });
+    QueryResponse::new(fields, rows)
+}
+
+fn encode_batch(batch: &arrow::array::RecordBatch, meta: &[(Field, Type, FieldFormat)]) -> Vec<PgWireResult<DataRow>> {
+    let mut rows = Vec::with_capacity(batch.num_rows());
+    let mut text = String::new();
+    for r in 0..batch.num_rows() {
+        let mut buf = BytesMut::with_capacity(16 * meta.len());
+        for (c, (field, ty, fmt)) in meta.iter().enumerate() {
+            let col = batch.column(c);
+            let len_at = buf.len();
+            buf.put_i32(-1);
+            let present = match fmt {
+                FieldFormat::Text => {
+                    text.clear();
+                    match write_text(col, r, field, &mut text) {
+                        Ok(true) => {
+                            buf.put_slice(text.as_bytes());
+                            true
+                        }
+                        Ok(false) => false,
+                        Err(e) => return vec![Err(to_pg(e))],
+                    }
+                }
+                FieldFormat::Binary => match write_binary(col, r, ty, field, &mut buf) {
+                    Ok(p) => p,
+                    Err(e) => return vec![Err(to_pg(e))],
+                },
+            };
+            if present {
+                let n = (buf.len() - len_at - 4) as i32;
+                buf[len_at..len_at + 4].copy_from_slice(&n.to_be_bytes());
+            }
+        }
+        rows.push(Ok(DataRow::new(buf, meta.len() as i16)));
+    }
+    rows
+}
+
+fn copy_response(copy: &CopyIn) -> CopyResponse {
+    let n = copy.columns.len();
+    let _ = CopyFormat::Text;
+    CopyResponse::new(0, n, futures::stream::empty::<PgWireResult<CopyData>>())
+}
+
+/// Turns a statement's output into a wire response (and remembers COPY state).
+fn respond<C: ClientInfo>(client: &C, output: Output, format: &Format) -> Response {
+    match output {
+        Output::Rows { schema, stream } => Response::Query(rows_response(schema, stream, format)),
+        Output::Command { tag, rows } => {
+            let t = Tag::new(&tag);
+            let t = match (tag.as_str(), rows) {
+                ("INSERT", Some(n)) => t.with_oid(0).with_rows(n),
+                (_, Some(n)) => t.with_rows(n),
+                _ => t,
+            };
+            Response::Execution(t)
+        }
+        Output::TransactionStart(tag) => Response::TransactionStart(Tag::new(&tag)),
+        Output::TransactionEnd(tag) => Response::TransactionEnd(Tag::new(&tag)),
+        Output::CopyIn(copy) => {
+            let resp = copy_response(&copy);
+            let buf = client.session_extensions().get_or_insert_with(|| CopyBuffer(parking_lot::Mutex::new(None)));
+            *buf.0.lock() = Some((copy, Vec::new()));
+            Response::CopyIn(resp)
+        }
+    }
+}
+
+#[async_trait]
+impl SimpleQueryHandler for Handlers {
+    async fn do_query<C>(&self, client: &mut C, query: &str) -> PgWireResult<Vec<Response>>
+    where
+        C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::PortalStore: PortalStore,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        let slot = session_of(&self.engine, client);
+        let mut session = slot.lock().await;
+        let stmts = match session.parse(query) {
+            Ok(s) => s,
+            Err(e) => return Ok(vec![Response::Error(Box::new(error_info(e)))]),
+        };
+        if stmts.is_empty() {
+            return Ok(vec![Response::EmptyQuery]);
+        }
+        let mut responses = Vec::with_capacity(stmts.len());
+        for stmt in &stmts {
+            let result = guarded(session.execute(stmt, vec![])).await;
+            send_side_messages(client, &mut session).await?;
+            match result {
+                Ok(output) => {
+                    let is_copy = matches!(output, Output::CopyIn(_));
+                    responses.push(respond(client, output, &Format::UnifiedText));
+                    if is_copy {
+                        break;
+                    }
+                }
+                Err(e) => {
+                    responses.push(Response::Error(Box::new(error_info(e))));
+                    break;
+                }
+            }
+        }
+        Ok(responses)
+    }
+}
+
+/// Parses statements for the extended protocol.
+pub struct EddyQueryParser {
+    engine: Arc<Engine>,
+}
+
+fn pg_param_type(t: &Option<arrow::datatypes::DataType>) -> Type {
+    match t {
+        Some(dt) => pg_type_of(&Field::new("", dt.clone(), true)),
+        None => Type::TEXT,
+    }
+}
+
+#[async_trait]
+impl QueryParser for EddyQueryParser {
+    type Statement = Arc<Prepared>;
+
+    async fn parse_sql<C>(&self, client: &C, sql: &str, _types: &[Option<Type>]) -> PgWireResult<Option<Self::Statement>>
+    where
+        C: ClientInfo + Unpin + Send + Sync,
+    {
+        let slot = session_of(&self.engine, client);
+        let mut session = slot.lock().await;
+        let mut stmts = session.parse(sql).map_err(to_pg)?;
+        if stmts.len() > 1 {
+            return Err(to_pg(EddyError::user(
+                sqlstate::SYNTAX_ERROR,
+                "cannot insert multiple commands into a prepared statement",
+            )));
+        }
+        let Some(stmt) = stmts.pop() else { return Ok(None) };
+        let described = guarded(session.describe(&stmt)).await.map_err(to_pg)?;
+        Ok(Some(Arc::new(Prepared { stmt, described })))
+    }
+
+    fn get_parameter_types(&self, stmt: &Self::Statement) -> PgWireResult<Vec<Type>> {
+        Ok(stmt.described.params.iter().map(pg_param_type).collect())
+    }
+
+    fn get_result_schema(&self, stmt: &Self::Statement, column_format: Option<&Format>) -> PgWireResult<Vec<FieldInfo>> {
+        Ok(match &stmt.described.schema {
+            Some(s) => field_infos(s, column_format.unwrap_or(&Format::UnifiedText)),
+            None => vec![],
+        })
+    }
+}
+
+#[async_trait]
+impl ExtendedQueryHandler for Handlers {
+    type Statement = Arc<Prepared>;
+    type QueryParser = EddyQueryParser;
+
+    fn query_parser(&self) -> Arc<Self::QueryParser> {
+        Arc::new(EddyQueryParser { engine: self.engine.clone() })
+    }
+
+    async fn do_query<C>(&self, client: &mut C, portal: &Portal<Self::Statement>, _max_rows: usize) -> PgWireResult<Response>
+    where
+        C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::PortalStore: PortalStore<Statement = Self::Statement>,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        let prepared = &portal.statement.statement;
+        let inferred = &prepared.described.params;
+        if portal.parameters.len() != inferred.len() {
+            return Err(to_pg(EddyError::user(
+                sqlstate::PROTOCOL_VIOLATION,
+                format!(
+                    "bind message supplies {} parameters, but prepared statement \"{}\" requires {}",
+                    portal.parameters.len(),
+                    portal.statement.id,
+                    inferred.len()
+                ),
+            )));
+        }
+        let mut params = Vec::with_capacity(portal.parameters.len());
+        for (i, p) in portal.parameters.iter().enumerate() {
+            let declared = portal.statement.parameter_types.get(i).cloned().flatten().filter(|t| t.oid() != 0);
+            let ty = declared.unwrap_or_else(|| pg_param_type(&inferred[i]));
+            let binary = portal.parameter_format.is_binary(i);
+            params.push(decode_param(p.as_deref(), binary, &ty, inferred[i].as_ref()).map_err(to_pg)?);
+        }
+        let slot = session_of(&self.engine, client);
+        let mut session = slot.lock().await;
+        let result = guarded(session.execute(&prepared.stmt, params)).await;
+        send_side_messages(client, &mut session).await?;
+        match result {
+            Ok(output) => Ok(respond(client, output, &portal.result_column_format)),
+            Err(e) => Err(to_pg(e)),
+        }
+    }
+}
+
+#[async_trait]
+impl CopyHandler for Handlers {
+    async fn on_copy_data<C>(&self, client: &mut C, copy_data: CopyData) -> PgWireResult<()>
+    where
+        C: ClientInfo + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        if let Some(buf) = client.session_extensions().get::<CopyBuffer>() {
+            if let Some((_, data)) = buf.0.lock().as_mut() {
+                data.extend_from_slice(&copy_data.data);
+            }
+        }
+        Ok(())
+    }
+
+    async fn on_copy_done<C>(&self, client: &mut C, _done: CopyDone) -> PgWireResult<()>
+    where
+        C: ClientInfo + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        let pending = client.session_extensions().get::<CopyBuffer>().and_then(|b| b.0.lock().take());
+        let Some((copy, data)) = pending else {
+            return Err(to_pg(EddyError::user(sqlstate::PROTOCOL_VIOLATION, "CopyDone without a COPY in progress")));
+        };
+        let slot = session_of(&self.engine, client);
+        let mut session = slot.lock().await;
+        let n = guarded(session.finish_copy(&copy, &data)).await.map_err(to_pg)?;
+        let tag: CommandComplete = Tag::new("COPY").with_rows(n).into();
+        client.send(PgWireBackendMessage::CommandComplete(tag)).await?;
+        Ok(())
+    }
+}
+
+/// The handler set given to `pgwire::tokio::process_socket` for each connection.
+pub struct Factory {
+    handlers: Arc<Handlers>,
+    startup: Arc<Startup>,
+    cancel: Arc<DefaultCancelHandler>,
+}
+
+impl Factory {
+    /// Handlers for `engine`; with `password`, clients must authenticate with SCRAM-SHA-256.
+    pub fn new(engine: Arc<Engine>, password: Option<String>) -> Self {
+        let handlers = Handlers::new(engine);
+        let startup = match password {
+            None => Startup::Trust(handlers.clone()),
+            Some(pw) => {
+                let salt: Vec<u8> = (0..16).map(|_| rand::random::<u8>()).collect();
+                let iterations = 4096;
+                let salted = gen_salted_password(&pw, &salt, iterations);
+                let mut scram = ScramAuth::new(Arc::new(StaticPassword { salt, salted }));
+                scram.set_iterations(iterations);
+                Startup::Scram(
+                    SASLAuthStartupHandler::new(Arc::new(EddyParameters))
+                        .with_scram(scram)
+                        .with_connection_manager(handlers.manager.clone()),
+                )
+            }
+        };
+        let cancel = Arc::new(DefaultCancelHandler::new(handlers.manager.clone()));
+        Self { handlers, startup: Arc::new(startup), cancel }
+    }
+}
+
+impl PgWireServerHandlers for Factory {
+    fn simple_query_handler(&self) -> Arc<impl SimpleQueryHandler> {
+        self.handlers.clone()
+    }
+    fn extended_query_handler(&self) -> Arc<impl ExtendedQueryHandler> {
+        self.handlers.clone()
+    }
+    fn startup_handler(&self) -> Arc<impl StartupHandler> {
+        self.startup.clone()
+    }
+    fn copy_handler(&self) -> Arc<impl CopyHandler> {
+        self.handlers.clone()
+    }
+    fn cancel_handler(&self) -> Arc<impl pgwire::api::cancel::CancelHandler> {
+        self.cancel.clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn startup_options_accept_every_spelling() {
+        let o = parse_options("-c search_path=a -csearch_path=b --search-path=c");
+        assert_eq!(o, vec![("search_path".into(), "a".into()), ("search_path".into(), "b".into()), ("search_path".into(), "c".into())]);
+    }
+}

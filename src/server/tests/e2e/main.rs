@@ -1,0 +1,11 @@
+//! End-to-end tests over the PostgreSQL wire: the `.slt` suite in `e2e_test/`, restarts on the
+//! same state directory, SIGKILL of a real `eddy` process, psql, and binary-format round trips.
+//! One test binary for all of them (link time on 2 cores matters).
+
+mod support;
+
+mod binary_types;
+mod durability;
+mod protocol;
+mod psql;
+mod slt;

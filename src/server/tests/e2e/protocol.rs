@@ -1,0 +1,104 @@
+//! Protocol behaviour: errors carry SQLSTATEs and leave the session usable, panics are
+//! contained, garbage on the socket does not hurt the server, extended-protocol details.
+
+use std::io::Write;
+
+use tokio_postgres::SimpleQueryMessage;
+
+use crate::support::{connect, server, sqlstate};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn errors_have_sqlstates_and_the_session_survives_them() {
+    let srv = server("memory://").await;
+    let c = connect(srv.addr).await;
+    c.batch_execute("CREATE TABLE t (id INT PRIMARY KEY, v INT NOT NULL)").await.unwrap();
+    let cases = [
+        ("SELEC 1", "42601"),
+        ("SELECT * FROM nope", "42P01"),
+        ("SELECT nope FROM t", "42703"),
+        ("CREATE TABLE t (a INT)", "42P07"),
+        ("INSERT INTO t VALUES (1, NULL)", "23502"),
+        ("INSERT INTO t (id) VALUES (1)", "23502"),
+        ("SELECT 1/0", "22012"),
+        ("SELECT no_such_function(1)", "42883"),
+        ("CREATE TABLE x (a geometry)", "42704"),
+        ("DROP TABLE nope", "42P01"),
+    ];
+    for (sql, code) in cases {
+        let e = c.batch_execute(sql).await.expect_err(sql);
+        assert_eq!(sqlstate(&e), code, "{sql}: {e:?}");
+        // The session is still usable and nothing was written.
+        let n: i64 = c.query_one("SELECT count(*) FROM t", &[]).await.unwrap().get(0);
+        assert_eq!(n, 0, "after {sql}");
+    }
+    // Wrong parameter count in the extended protocol.
+    let e = c.query("SELECT $1::int + $2::int", &[&1i32]).await.expect_err("param count");
+    assert!(e.to_string().contains("parameters") || sqlstate(&e) == "08P01", "{e}");
+    let one: i32 = c.query_one("SELECT 1", &[]).await.unwrap().get(0);
+    assert_eq!(one, 1);
+    srv.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn garbage_bytes_on_the_socket_do_not_take_the_server_down() {
+    let srv = server("memory://").await;
+    for junk in [&b"\x00\x00\x00\x08\x04\xd2\x16\x2f"[..], b"GET / HTTP/1.1\r\n\r\n", &[0xff; 64][..], b"\x00\x00\x00\x03"] {
+        let mut s = std::net::TcpStream::connect(srv.addr).unwrap();
+        let _ = s.write_all(junk);
+        drop(s);
+    }
+    let c = connect(srv.addr).await;
+    let v: i32 = c.query_one("SELECT 41 + 1", &[]).await.unwrap().get(0);
+    assert_eq!(v, 42);
+    srv.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_panicking_statement_is_an_internal_error_not_a_crash() {
+    let srv = server("memory://").await;
+    let c = connect(srv.addr).await;
+    let e = c.batch_execute("SELECT eddy_test_panic()").await.expect_err("panics");
+    assert_eq!(sqlstate(&e), "XX000", "{e:?}");
+    let v: i32 = c.query_one("SELECT 7", &[]).await.unwrap().get(0);
+    assert_eq!(v, 7);
+    srv.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn empty_queries_settings_and_transactions_behave_like_postgres() {
+    let srv = server("memory://").await;
+    let c = connect(srv.addr).await;
+    let msgs = c.simple_query(";").await.unwrap();
+    assert!(msgs.iter().all(|m| !matches!(m, SimpleQueryMessage::Row(_))));
+    c.simple_query("-- ping").await.unwrap();
+    let v: String = c.query_one("SELECT version()", &[]).await.unwrap().get(0);
+    assert!(v.starts_with("PostgreSQL 15.0 (Eddy "), "{v}");
+    c.batch_execute("SET application_name = 'x'; SET extra_float_digits = 3").await.unwrap();
+    let rows = c.simple_query("SHOW application_name").await.unwrap();
+    let SimpleQueryMessage::Row(r) = &rows[1] else { panic!("{rows:?}") };
+    assert_eq!(r.get(0), Some("x"));
+    c.batch_execute("BEGIN; CREATE TABLE tx (a INT); INSERT INTO tx VALUES (1); SAVEPOINT s1; RELEASE s1; COMMIT").await.unwrap();
+    let n: i64 = c.query_one("SELECT count(*) FROM tx", &[]).await.unwrap().get(0);
+    assert_eq!(n, 1);
+    let iso: String = c.query_one("SHOW TRANSACTION ISOLATION LEVEL", &[]).await.unwrap().get(0);
+    assert_eq!(iso, "read committed");
+    srv.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn password_mode_requires_the_password() {
+    let config = eddy_server::ServerConfig {
+        listen: "127.0.0.1:0".into(),
+        state_store: "memory://".into(),
+        password: Some("s3cret".into()),
+        ..Default::default()
+    };
+    let srv = eddy_server::start(config).await.unwrap();
+    let base = format!("host=127.0.0.1 port={} user=root dbname=dev", srv.addr.port());
+    assert!(tokio_postgres::connect(&format!("{base} password=wrong"), tokio_postgres::NoTls).await.is_err());
+    let (c, conn) = tokio_postgres::connect(&format!("{base} password=s3cret"), tokio_postgres::NoTls).await.unwrap();
+    tokio::spawn(conn);
+    let v: i32 = c.query_one("SELECT 1", &[]).await.unwrap().get(0);
+    assert_eq!(v, 1);
+    srv.shutdown().await.unwrap();
+}

@@ -1,0 +1,256 @@
+//! The native catalog: schemas and tables, persisted in the state store's system key space and
+//! committed through the same epoch commit as data (so DDL is durable exactly when it returns).
+//!
+//! Object ids come from one sequence; a relation's state-table id is its object id and its
+//! PostgreSQL OID is `16384 + id`, stable across restarts.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use eddy_common::error::sqlstate;
+use eddy_common::{user_err, ColumnType, EddyError, Result};
+use eddy_storage::{EpochBatch, ReadSnapshot};
+use serde::{Deserialize, Serialize};
+
+/// First OID handed to user objects, as in PostgreSQL.
+pub const FIRST_USER_OID: u32 = 16384;
+
+/// Name of the hidden key column of tables declared without a primary key.
+pub const ROW_ID_COLUMN: &str = "_row_id";
+
+/// Key prefix of catalog entries (system table id 0).
+const CATALOG_PREFIX: &[u8] = b"\0\0\0\0catalog/";
+
+/// Name of the only database.
+pub const DATABASE_NAME: &str = "dev";
+
+/// Schemas that always exist.
+pub const BUILTIN_SCHEMAS: [&str; 3] = ["public", "pg_catalog", "information_schema"];
+
+/// One column of a table.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct ColumnCatalog {
+    /// Column name.
+    pub name: String,
+    /// Declared type.
+    pub ty: ColumnType,
+    /// `NOT NULL` (implied for primary-key columns).
+    pub not_null: bool,
+    /// `DEFAULT` expression as SQL text.
+    pub default: Option<String>,
+}
+
+/// What kind of relation an entry is.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+pub enum RelationKind {
+    /// A table written by DML.
+    Table,
+}
+
+/// A table (and later: view, materialized view, source).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct TableCatalog {
+    /// Object id (state-table id; OID = 16384 + id).
+    pub id: u32,
+    /// Schema name.
+    pub schema: String,
+    /// Relation name.
+    pub name: String,
+    /// What the relation is.
+    pub kind: RelationKind,
+    /// User-visible columns.
+    pub columns: Vec<ColumnCatalog>,
+    /// Indices of primary-key columns; empty = keyed by a hidden `_row_id`.
+    pub pk: Vec<usize>,
+    /// The statement that created it.
+    pub definition: String,
+}
+
+impl TableCatalog {
+    /// PostgreSQL OID.
+    pub fn oid(&self) -> u32 {
+        FIRST_USER_OID + self.id
+    }
+
+    /// True when rows are keyed by a hidden row id.
+    pub fn has_row_id(&self) -> bool {
+        self.pk.is_empty()
+    }
+
+    /// Schema of the user-visible columns.
+    pub fn user_schema(&self) -> SchemaRef {
+        Arc::new(Schema::new(
+            self.columns.iter().map(|c| c.ty.to_field(&c.name, !c.not_null)).collect::<Vec<Field>>(),
+        ))
+    }
+
+    /// Schema of stored rows: user columns plus `_row_id` when there is no primary key.
+    pub fn storage_schema(&self) -> SchemaRef {
+        let mut fields: Vec<Field> = self.columns.iter().map(|c| c.ty.to_field(&c.name, !c.not_null)).collect();
+        if self.has_row_id() {
+            fields.push(Field::new(ROW_ID_COLUMN, DataType::Int64, false));
+        }
+        Arc::new(Schema::new(fields))
+    }
+
+    /// Key columns of stored rows.
+    pub fn storage_pk(&self) -> Vec<usize> {
+        if self.has_row_id() {
+            vec![self.columns.len()]
+        } else {
+            self.pk.clone()
+        }
+    }
+}
+
+/// A schema (namespace).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct SchemaCatalog {
+    /// Object id.
+    pub id: u32,
+    /// Schema name.
+    pub name: String,
+}
+
+/// A persisted catalog entry.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+enum Entry {
+    Schema(SchemaCatalog),
+    Table(TableCatalog),
+}
+
+/// The in-memory catalog; the persisted copy is changed only through [`CatalogChange`]s that
+/// commit with an epoch.
+#[derive(Debug, Default, Clone)]
+pub struct Catalog {
+    /// Schemas by name.
+    schemas: BTreeMap<String, SchemaCatalog>,
+    /// Relations by (schema, name).
+    tables: BTreeMap<(String, String), Arc<TableCatalog>>,
+    /// Next object id.
+    next_id: u32,
+}
+
+/// A change to the catalog, to be committed with an epoch and then applied in memory.
+#[derive(Debug)]
+pub enum CatalogChange {
+    CreateSchema(SchemaCatalog),
+    DropSchema(SchemaCatalog),
+    CreateTable(TableCatalog),
+    DropTable(Arc<TableCatalog>),
+}
+
+fn entry_key(id: u32) -> Vec<u8> {
+    let mut k = CATALOG_PREFIX.to_vec();
+    k.extend_from_slice(&id.to_be_bytes());
+    k
+}
+
+impl Catalog {
+    /// Loads the catalog from a committed snapshot, creating the built-in schemas' entries
+    /// in memory if this is a new store.
+    pub async fn load(snapshot: &ReadSnapshot) -> Result<Self> {
+        let mut cat = Catalog { next_id: 1, ..Default::default() };
+        for (_, v) in snapshot.scan_prefix(CATALOG_PREFIX).await? {
+            let entry: Entry = serde_json::from_slice(&v)
+                .map_err(|e| EddyError::internal(format!("corrupt catalog entry: {e}")))?;
+            match entry {
+                Entry::Schema(s) => {
+                    cat.next_id = cat.next_id.max(s.id + 1);
+                    cat.schemas.insert(s.name.clone(), s);
+                }
+                Entry::Table(t) => {
+                    cat.next_id = cat.next_id.max(t.id + 1);
+                    cat.tables.insert((t.schema.clone(), t.name.clone()), Arc::new(t));
+                }
+            }
+        }
+        Ok(cat)
+    }
+
+    /// Schemas that must exist but are not yet persisted (first start).
+    pub fn missing_builtin_schemas(&mut self) -> Vec<CatalogChange> {
+        let missing: Vec<&str> = BUILTIN_SCHEMAS.iter().copied().filter(|n| !self.schemas.contains_key(*n)).collect();
+        missing
+            .into_iter()
+            .map(|n| CatalogChange::CreateSchema(SchemaCatalog { id: self.allocate_id(), name: n.to_string() }))
+            .collect()
+    }
+
+    /// A fresh object id. Ids handed out but never committed are simply skipped.
+    pub fn allocate_id(&mut self) -> u32 {
+        let id = self.next_id;
+        self.next_id += 1;
+        id
+    }
+
+    /// Adds the persisted form of `change` to `batch`.
+    pub fn persist(change: &CatalogChange, batch: &mut EpochBatch) -> Result<()> {
+        let (id, entry) = match change {
+            CatalogChange::CreateSchema(s) => (s.id, Some(Entry::Schema(s.clone()))),
+            CatalogChange::CreateTable(t) => (t.id, Some(Entry::Table(t.clone()))),
+            CatalogChange::DropSchema(s) => (s.id, None),
+            CatalogChange::DropTable(t) => (t.id, None),
+        };
+        match entry {
+            Some(e) => batch.put(
+                entry_key(id),
+                serde_json::to_vec(&e).map_err(|e| EddyError::internal(format!("catalog encode: {e}")))?,
+            ),
+            None => batch.delete(entry_key(id)),
+        }
+        Ok(())
+    }
+
+    /// Applies a committed change in memory.
+    pub fn apply(&mut self, change: CatalogChange) {
+        match change {
+            CatalogChange::CreateSchema(s) => {
+                self.next_id = self.next_id.max(s.id + 1);
+                self.schemas.insert(s.name.clone(), s);
+            }
+            CatalogChange::DropSchema(s) => {
+                self.schemas.remove(&s.name);
+            }
+            CatalogChange::CreateTable(t) => {
+                self.next_id = self.next_id.max(t.id + 1);
+                self.tables.insert((t.schema.clone(), t.name.clone()), Arc::new(t));
+            }
+            CatalogChange::DropTable(t) => {
+                self.tables.remove(&(t.schema.clone(), t.name.clone()));
+            }
+        }
+    }
+
+    /// The schema named `name`.
+    pub fn schema(&self, name: &str) -> Option<&SchemaCatalog> {
+        self.schemas.get(name)
+    }
+
+    /// All schemas.
+    pub fn schemas(&self) -> impl Iterator<Item = &SchemaCatalog> {
+        self.schemas.values()
+    }
+
+    /// The relation `schema.name`.
+    pub fn table(&self, schema: &str, name: &str) -> Option<&Arc<TableCatalog>> {
+        self.tables.get(&(schema.to_string(), name.to_string()))
+    }
+
+    /// All relations.
+    pub fn tables(&self) -> impl Iterator<Item = &Arc<TableCatalog>> {
+        self.tables.values()
+    }
+
+    /// Relations in `schema`.
+    pub fn tables_in(&self, schema: &str) -> Vec<Arc<TableCatalog>> {
+        self.tables.values().filter(|t| t.schema == schema).cloned().collect()
+    }
+
+    /// Fails with `3F000` unless `schema` exists.
+    pub fn require_schema(&self, schema: &str) -> Result<&SchemaCatalog> {
+        self.schema(schema)
+            .ok_or_else(|| user_err!(sqlstate::INVALID_SCHEMA_NAME, "schema \"{schema}\" does not exist"))
+    }
+}

@@ -1,0 +1,237 @@
+//! CREATE/DROP TABLE and SCHEMA: validate against the catalog, then commit the change durably.
+
+use std::collections::HashSet;
+
+use datafusion::common::DFSchema;
+use datafusion::prelude::SessionContext;
+use datafusion::sql::sqlparser::ast::{ColumnOption, CreateTable, ObjectName, ObjectType, TableConstraint};
+use eddy_common::error::sqlstate;
+use eddy_common::{not_supported, user_err, Result};
+use eddy_storage::EpochBatch;
+
+use crate::catalog::{CatalogChange, ColumnCatalog, RelationKind, SchemaCatalog, TableCatalog, BUILTIN_SCHEMAS, ROW_ID_COLUMN};
+use crate::session::Session;
+use crate::types::parse_type_name;
+
+/// Splits `[schema.]name` (identifiers already case-normalized) using the session's default schema.
+pub fn resolve_name(session: &Session, name: &ObjectName) -> Result<(String, String)> {
+    let parts: Vec<String> = name.0.iter().map(|p| normalize_ident(&p.to_string())).collect();
+    match parts.as_slice() {
+        [n] => Ok((session.default_schema(), n.clone())),
+        [s, n] => Ok((s.clone(), n.clone())),
+        [_db, s, n] => Ok((s.clone(), n.clone())),
+        _ => Err(user_err!(sqlstate::SYNTAX_ERROR, "improper qualified name (too many dotted names): {name}")),
+    }
+}
+
+/// PostgreSQL identifier folding: unquoted names are lower-cased, quoted ones kept verbatim.
+pub fn normalize_ident(raw: &str) -> String {
+    if raw.len() >= 2 && raw.starts_with('"') && raw.ends_with('"') {
+        raw[1..raw.len() - 1].replace("\"\"", "\"")
+    } else {
+        raw.to_lowercase()
+    }
+}
+
+impl Session {
+    /// `CREATE TABLE`.
+    pub(crate) async fn create_table(&mut self, ct: &CreateTable, sql: &str) -> Result<()> {
+        let (schema, name) = resolve_name(self, &ct.name)?;
+        if ct.query.is_some() {
+            return Err(not_supported!("CREATE TABLE ... AS is not supported yet"));
+        }
+        let mut columns = Vec::with_capacity(ct.columns.len());
+        let mut pk_names: Vec<String> = Vec::new();
+        let mut seen = HashSet::new();
+        let ctx = SessionContext::new();
+        for col in &ct.columns {
+            let cname = normalize_ident(&col.name.to_string());
+            if !seen.insert(cname.clone()) {
+                return Err(user_err!(sqlstate::DUPLICATE_COLUMN, "column \"{cname}\" specified more than once"));
+            }
+            if cname == ROW_ID_COLUMN {
+                return Err(user_err!(sqlstate::DUPLICATE_COLUMN, "column name \"{ROW_ID_COLUMN}\" is reserved"));
+            }
+            let ty = parse_type_name(&col.data_type.to_string())?;
+            let mut not_null = false;
+            let mut default = None;
+            for opt in &col.options {
+                match &opt.option {
+                    ColumnOption::NotNull => not_null = true,
+                    ColumnOption::Null => {}
+                    ColumnOption::Default(e) => {
+                        let text = e.to_string();
+                        let expr = ctx.parse_sql_expr(&text, &DFSchema::empty()).map_err(|err| {
+                            user_err!(sqlstate::INVALID_COLUMN_DEFINITION, "invalid DEFAULT for column \"{cname}\": {err}")
+                        })?;
+                        if expr.column_refs().iter().next().is_some() {
+                            return Err(user_err!(
+                                "0A000",
+                                "cannot use column reference in DEFAULT expression of column \"{cname}\""
+                            ));
+                        }
+                        default = Some(text);
+                    }
+                    ColumnOption::PrimaryKey(_) => {
+                        not_null = true;
+                        pk_names.push(cname.clone());
+                    }
+                    ColumnOption::Unique(_) => {
+                        return Err(not_supported!("UNIQUE constraints are not supported (column \"{cname}\"); use PRIMARY KEY"));
+                    }
+                    other => return Err(not_supported!("column option {other} is not supported")),
+                }
+            }
+            columns.push(ColumnCatalog { name: cname, ty, not_null, default });
+        }
+        for c in &ct.constraints {
+            match c {
+                TableConstraint::PrimaryKey(pk) => {
+                    if !pk_names.is_empty() {
+                        return Err(user_err!(
+                            sqlstate::INVALID_TABLE_DEFINITION,
+                            "multiple primary keys for table \"{name}\" are not allowed"
+                        ));
+                    }
+                    for c in &pk.columns {
+                        pk_names.push(normalize_ident(&c.column.expr.to_string()));
+                    }
+                }
+                other => return Err(not_supported!("table constraint {other} is not supported")),
+            }
+        }
+        if columns.is_empty() {
+            return Err(not_supported!("tables need at least one column"));
+        }
+        let mut pk = Vec::new();
+        for n in &pk_names {
+            let idx = columns.iter().position(|c| &c.name == n).ok_or_else(|| {
+                user_err!(sqlstate::UNDEFINED_COLUMN, "column \"{n}\" named in key does not exist")
+            })?;
+            columns[idx].not_null = true;
+            pk.push(idx);
+        }
+        let if_not_exists = ct.if_not_exists;
+        let definition = sql.trim().trim_end_matches(';').to_string();
+        let mut created = true;
+        self.engine
+            .ddl(|cat| {
+                cat.require_schema(&schema)?;
+                if cat.table(&schema, &name).is_some() {
+                    if if_not_exists {
+                        created = false;
+                        return Ok((vec![], EpochBatch::default()));
+                    }
+                    return Err(user_err!(sqlstate::DUPLICATE_TABLE, "relation \"{name}\" already exists"));
+                }
+                let id = cat.allocate_id();
+                let table = TableCatalog { id, schema, name, kind: RelationKind::Table, columns, pk, definition };
+                Ok((vec![CatalogChange::CreateTable(table)], EpochBatch::default()))
+            })
+            .await?;
+        if !created {
+            self.notice("relation already exists, skipping");
+        }
+        Ok(())
+    }
+
+    /// `DROP TABLE` / `DROP SCHEMA`.
+    pub(crate) async fn drop_objects(&mut self, object_type: ObjectType, names: &[ObjectName], if_exists: bool, cascade: bool) -> Result<&'static str> {
+        match object_type {
+            ObjectType::Table => {
+                for n in names {
+                    let (schema, name) = resolve_name(self, n)?;
+                    let snapshot = self.engine.store.snapshot();
+                    let existing = self.engine.catalog().table(&schema, &name).cloned();
+                    let Some(table) = existing else {
+                        if if_exists {
+                            self.notice(&format!("table \"{name}\" does not exist, skipping"));
+                            continue;
+                        }
+                        return Err(user_err!(sqlstate::UNDEFINED_TABLE, "table \"{name}\" does not exist"));
+                    };
+                    let st = self.engine.state_table(&table)?;
+                    let mut batch = EpochBatch::default();
+                    st.clear(&snapshot, &mut batch).await?;
+                    self.engine
+                        .ddl(|cat| {
+                            let Some(t) = cat.table(&schema, &name).cloned() else {
+                                return Err(user_err!(sqlstate::UNDEFINED_TABLE, "table \"{name}\" does not exist"));
+                            };
+                            if t.id != table.id {
+                                return Err(user_err!("40001", "table \"{name}\" was replaced concurrently; retry"));
+                            }
+                            Ok((vec![CatalogChange::DropTable(t)], batch))
+                        })
+                        .await?;
+                }
+                Ok("DROP TABLE")
+            }
+            ObjectType::Schema => {
+                for n in names {
+                    let name = normalize_ident(&n.to_string());
+                    if BUILTIN_SCHEMAS.contains(&name.as_str()) && name != "public" {
+                        return Err(user_err!(sqlstate::INSUFFICIENT_PRIVILEGE, "cannot drop schema {name} because it is required by the database system"));
+                    }
+                    let tables = self.engine.catalog().tables_in(&name);
+                    if !tables.is_empty() && !cascade {
+                        let names: Vec<String> = tables.iter().map(|t| format!("table {}.{}", t.schema, t.name)).collect();
+                        return Err(user_err!(
+                            sqlstate::DEPENDENT_OBJECTS_STILL_EXIST,
+                            "cannot drop schema {name} because other objects depend on it: {}; use DROP ... CASCADE",
+                            names.join(", ")
+                        ));
+                    }
+                    let snapshot = self.engine.store.snapshot();
+                    let mut batch = EpochBatch::default();
+                    for t in &tables {
+                        self.engine.state_table(t)?.clear(&snapshot, &mut batch).await?;
+                    }
+                    let mut missing = false;
+                    self.engine
+                        .ddl(|cat| {
+                            let Some(s) = cat.schema(&name).cloned() else {
+                                if if_exists {
+                                    missing = true;
+                                    return Ok((vec![], EpochBatch::default()));
+                                }
+                                return Err(user_err!(sqlstate::INVALID_SCHEMA_NAME, "schema \"{name}\" does not exist"));
+                            };
+                            let mut changes: Vec<CatalogChange> = cat.tables_in(&name).into_iter().map(CatalogChange::DropTable).collect();
+                            changes.push(CatalogChange::DropSchema(s));
+                            Ok((changes, batch))
+                        })
+                        .await?;
+                    if missing {
+                        self.notice(&format!("schema \"{name}\" does not exist, skipping"));
+                    }
+                }
+                Ok("DROP SCHEMA")
+            }
+            other => Err(not_supported!("DROP {other} is not supported")),
+        }
+    }
+
+    /// `CREATE SCHEMA`.
+    pub(crate) async fn create_schema(&mut self, name: &str, if_not_exists: bool) -> Result<()> {
+        let name = normalize_ident(name);
+        let mut exists = false;
+        self.engine
+            .ddl(|cat| {
+                if cat.schema(&name).is_some() {
+                    if if_not_exists {
+                        exists = true;
+                        return Ok((vec![], EpochBatch::default()));
+                    }
+                    return Err(user_err!(sqlstate::DUPLICATE_SCHEMA, "schema \"{name}\" already exists"));
+                }
+                let id = cat.allocate_id();
+                Ok((vec![CatalogChange::CreateSchema(SchemaCatalog { id, name: name.clone() })], EpochBatch::default()))
+            })
+            .await?;
+        if exists {
+            self.notice(&format!("schema \"{name}\" already exists, skipping"));
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,201 @@
+//! INSERT, UPDATE and DELETE. DataFusion plans them (casts, defaults, placeholders, joins in
+//! `UPDATE ... FROM`); Eddy executes the plan's input over the statement's snapshot, turns the
+//! result into a [`StreamChunk`] of changes for the table and commits it through the barrier
+//! manager. The statement returns only when its epoch is durable.
+//!
+//! Semantics worth knowing: statements run in autocommit mode; an INSERT of an existing primary
+//! key overwrites that row (upsert); concurrent UPDATEs of the same row are last-writer-wins.
+
+use std::sync::Arc;
+
+use arrow::array::{Array, ArrayRef, AsArray, Int64Array, RecordBatch, StringArray};
+use arrow::compute::concat_batches;
+use arrow::datatypes::{DataType, Schema};
+use datafusion::datasource::source_as_provider;
+use datafusion::execution::SessionState;
+use datafusion::logical_expr::{col, DmlStatement, Expr, LogicalPlan, Projection, WriteOp};
+use datafusion::physical_plan::collect;
+use eddy_common::error::sqlstate;
+use eddy_common::{internal_err, user_err, ColumnType, Op, Result, StreamChunk};
+use eddy_storage::EpochBatch;
+
+use crate::catalog::TableCatalog;
+use crate::provider::EddyTable;
+use crate::session::Session;
+
+/// Prefix of the extra columns carrying a row's old key through an UPDATE.
+const OLD_KEY_PREFIX: &str = "__eddy_old_";
+
+async fn run(state: &SessionState, plan: &LogicalPlan) -> Result<Vec<RecordBatch>> {
+    let physical = state.create_physical_plan(plan).await?;
+    Ok(collect(physical, state.task_ctx()).await?)
+}
+
+fn concat(schema: &Arc<Schema>, batches: &[RecordBatch]) -> Result<RecordBatch> {
+    Ok(concat_batches(schema, batches)?)
+}
+
+impl Session {
+    /// Executes a planned DML statement; returns the affected row count.
+    pub(crate) async fn execute_dml(&mut self, state: &SessionState, dml: DmlStatement) -> Result<usize> {
+        let provider = source_as_provider(&dml.target)?;
+        let table = provider
+            .downcast_ref::<EddyTable>()
+            .ok_or_else(|| user_err!(sqlstate::WRONG_OBJECT_TYPE, "cannot modify \"{}\": it is not a table", dml.table_name))?;
+        let catalog = table.catalog.clone();
+        let st = table.state_table.clone();
+        let mut batch = EpochBatch::default();
+        let count = match &dml.op {
+            WriteOp::Insert(_) => {
+                let rows = run(state, &dml.input).await?;
+                let rows = concat(&catalog.user_schema(), &rebind(&catalog.user_schema(), rows)?)?;
+                let rows = self.prepare_insert(&catalog, rows)?;
+                let n = rows.num_rows();
+                st.write_chunk(&StreamChunk::inserts(rows), &mut batch)?;
+                n
+            }
+            WriteOp::Delete => {
+                let rows = run(state, &dml.input).await?;
+                let schema = catalog.storage_schema();
+                let rows = concat(&schema, &rebind(&schema, rows)?)?;
+                let n = rows.num_rows();
+                st.write_chunk(&StreamChunk::deletes(rows), &mut batch)?;
+                n
+            }
+            WriteOp::Update => {
+                let input = with_old_keys(&dml.input, &catalog)?;
+                let out = run(state, &input).await?;
+                let schema = catalog.storage_schema();
+                let width = schema.fields().len();
+                let mut n = 0;
+                for b in out {
+                    n += b.num_rows();
+                    let new_rows = RecordBatch::try_new(schema.clone(), b.columns()[..width].to_vec())?;
+                    let new_rows = self.validate_rows(&catalog, new_rows)?;
+                    // Rows keyed by their old key, to delete before writing the new versions.
+                    let mut old_cols: Vec<ArrayRef> = new_rows.columns().to_vec();
+                    for (i, &k) in catalog.storage_pk().iter().enumerate() {
+                        old_cols[k] = b.column(width + i).clone();
+                    }
+                    let old_rows = RecordBatch::try_new(schema.clone(), old_cols)?;
+                    let mut ops = vec![Op::UpdateDelete; old_rows.num_rows()];
+                    st.write_chunk(&StreamChunk::try_new(old_rows, std::mem::take(&mut ops))?, &mut batch)?;
+                    ops = vec![Op::UpdateInsert; new_rows.num_rows()];
+                    st.write_chunk(&StreamChunk::try_new(new_rows, ops)?, &mut batch)?;
+                }
+                n
+            }
+            other => return Err(eddy_common::not_supported!("{other} is not supported")),
+        };
+        if !batch.is_empty() {
+            self.engine.barrier.commit_writes(batch).await?;
+        }
+        Ok(count)
+    }
+
+    /// Checks user rows and adds the hidden row id: the rows to store for an INSERT.
+    pub(crate) fn prepare_insert(&self, catalog: &TableCatalog, rows: RecordBatch) -> Result<RecordBatch> {
+        let rows = self.validate_rows(catalog, rows)?;
+        if !catalog.has_row_id() {
+            return Ok(rows);
+        }
+        let ids = self.engine.allocate_row_ids(rows.num_rows());
+        let mut cols = rows.columns().to_vec();
+        cols.push(Arc::new(Int64Array::from_iter_values(ids)));
+        Ok(RecordBatch::try_new(catalog.storage_schema(), cols)?)
+    }
+
+    /// Enforces NOT NULL and `varchar(n)`, and normalizes `jsonb` text.
+    pub(crate) fn validate_rows(&self, catalog: &TableCatalog, rows: RecordBatch) -> Result<RecordBatch> {
+        let mut cols = rows.columns().to_vec();
+        for (i, c) in catalog.columns.iter().enumerate() {
+            let arr = &cols[i];
+            if c.not_null && arr.null_count() > 0 {
+                return Err(user_err!(
+                    sqlstate::NOT_NULL_VIOLATION,
+                    "null value in column \"{}\" of relation \"{}\" violates not-null constraint",
+                    c.name,
+                    catalog.name
+                ));
+            }
+            match &c.ty {
+                ColumnType::Varchar(Some(n)) => {
+                    let s = arr.as_string::<i32>();
+                    if s.iter().flatten().any(|v| v.chars().count() > *n as usize) {
+                        return Err(user_err!(
+                            sqlstate::STRING_DATA_RIGHT_TRUNCATION,
+                            "value too long for type character varying({n})"
+                        ));
+                    }
+                }
+                ColumnType::Jsonb => {
+                    let s = arr.as_string::<i32>();
+                    let normalized: StringArray = s
+                        .iter()
+                        .map(|v| v.map(crate::jsonb::normalize).transpose())
+                        .collect::<Result<_>>()?;
+                    cols[i] = Arc::new(normalized);
+                }
+                _ => {}
+            }
+        }
+        Ok(RecordBatch::try_new(rows.schema(), cols)?)
+    }
+}
+
+/// Re-labels batches with `schema` (same column types; planner output names/nullability may
+/// differ from the table's).
+fn rebind(schema: &Arc<Schema>, batches: Vec<RecordBatch>) -> Result<Vec<RecordBatch>> {
+    batches
+        .into_iter()
+        .map(|b| {
+            if b.num_columns() != schema.fields().len() {
+                return Err(internal_err!("DML input has {} columns, table has {}", b.num_columns(), schema.fields().len()));
+            }
+            let cols = b
+                .columns()
+                .iter()
+                .zip(schema.fields())
+                .map(|(c, f)| {
+                    if c.data_type() == f.data_type() {
+                        Ok(c.clone())
+                    } else {
+                        Ok(arrow::compute::cast(c, f.data_type())?)
+                    }
+                })
+                .collect::<Result<Vec<_>>>()?;
+            Ok(RecordBatch::try_new(schema.clone(), cols)?)
+        })
+        .collect()
+}
+
+/// Extends an UPDATE's projection with the old values of the key columns.
+fn with_old_keys(input: &LogicalPlan, catalog: &TableCatalog) -> Result<LogicalPlan> {
+    let LogicalPlan::Projection(p) = input else {
+        return Err(internal_err!("unexpected UPDATE plan shape: {}", input.display()));
+    };
+    let storage = catalog.storage_schema();
+    let mut exprs = p.expr.clone();
+    for (i, &k) in catalog.storage_pk().iter().enumerate() {
+        let name = storage.field(k).name();
+        let source_schema = p.input.schema();
+        let (qualifier, _) = source_schema
+            .qualified_field_with_unqualified_name(name)
+            .map(|(q, f)| (q, f.as_ref()))
+            .or_else(|_| {
+                source_schema
+                    .iter()
+                    .find(|(q, f)| f.name() == name && q.map(|q| q.table() == catalog.name).unwrap_or(false))
+                    .map(|(q, f)| (q, f.as_ref()))
+                    .map(|(q, f)| (q, f))
+                    .ok_or_else(|| internal_err!("UPDATE source lacks key column {name}"))
+            })?;
+        let column = match qualifier {
+            Some(q) => Expr::Column(datafusion::common::Column::new(Some(q.clone()), name)),
+            None => col(name),
+        };
+        exprs.push(column.alias(format!("{OLD_KEY_PREFIX}{i}")));
+    }
+    let _ = DataType::Null;
+    Ok(LogicalPlan::Projection(Projection::try_new(exprs, p.input.clone())?))
+}

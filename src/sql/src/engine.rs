@@ -1,0 +1,161 @@
+//! [`Engine`]: the process-wide database — state store, barrier manager and catalog — that
+//! sessions share. Nothing here is global: tests run several engines in one process.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use datafusion::common::DFSchema;
+use datafusion::logical_expr::Expr;
+use datafusion::prelude::SessionContext;
+use eddy_common::Result;
+use eddy_storage::{EpochBatch, StateStore, StateTable, StoreOptions};
+use eddy_stream::BarrierManager;
+use parking_lot::{Mutex, RwLock, RwLockReadGuard};
+
+use crate::catalog::{Catalog, CatalogChange, TableCatalog};
+
+/// Engine settings.
+#[derive(Debug, Clone)]
+pub struct EngineConfig {
+    /// Where state lives.
+    pub store: StoreOptions,
+    /// Time between barriers when no DML asks for one early.
+    pub barrier_interval: Duration,
+    /// Register test-only functions (`eddy_test_panic()`); off outside tests.
+    pub test_functions: bool,
+}
+
+impl Default for EngineConfig {
+    fn default() -> Self {
+        Self { store: StoreOptions::default(), barrier_interval: Duration::from_millis(250), test_functions: false }
+    }
+}
+
+/// The shared database state.
+pub struct Engine {
+    /// Durable state.
+    pub store: Arc<StateStore>,
+    /// Epoch commits.
+    pub barrier: Arc<BarrierManager>,
+    /// The catalog as of the last committed DDL.
+    catalog: RwLock<Catalog>,
+    /// Serializes DDL so catalog changes commit in the order they were decided.
+    ddl_lock: tokio::sync::Mutex<()>,
+    /// Next hidden row id: `generation << 40 | counter`, unique across restarts.
+    next_row_id: AtomicU64,
+    /// State tables by id (their codecs are worth reusing).
+    state_tables: Mutex<HashMap<u32, Arc<StateTable>>>,
+    /// Parsed column defaults by table id.
+    defaults: Mutex<HashMap<u32, HashMap<String, Expr>>>,
+    /// Engine settings.
+    pub config: EngineConfig,
+}
+
+impl std::fmt::Debug for Engine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Engine").field("store", &self.store.description()).finish()
+    }
+}
+
+impl Engine {
+    /// Opens the store, recovers the catalog and starts the barrier loop.
+    pub async fn open(config: EngineConfig) -> Result<Arc<Self>> {
+        let store = StateStore::open(&config.store).await?;
+        let mut catalog = Catalog::load(&store.snapshot()).await?;
+        let barrier = BarrierManager::start(store.clone(), config.barrier_interval);
+        let bootstrap = catalog.missing_builtin_schemas();
+        let generation = store.generation();
+        let engine = Arc::new(Self {
+            store,
+            barrier,
+            catalog: RwLock::new(catalog),
+            ddl_lock: tokio::sync::Mutex::new(()),
+            next_row_id: AtomicU64::new(generation << 40),
+            state_tables: Mutex::new(HashMap::new()),
+            defaults: Mutex::new(HashMap::new()),
+            config,
+        });
+        if !bootstrap.is_empty() {
+            engine.commit_catalog(bootstrap, EpochBatch::default()).await?;
+        }
+        Ok(engine)
+    }
+
+    /// The current catalog.
+    pub fn catalog(&self) -> RwLockReadGuard<'_, Catalog> {
+        self.catalog.read()
+    }
+
+    /// Runs `decide` under the DDL lock with a copy of the catalog, then commits the changes it
+    /// returns (plus `extra` data changes) durably and applies them in memory.
+    pub async fn ddl<F>(&self, decide: F) -> Result<()>
+    where
+        F: FnOnce(&mut Catalog) -> Result<(Vec<CatalogChange>, EpochBatch)>,
+    {
+        let _guard = self.ddl_lock.lock().await;
+        let mut scratch = self.catalog.read().clone();
+        let (changes, extra) = decide(&mut scratch)?;
+        self.commit_catalog(changes, extra).await
+    }
+
+    async fn commit_catalog(&self, changes: Vec<CatalogChange>, mut batch: EpochBatch) -> Result<()> {
+        for c in &changes {
+            Catalog::persist(c, &mut batch)?;
+        }
+        self.barrier.commit_writes(batch).await?;
+        let mut cat = self.catalog.write();
+        for c in changes {
+            if let CatalogChange::DropTable(t) = &c {
+                self.state_tables.lock().remove(&t.id);
+                self.defaults.lock().remove(&t.id);
+            }
+            cat.apply(c);
+        }
+        Ok(())
+    }
+
+    /// The state table holding `table`'s rows.
+    pub fn state_table(&self, table: &TableCatalog) -> Result<Arc<StateTable>> {
+        if let Some(t) = self.state_tables.lock().get(&table.id) {
+            return Ok(t.clone());
+        }
+        let st = Arc::new(StateTable::try_new(table.id, table.storage_schema(), table.storage_pk())?);
+        self.state_tables.lock().insert(table.id, st.clone());
+        Ok(st)
+    }
+
+    /// Default expressions of `table`'s columns, parsed once.
+    pub fn column_defaults(&self, table: &TableCatalog) -> HashMap<String, Expr> {
+        if let Some(d) = self.defaults.lock().get(&table.id) {
+            return d.clone();
+        }
+        let ctx = SessionContext::new();
+        let empty = DFSchema::empty();
+        let parsed: HashMap<String, Expr> = table
+            .columns
+            .iter()
+            .filter_map(|c| {
+                let sql = c.default.as_ref()?;
+                // Validated at CREATE TABLE; an entry that no longer parses is dropped, not fatal.
+                let expr = ctx.parse_sql_expr(sql, &empty).ok()?;
+                Some((c.name.clone(), expr))
+            })
+            .collect();
+        self.defaults.lock().insert(table.id, parsed.clone());
+        parsed
+    }
+
+    /// `n` fresh hidden row ids.
+    pub fn allocate_row_ids(&self, n: usize) -> std::ops::Range<i64> {
+        let start = self.next_row_id.fetch_add(n as u64, Ordering::Relaxed) as i64;
+        start..start + n as i64
+    }
+
+    /// Commits what is pending and stops accepting writes.
+    pub async fn shutdown(&self) -> Result<()> {
+        self.barrier.shutdown().await;
+        self.store.close().await
+    }
+}

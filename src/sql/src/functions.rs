@@ -1,0 +1,177 @@
+//! PostgreSQL session functions clients call on connect: `version()`, `current_schema()`,
+//! `current_database()`, `current_user`, `current_setting(name)`, `pg_backend_pid()`.
+
+use std::collections::BTreeMap;
+use std::hash::{Hash, Hasher};
+use std::sync::Arc;
+
+use arrow::array::{Array, AsArray, StringArray};
+use arrow::datatypes::DataType;
+use datafusion::error::{DataFusionError, Result as DfResult};
+use datafusion::logical_expr::{ColumnarValue, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature, Volatility};
+use datafusion::prelude::SessionContext;
+use datafusion::scalar::ScalarValue;
+use parking_lot::RwLock;
+
+/// PostgreSQL version Eddy reports (clients pick query shapes from it).
+pub const PG_VERSION: &str = "15.0";
+/// `server_version_num` matching [`PG_VERSION`].
+pub const PG_VERSION_NUM: &str = "150000";
+
+/// `version()` text: parseable by SQLAlchemy's `PostgreSQL (\d+)\.?(\d+)?` and names Eddy.
+pub fn version_string() -> String {
+    format!(
+        "PostgreSQL {PG_VERSION} (Eddy {}) on x86_64-pc-linux-gnu, compiled by rustc, 64-bit",
+        env!("CARGO_PKG_VERSION")
+    )
+}
+
+type Body = dyn Fn(&[ColumnarValue], usize) -> DfResult<ColumnarValue> + Send + Sync;
+
+/// A scalar function defined by a closure.
+struct FnUdf {
+    name: &'static str,
+    signature: Signature,
+    ret: DataType,
+    body: Arc<Body>,
+}
+
+impl std::fmt::Debug for FnUdf {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}()", self.name)
+    }
+}
+
+impl PartialEq for FnUdf {
+    fn eq(&self, other: &Self) -> bool {
+        self.name == other.name && Arc::ptr_eq(&self.body, &other.body)
+    }
+}
+impl Eq for FnUdf {}
+impl Hash for FnUdf {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.name.hash(state)
+    }
+}
+
+impl ScalarUDFImpl for FnUdf {
+    fn name(&self) -> &str {
+        self.name
+    }
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+    fn return_type(&self, _args: &[DataType]) -> DfResult<DataType> {
+        Ok(self.ret.clone())
+    }
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
+        (self.body)(&args.args, args.number_rows)
+    }
+}
+
+fn register(ctx: &SessionContext, name: &'static str, signature: Signature, ret: DataType, body: Arc<Body>) {
+    ctx.register_udf(ScalarUDF::new_from_impl(FnUdf { name, signature, ret, body }));
+}
+
+fn constant_text(ctx: &SessionContext, name: &'static str, value: String) {
+    let v = ScalarValue::Utf8(Some(value));
+    register(
+        ctx,
+        name,
+        Signature::exact(vec![], Volatility::Stable),
+        DataType::Utf8,
+        Arc::new(move |_, _| Ok(ColumnarValue::Scalar(v.clone()))),
+    );
+}
+
+/// What the session functions read: the session's user and live settings.
+pub struct SessionInfo {
+    /// Connected user.
+    pub user: String,
+    /// Settings by lower-case name.
+    pub vars: Arc<RwLock<BTreeMap<String, String>>>,
+    /// Backend pid reported to the client.
+    pub pid: i32,
+}
+
+/// Registers the session functions on `ctx`.
+pub fn register_session_functions(ctx: &SessionContext, info: &SessionInfo) {
+    constant_text(ctx, "version", version_string());
+    constant_text(ctx, "current_database", crate::catalog::DATABASE_NAME.to_string());
+    for name in ["current_user", "session_user", "current_role", "user"] {
+        constant_text(ctx, name, info.user.clone());
+    }
+    let vars = info.vars.clone();
+    register(
+        ctx,
+        "current_schema",
+        Signature::exact(vec![], Volatility::Stable),
+        DataType::Utf8,
+        Arc::new(move |_, _| Ok(ColumnarValue::Scalar(ScalarValue::Utf8(Some(first_schema(&vars.read())))))),
+    );
+    let pid = info.pid;
+    register(
+        ctx,
+        "pg_backend_pid",
+        Signature::exact(vec![], Volatility::Stable),
+        DataType::Int32,
+        Arc::new(move |_, _| Ok(ColumnarValue::Scalar(ScalarValue::Int32(Some(pid))))),
+    );
+    let vars = info.vars.clone();
+    register(
+        ctx,
+        "current_setting",
+        Signature::uniform(1, vec![DataType::Utf8], Volatility::Stable),
+        DataType::Utf8,
+        Arc::new(move |args, rows| {
+            let vars = vars.read();
+            let lookup = |name: &str| -> DfResult<String> {
+                let key = crate::session::canonical_var(name);
+                vars.get(&key).cloned().ok_or_else(|| {
+                    DataFusionError::External(Box::new(eddy_common::user_err!(
+                        eddy_common::error::sqlstate::UNDEFINED_OBJECT,
+                        "unrecognized configuration parameter \"{name}\""
+                    )))
+                })
+            };
+            match &args[0] {
+                ColumnarValue::Scalar(s) => match s {
+                    ScalarValue::Utf8(Some(n)) | ScalarValue::LargeUtf8(Some(n)) | ScalarValue::Utf8View(Some(n)) => {
+                        Ok(ColumnarValue::Scalar(ScalarValue::Utf8(Some(lookup(n)?))))
+                    }
+                    _ => Ok(ColumnarValue::Scalar(ScalarValue::Utf8(None))),
+                },
+                ColumnarValue::Array(a) => {
+                    let a = arrow::compute::cast(a, &DataType::Utf8)?;
+                    let s = a.as_string::<i32>();
+                    let out: StringArray = (0..rows.min(s.len()))
+                        .map(|i| if s.is_null(i) { Ok(None) } else { lookup(s.value(i)).map(Some) })
+                        .collect::<DfResult<_>>()?;
+                    Ok(ColumnarValue::Array(Arc::new(out)))
+                }
+            }
+        }),
+    );
+}
+
+/// The first existing schema named by `search_path` (`"$user"` skipped), or `public`.
+pub fn first_schema(vars: &BTreeMap<String, String>) -> String {
+    vars.get("search_path")
+        .and_then(|p| {
+            p.split(',')
+                .map(|s| s.trim().trim_matches('"').to_string())
+                .find(|s| !s.is_empty() && s != "$user")
+        })
+        .unwrap_or_else(|| "public".to_string())
+}
+
+/// Test doubles: `eddy_test_panic()` panics when evaluated (proves panics are contained).
+pub fn register_test_functions(ctx: &SessionContext) {
+    register(
+        ctx,
+        "eddy_test_panic",
+        Signature::exact(vec![], Volatility::Volatile),
+        DataType::Int32,
+        Arc::new(|_, _| panic!("eddy_test_panic() was called")),
+    );
+}

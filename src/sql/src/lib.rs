@@ -1,0 +1,17 @@
+//! SQL frontend (DESIGN.md, "Planning"): parsing, the catalog, DataFusion integration, DDL,
+//! DML and session settings. `server` turns wire messages into calls on [`Session`].
+
+pub mod catalog;
+pub mod copy;
+pub mod ddl;
+pub mod dml;
+pub mod engine;
+pub mod functions;
+pub mod jsonb;
+pub mod provider;
+pub mod session;
+pub mod split;
+pub mod types;
+
+pub use engine::{Engine, EngineConfig};
+pub use session::{Described, EddyStatement, Output, Session};

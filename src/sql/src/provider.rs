@@ -1,0 +1,171 @@
+//! DataFusion catalog adapters: Eddy's catalog seen as DataFusion `CatalogProviderList` →
+//! `CatalogProvider` (the `dev` database) → `SchemaProvider` → [`EddyTable`].
+//!
+//! A scan reads the snapshot the statement pinned in its session config ([`QuerySnapshot`]),
+//! so every table a statement reads shows the same committed epoch.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use arrow::array::RecordBatch;
+use arrow::datatypes::SchemaRef;
+use async_trait::async_trait;
+use datafusion::catalog::{CatalogProvider, CatalogProviderList, SchemaProvider, Session, TableProvider};
+use datafusion::datasource::memory::MemorySourceConfig;
+use datafusion::datasource::TableType;
+use datafusion::error::{DataFusionError, Result as DfResult};
+use datafusion::logical_expr::Expr;
+use datafusion::physical_plan::ExecutionPlan;
+use eddy_storage::{ReadSnapshot, StateTable};
+
+use crate::catalog::{TableCatalog, DATABASE_NAME};
+use crate::engine::Engine;
+
+/// The snapshot a statement reads, stored as a DataFusion session-config extension.
+#[derive(Debug, Clone)]
+pub struct QuerySnapshot(pub ReadSnapshot);
+
+/// A table as DataFusion sees it.
+#[derive(Debug)]
+pub struct EddyTable {
+    /// Catalog entry.
+    pub catalog: Arc<TableCatalog>,
+    /// Stored rows.
+    pub state_table: Arc<StateTable>,
+    /// Include the hidden `_row_id` column (DML planning of tables without a primary key).
+    pub expose_row_id: bool,
+    /// Default expressions by column name.
+    defaults: HashMap<String, Expr>,
+    /// Schema DataFusion plans against.
+    schema: SchemaRef,
+    /// The engine, for the latest snapshot when a statement pinned none.
+    engine: Arc<Engine>,
+}
+
+impl EddyTable {
+    fn new(engine: Arc<Engine>, catalog: Arc<TableCatalog>, expose_row_id: bool) -> DfResult<Self> {
+        let state_table = engine.state_table(&catalog).map_err(|e| DataFusionError::External(Box::new(e)))?;
+        let schema = if expose_row_id { catalog.storage_schema() } else { catalog.user_schema() };
+        let defaults = engine.column_defaults(&catalog);
+        Ok(Self { catalog, state_table, expose_row_id, defaults, schema, engine })
+    }
+
+    /// All rows visible to the statement (storage schema, including any `_row_id`).
+    pub async fn read_all(&self, state: &dyn Session) -> DfResult<Vec<RecordBatch>> {
+        let snapshot = match state.config().get_extension::<QuerySnapshot>() {
+            Some(s) => s.0.clone(),
+            None => self.engine.store.snapshot(),
+        };
+        self.state_table.scan(&snapshot).await.map_err(|e| DataFusionError::External(Box::new(e)))
+    }
+}
+
+#[async_trait]
+impl TableProvider for EddyTable {
+    fn schema(&self) -> SchemaRef {
+        self.schema.clone()
+    }
+
+    fn table_type(&self) -> TableType {
+        TableType::Base
+    }
+
+    fn get_column_default(&self, column: &str) -> Option<&Expr> {
+        self.defaults.get(column)
+    }
+
+    async fn scan(
+        &self,
+        state: &dyn Session,
+        projection: Option<&Vec<usize>>,
+        _filters: &[Expr],
+        _limit: Option<usize>,
+    ) -> DfResult<Arc<dyn ExecutionPlan>> {
+        let mut batches = self.read_all(state).await?;
+        if !self.expose_row_id && self.catalog.has_row_id() {
+            let n = self.catalog.columns.len();
+            let idx: Vec<usize> = (0..n).collect();
+            batches = batches.iter().map(|b| b.project(&idx)).collect::<Result<_, _>>()?;
+        }
+        // Rebind to the planned schema (same fields; nullability and metadata from the catalog).
+        let batches = batches
+            .into_iter()
+            .map(|b| RecordBatch::try_new(self.schema.clone(), b.columns().to_vec()))
+            .collect::<Result<Vec<_>, _>>()?;
+        let exec = MemorySourceConfig::try_new_exec(&[batches], self.schema.clone(), projection.cloned())?;
+        Ok(exec)
+    }
+}
+
+/// One schema of the catalog.
+#[derive(Debug)]
+pub struct EddySchema {
+    engine: Arc<Engine>,
+    name: String,
+    expose_row_id: bool,
+}
+
+#[async_trait]
+impl SchemaProvider for EddySchema {
+    fn table_names(&self) -> Vec<String> {
+        self.engine.catalog().tables_in(&self.name).into_iter().map(|t| t.name.clone()).collect()
+    }
+
+    async fn table(&self, name: &str) -> DfResult<Option<Arc<dyn TableProvider>>> {
+        let entry = self.engine.catalog().table(&self.name, name).cloned();
+        match entry {
+            Some(t) => Ok(Some(Arc::new(EddyTable::new(self.engine.clone(), t, self.expose_row_id)?))),
+            None => Ok(None),
+        }
+    }
+
+    fn table_exist(&self, name: &str) -> bool {
+        self.engine.catalog().table(&self.name, name).is_some()
+    }
+}
+
+/// The `dev` database.
+#[derive(Debug)]
+pub struct EddyDatabase {
+    engine: Arc<Engine>,
+    expose_row_id: bool,
+}
+
+impl CatalogProvider for EddyDatabase {
+    fn schema_names(&self) -> Vec<String> {
+        self.engine.catalog().schemas().map(|s| s.name.clone()).collect()
+    }
+
+    fn schema(&self, name: &str) -> Option<Arc<dyn SchemaProvider>> {
+        self.engine.catalog().schema(name)?;
+        Some(Arc::new(EddySchema { engine: self.engine.clone(), name: name.to_string(), expose_row_id: self.expose_row_id }))
+    }
+}
+
+/// The list of databases: just `dev`.
+#[derive(Debug)]
+pub struct EddyCatalogList {
+    db: Arc<EddyDatabase>,
+}
+
+impl EddyCatalogList {
+    /// The catalog list of `engine`. With `expose_row_id`, tables without a primary key show
+    /// their hidden `_row_id` column (used to plan UPDATE and DELETE).
+    pub fn new(engine: Arc<Engine>, expose_row_id: bool) -> Self {
+        Self { db: Arc::new(EddyDatabase { engine, expose_row_id }) }
+    }
+}
+
+impl CatalogProviderList for EddyCatalogList {
+    fn register_catalog(&self, _name: String, _catalog: Arc<dyn CatalogProvider>) -> Option<Arc<dyn CatalogProvider>> {
+        None
+    }
+
+    fn catalog_names(&self) -> Vec<String> {
+        vec![DATABASE_NAME.to_string()]
+    }
+
+    fn catalog(&self, name: &str) -> Option<Arc<dyn CatalogProvider>> {
+        (name == DATABASE_NAME).then(|| self.db.clone() as Arc<dyn CatalogProvider>)
+    }
+}

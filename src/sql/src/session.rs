@@ -1,0 +1,649 @@
+//! [`Session`]: one client connection's view of the database — settings, transaction state,
+//! and the dispatch of each SQL statement to DataFusion (queries, DML) or to Eddy (DDL, SET,
+//! SHOW, COPY, FLUSH, transaction control).
+//!
+//! Transactions: Eddy runs every statement in autocommit mode. `BEGIN`/`COMMIT`/`ROLLBACK`/
+//! `SAVEPOINT`/`RELEASE` are accepted so drivers work, and the wire status byte follows them,
+//! but each statement is durable on its own when it returns and `ROLLBACK` undoes nothing.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use arrow::array::{RecordBatch, StringArray};
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use datafusion::common::ParamValues;
+use datafusion::dataframe::DataFrame;
+use datafusion::execution::context::SessionState;
+use datafusion::execution::SendableRecordBatchStream;
+use datafusion::logical_expr::LogicalPlan;
+use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
+use datafusion::prelude::{SessionConfig, SessionContext};
+use datafusion::scalar::ScalarValue;
+use datafusion::sql::parser::Statement as DFStatement;
+use datafusion::sql::sqlparser::ast::{
+    CopySource, CopyTarget, CopyOption, CopyLegacyOption, CopyLegacyCsvOption, Expr as SqlExpr, Set, Statement, Value,
+};
+use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
+use datafusion::sql::sqlparser::parser::Parser;
+use eddy_common::error::sqlstate;
+use eddy_common::{not_supported, user_err, EddyError, Result};
+use parking_lot::RwLock;
+
+use crate::catalog::DATABASE_NAME;
+use crate::copy::{CopyFormat, CopyIn};
+use crate::ddl::{normalize_ident, resolve_name};
+use crate::engine::Engine;
+use crate::functions::{first_schema, register_session_functions, SessionInfo, PG_VERSION, PG_VERSION_NUM};
+use crate::provider::{EddyCatalogList, QuerySnapshot};
+use crate::split::split_statements;
+
+/// One parsed statement.
+#[derive(Debug, Clone)]
+pub enum EddyStatement {
+    /// A statement sqlparser understands, with its source text.
+    Sql(Box<Statement>, String),
+    /// `FLUSH`: wait for the next epoch commit.
+    Flush,
+}
+
+/// What a statement produced.
+pub enum Output {
+    /// Rows to stream to the client.
+    Rows { schema: SchemaRef, stream: SendableRecordBatchStream },
+    /// A command tag such as `CREATE TABLE` or `INSERT` (with a row count).
+    Command { tag: String, rows: Option<usize> },
+    /// `BEGIN`: the connection is now in a transaction block.
+    TransactionStart(String),
+    /// `COMMIT`/`ROLLBACK`: the transaction block ended.
+    TransactionEnd(String),
+    /// COPY FROM STDIN is ready for data.
+    CopyIn(CopyIn),
+}
+
+/// Parameter types and result schema of a prepared statement.
+#[derive(Debug, Clone)]
+pub struct Described {
+    /// Types of `$1..$n` (`None`: unknown, sent as text).
+    pub params: Vec<Option<DataType>>,
+    /// Result columns; `None` for statements that return no rows.
+    pub schema: Option<SchemaRef>,
+}
+
+/// Settings reported to the client in ParameterStatus when they change.
+const REPORTED: [&str; 8] =
+    ["application_name", "client_encoding", "datestyle", "timezone", "intervalstyle", "standard_conforming_strings", "is_superuser", "server_version"];
+
+/// PostgreSQL's spelling of a setting name in ParameterStatus.
+pub fn display_var_name(name: &str) -> &str {
+    match name {
+        "datestyle" => "DateStyle",
+        "timezone" => "TimeZone",
+        "intervalstyle" => "IntervalStyle",
+        other => other,
+    }
+}
+
+/// Lower-cased setting name, with PostgreSQL's aliases resolved.
+pub fn canonical_var(name: &str) -> String {
+    let n = name.trim().to_ascii_lowercase().replace(' ', "_");
+    match n.as_str() {
+        "time_zone" => "timezone".into(),
+        "transaction_isolation_level" => "transaction_isolation".into(),
+        "session_authorization" => "session_authorization".into(),
+        _ => n,
+    }
+}
+
+/// Default settings of a new session.
+pub fn default_vars(user: &str) -> BTreeMap<String, String> {
+    let mut v = BTreeMap::new();
+    for (k, val) in [
+        ("application_name", ""),
+        ("client_encoding", "UTF8"),
+        ("server_encoding", "UTF8"),
+        ("datestyle", "ISO, MDY"),
+        ("timezone", "UTC"),
+        ("intervalstyle", "postgres"),
+        ("standard_conforming_strings", "on"),
+        ("integer_datetimes", "on"),
+        ("is_superuser", "on"),
+        ("server_version", PG_VERSION),
+        ("server_version_num", PG_VERSION_NUM),
+        ("search_path", "\"$user\", public"),
+        ("transaction_isolation", "read committed"),
+        ("default_transaction_isolation", "read committed"),
+        ("transaction_read_only", "off"),
+        ("default_transaction_read_only", "off"),
+        ("extra_float_digits", "1"),
+        ("max_identifier_length", "63"),
+        ("lc_collate", "C"),
+        ("lc_ctype", "C"),
+        ("lc_messages", "C"),
+        ("lc_monetary", "C"),
+        ("lc_numeric", "C"),
+        ("lc_time", "C"),
+        ("statement_timeout", "0"),
+        ("lock_timeout", "0"),
+        ("idle_in_transaction_session_timeout", "0"),
+        ("bytea_output", "hex"),
+        ("client_min_messages", "notice"),
+        ("block_size", "8192"),
+        ("max_connections", "100"),
+        ("in_hot_standby", "off"),
+        ("default_transaction_deferrable", "off"),
+        ("row_security", "on"),
+        ("synchronous_commit", "on"),
+        ("jit", "off"),
+        ("plan_cache_mode", "auto"),
+        ("work_mem", "4MB"),
+    ] {
+        v.insert(k.to_string(), val.to_string());
+    }
+    v.insert("session_authorization".into(), user.to_string());
+    v
+}
+
+/// A client session.
+pub struct Session {
+    /// The shared database.
+    pub(crate) engine: Arc<Engine>,
+    /// DataFusion context for queries and INSERT.
+    ctx: SessionContext,
+    /// DataFusion context whose tables show hidden row ids (UPDATE, DELETE).
+    dml_ctx: SessionContext,
+    /// Settings (lower-case names).
+    vars: Arc<RwLock<BTreeMap<String, String>>>,
+    /// Connected user.
+    user: String,
+    /// NOTICE messages for the client, drained by the wire layer.
+    notices: Vec<String>,
+    /// Settings changed by the last statement, to report as ParameterStatus.
+    changed: Vec<(String, String)>,
+    /// Inside `BEGIN ... COMMIT`.
+    in_transaction: bool,
+}
+
+fn value_text(e: &SqlExpr) -> String {
+    match e {
+        SqlExpr::Value(v) => match &v.value {
+            Value::SingleQuotedString(s) | Value::DoubleQuotedString(s) | Value::EscapedStringLiteral(s) => s.clone(),
+            other => other.to_string(),
+        },
+        SqlExpr::Identifier(i) => i.value.clone(),
+        other => other.to_string(),
+    }
+}
+
+fn text_rows(columns: &[&str], rows: Vec<Vec<String>>) -> Result<Output> {
+    let schema = Arc::new(Schema::new(columns.iter().map(|c| Field::new(*c, DataType::Utf8, true)).collect::<Vec<_>>()));
+    let arrays = (0..columns.len())
+        .map(|i| Arc::new(rows.iter().map(|r| Some(r[i].clone())).collect::<StringArray>()) as _)
+        .collect();
+    let batch = RecordBatch::try_new(schema.clone(), arrays)?;
+    let stream = RecordBatchStreamAdapter::new(schema.clone(), futures::stream::iter(vec![Ok(batch)]));
+    Ok(Output::Rows { schema, stream: Box::pin(stream) })
+}
+
+impl Session {
+    /// A new session for `user`.
+    pub fn new(engine: Arc<Engine>, user: &str, pid: i32) -> Self {
+        let vars = Arc::new(RwLock::new(default_vars(user)));
+        let info = SessionInfo { user: user.to_string(), vars: vars.clone(), pid };
+        let make = |expose: bool| {
+            let config = SessionConfig::new()
+                .with_default_catalog_and_schema(DATABASE_NAME, "public")
+                .with_information_schema(true)
+                .with_create_default_catalog_and_schema(false);
+            let mut config = config;
+            config.options_mut().sql_parser.dialect = datafusion::config::Dialect::PostgreSQL;
+            config.options_mut().execution.time_zone = Some("+00:00".to_string());
+            let state = datafusion::execution::SessionStateBuilder::new()
+                .with_config(config)
+                .with_default_features()
+                .with_catalog_list(Arc::new(EddyCatalogList::new(engine.clone(), expose)))
+                .build();
+            let ctx = SessionContext::new_with_state(state);
+            register_session_functions(&ctx, &info);
+            if engine.config.test_functions {
+                crate::functions::register_test_functions(&ctx);
+            }
+            ctx
+        };
+        Self {
+            ctx: make(false),
+            dml_ctx: make(true),
+            engine,
+            vars,
+            user: user.to_string(),
+            notices: Vec::new(),
+            changed: Vec::new(),
+            in_transaction: false,
+        }
+    }
+
+    /// The connected user.
+    pub fn user(&self) -> &str {
+        &self.user
+    }
+
+    /// True inside `BEGIN ... COMMIT`.
+    pub fn in_transaction(&self) -> bool {
+        self.in_transaction
+    }
+
+    /// The schema unqualified names resolve to.
+    pub fn default_schema(&self) -> String {
+        let first = first_schema(&self.vars.read());
+        if self.engine.catalog().schema(&first).is_some() {
+            first
+        } else {
+            "public".into()
+        }
+    }
+
+    /// Queues a NOTICE for the client.
+    pub(crate) fn notice(&mut self, msg: &str) {
+        self.notices.push(msg.to_string());
+    }
+
+    /// Takes the queued NOTICEs.
+    pub fn take_notices(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.notices)
+    }
+
+    /// Takes the settings to report as ParameterStatus.
+    pub fn take_changed_settings(&mut self) -> Vec<(String, String)> {
+        std::mem::take(&mut self.changed)
+    }
+
+    /// Sets a setting from the connection's startup packet or `options` (`-c name=value`).
+    pub fn set_startup_var(&mut self, name: &str, value: &str) {
+        let key = canonical_var(name);
+        let value = value.trim_matches('\'').to_string();
+        self.vars.write().insert(key, value);
+    }
+
+    /// Current value of setting `name`.
+    pub fn var(&self, name: &str) -> Option<String> {
+        self.vars.read().get(&canonical_var(name)).cloned()
+    }
+
+    /// Splits and parses a query string into statements.
+    pub fn parse(&self, sql: &str) -> Result<Vec<EddyStatement>> {
+        let mut out = Vec::new();
+        for piece in split_statements(sql) {
+            let trimmed = piece.trim();
+            if trimmed.eq_ignore_ascii_case("flush") {
+                out.push(EddyStatement::Flush);
+                continue;
+            }
+            let stmts = Parser::parse_sql(&PostgreSqlDialect {}, &piece)
+                .map_err(|e| user_err!(sqlstate::SYNTAX_ERROR, "{}", e.to_string().trim_start_matches("sql parser error: ")))?;
+            for s in stmts {
+                out.push(EddyStatement::Sql(Box::new(s), piece.clone()));
+            }
+        }
+        Ok(out)
+    }
+
+    fn state(&self, dml: bool) -> SessionState {
+        let mut state = if dml { self.dml_ctx.state() } else { self.ctx.state() };
+        state.config_mut().set_extension(Arc::new(QuerySnapshot(self.engine.store.snapshot())));
+        let schema = self.default_schema();
+        state.config_mut().options_mut().catalog.default_schema = schema;
+        state
+    }
+
+    async fn plan(&self, stmt: &Statement, dml: bool) -> Result<(SessionState, LogicalPlan)> {
+        let state = self.state(dml);
+        let plan = state.statement_to_plan(DFStatement::Statement(Box::new(stmt.clone()))).await?;
+        Ok((state, plan))
+    }
+
+    /// Parameter and result types of a statement (extended protocol Describe).
+    pub async fn describe(&mut self, stmt: &EddyStatement) -> Result<Described> {
+        let EddyStatement::Sql(stmt, _) = stmt else {
+            return Ok(Described { params: vec![], schema: None });
+        };
+        match stmt.as_ref() {
+            Statement::Query(_) | Statement::Insert(_) | Statement::Update(_) | Statement::Delete(_) | Statement::Explain { .. } => {
+                let dml = matches!(stmt.as_ref(), Statement::Update(_) | Statement::Delete(_));
+                let (_, plan) = self.plan(stmt, dml).await?;
+                let types = plan.get_parameter_types()?;
+                let mut params = vec![None; types.len()];
+                for (id, ty) in types {
+                    if let Some(i) = id.strip_prefix('$').and_then(|n| n.parse::<usize>().ok()) {
+                        if i >= 1 {
+                            if i > params.len() {
+                                params.resize(i, None);
+                            }
+                            params[i - 1] = ty;
+                        }
+                    }
+                }
+                let schema = match plan {
+                    LogicalPlan::Dml(_) => None,
+                    p => Some(Arc::new(p.schema().as_arrow().clone())),
+                };
+                Ok(Described { params, schema })
+            }
+            Statement::ShowVariable { variable } => {
+                let name = show_column_name(variable);
+                Ok(Described { params: vec![], schema: Some(Arc::new(Schema::new(vec![Field::new(name, DataType::Utf8, true)]))) })
+            }
+            _ => Ok(Described { params: vec![], schema: None }),
+        }
+    }
+
+    /// Executes one statement with positional parameter values.
+    pub async fn execute(&mut self, stmt: &EddyStatement, params: Vec<ScalarValue>) -> Result<Output> {
+        let (stmt, sql) = match stmt {
+            EddyStatement::Flush => {
+                self.engine.barrier.flush().await?;
+                return Ok(command("FLUSH"));
+            }
+            EddyStatement::Sql(s, sql) => (s.as_ref(), sql.as_str()),
+        };
+        match stmt {
+            Statement::Query(_) | Statement::Insert(_) | Statement::Update(_) | Statement::Delete(_) | Statement::Explain { .. } => {
+                let dml = matches!(stmt, Statement::Update(_) | Statement::Delete(_));
+                let (state, plan) = self.plan(stmt, dml).await?;
+                let plan = if params.is_empty() {
+                    plan
+                } else {
+                    let plan_types = plan.get_parameter_types()?;
+                    let values = params
+                        .into_iter()
+                        .enumerate()
+                        .map(|(i, v)| match plan_types.get(&format!("${}", i + 1)) {
+                            Some(Some(t)) if &v.data_type() != t => v.cast_to(t).map_err(EddyError::from),
+                            _ => Ok(v),
+                        })
+                        .collect::<Result<Vec<_>>>()?;
+                    plan.with_param_values(ParamValues::List(values.into_iter().map(Into::into).collect()))?
+                };
+                match plan {
+                    LogicalPlan::Dml(dml_stmt) => {
+                        let tag = match stmt {
+                            Statement::Insert(_) => "INSERT",
+                            Statement::Update(_) => "UPDATE",
+                            _ => "DELETE",
+                        };
+                        let n = self.execute_dml(&state, dml_stmt).await?;
+                        Ok(Output::Command { tag: tag.into(), rows: Some(n) })
+                    }
+                    LogicalPlan::Ddl(_) | LogicalPlan::Statement(_) | LogicalPlan::Copy(_) => {
+                        Err(not_supported!("statement is not supported: {sql}"))
+                    }
+                    plan => {
+                        let df = DataFrame::new(state, plan);
+                        let schema: SchemaRef = Arc::new(df.schema().as_arrow().clone());
+                        let stream = df.execute_stream().await?;
+                        Ok(Output::Rows { schema, stream })
+                    }
+                }
+            }
+            Statement::CreateTable(ct) => {
+                self.create_table(ct, sql).await?;
+                Ok(command("CREATE TABLE"))
+            }
+            Statement::CreateSchema { schema_name, if_not_exists, .. } => {
+                self.create_schema(&schema_name.to_string(), *if_not_exists).await?;
+                Ok(command("CREATE SCHEMA"))
+            }
+            Statement::Drop { object_type, if_exists, names, cascade, .. } => {
+                let tag = self.drop_objects(*object_type, names, *if_exists, *cascade).await?;
+                Ok(command(tag))
+            }
+            Statement::Set(set) => self.set(set),
+            Statement::ShowVariable { variable } => self.show(variable),
+            Statement::ShowTables { .. } => {
+                let schema = self.default_schema();
+                let rows = self.engine.catalog().tables_in(&schema).into_iter().map(|t| vec![t.name.clone()]).collect();
+                text_rows(&["Name"], rows)
+            }
+            Statement::Reset(r) => {
+                let text = format!("{r}").to_ascii_lowercase();
+                let name = text.trim_start_matches("reset").trim();
+                let defaults = default_vars(&self.user);
+                if name == "all" {
+                    *self.vars.write() = defaults;
+                } else {
+                    let key = canonical_var(name);
+                    if let Some(v) = defaults.get(&key) {
+                        self.set_var(&key, v.clone());
+                    } else {
+                        self.vars.write().remove(&key);
+                    }
+                }
+                Ok(command("RESET"))
+            }
+            Statement::StartTransaction { .. } => {
+                if self.in_transaction {
+                    self.notice("there is already a transaction in progress");
+                }
+                self.in_transaction = true;
+                Ok(Output::TransactionStart("BEGIN".into()))
+            }
+            Statement::Commit { .. } => {
+                if !self.in_transaction {
+                    self.notice("there is no transaction in progress");
+                }
+                self.in_transaction = false;
+                Ok(Output::TransactionEnd("COMMIT".into()))
+            }
+            Statement::Rollback { savepoint, .. } => {
+                if savepoint.is_some() {
+                    return Ok(command("ROLLBACK"));
+                }
+                if !self.in_transaction {
+                    self.notice("there is no transaction in progress");
+                }
+                self.in_transaction = false;
+                Ok(Output::TransactionEnd("ROLLBACK".into()))
+            }
+            Statement::Savepoint { .. } => Ok(command("SAVEPOINT")),
+            Statement::ReleaseSavepoint { .. } => Ok(command("RELEASE")),
+            Statement::Discard { .. } => {
+                *self.vars.write() = default_vars(&self.user);
+                Ok(command("DISCARD ALL"))
+            }
+            Statement::Deallocate { .. } => Ok(command("DEALLOCATE")),
+            Statement::LISTEN { .. } => Ok(command("LISTEN")),
+            Statement::UNLISTEN { .. } => Ok(command("UNLISTEN")),
+            Statement::Copy { source, to, target, options, legacy_options, .. } => {
+                self.copy(source, *to, target, options, legacy_options)
+            }
+            other => Err(not_supported!("statement is not supported: {}", first_words(&other.to_string()))),
+        }
+    }
+
+    fn set_var(&mut self, key: &str, value: String) {
+        if key == "search_path" {
+            let schema = value.split(',').map(|s| s.trim().trim_matches('"')).find(|s| *s != "$user" && !s.is_empty());
+            if let Some(s) = schema {
+                if self.engine.catalog().schema(s).is_none() {
+                    self.notice(&format!("schema \"{s}\" does not exist"));
+                }
+            }
+        }
+        self.vars.write().insert(key.to_string(), value.clone());
+        if REPORTED.contains(&key) {
+            self.changed.push((display_var_name(key).to_string(), value));
+        }
+    }
+
+    fn set(&mut self, set: &Set) -> Result<Output> {
+        match set {
+            Set::SingleAssignment { variable, values, .. } => {
+                let key = canonical_var(&variable.to_string());
+                let value = values.iter().map(value_text).collect::<Vec<_>>().join(", ");
+                let value = if value.eq_ignore_ascii_case("default") {
+                    default_vars(&self.user).get(&key).cloned().unwrap_or_default()
+                } else {
+                    value
+                };
+                let value = match key.as_str() {
+                    "timezone" => normalize_timezone(&value)?,
+                    "client_encoding" => {
+                        let v = value.to_ascii_uppercase().replace('-', "");
+                        if v != "UTF8" && v != "UNICODE" {
+                            return Err(user_err!(sqlstate::FEATURE_NOT_SUPPORTED, "client encoding \"{value}\" is not supported; Eddy speaks UTF8"));
+                        }
+                        "UTF8".to_string()
+                    }
+                    _ => value,
+                };
+                self.set_var(&key, value);
+                Ok(command("SET"))
+            }
+            Set::SetTimeZone { value, .. } => {
+                let v = normalize_timezone(&value_text(value))?;
+                self.set_var("timezone", v);
+                Ok(command("SET"))
+            }
+            _ => Ok(command("SET")),
+        }
+    }
+
+    fn show(&mut self, variable: &[datafusion::sql::sqlparser::ast::Ident]) -> Result<Output> {
+        let name = show_column_name(variable);
+        if name == "all" {
+            let rows = self.vars.read().iter().map(|(k, v)| vec![display_var_name(k).to_string(), v.clone(), String::new()]).collect();
+            return text_rows(&["name", "setting", "description"], rows);
+        }
+        let value = self
+            .var(&name)
+            .ok_or_else(|| user_err!(sqlstate::UNDEFINED_OBJECT, "unrecognized configuration parameter \"{name}\""))?;
+        text_rows(&[display_var_name(&canonical_var(&name))], vec![vec![value]])
+    }
+
+    fn copy(
+        &mut self,
+        source: &CopySource,
+        to: bool,
+        target: &CopyTarget,
+        options: &[CopyOption],
+        legacy: &[CopyLegacyOption],
+    ) -> Result<Output> {
+        if to || !matches!(target, CopyTarget::Stdin) {
+            return Err(not_supported!("only COPY ... FROM STDIN is supported"));
+        }
+        let CopySource::Table { table_name, columns } = source else {
+            return Err(not_supported!("COPY (query) FROM is not valid"));
+        };
+        let (schema, name) = resolve_name(self, table_name)?;
+        let table = self
+            .engine
+            .catalog()
+            .table(&schema, &name)
+            .cloned()
+            .ok_or_else(|| user_err!(sqlstate::UNDEFINED_TABLE, "relation \"{name}\" does not exist"))?;
+        let cols = if columns.is_empty() {
+            (0..table.columns.len()).collect()
+        } else {
+            columns
+                .iter()
+                .map(|c| {
+                    let n = normalize_ident(&c.to_string());
+                    table.columns.iter().position(|tc| tc.name == n).ok_or_else(|| {
+                        user_err!(sqlstate::UNDEFINED_COLUMN, "column \"{n}\" of relation \"{name}\" does not exist")
+                    })
+                })
+                .collect::<Result<Vec<_>>>()?
+        };
+        let mut copy = CopyIn { table, columns: cols, format: CopyFormat::Text, delimiter: '\t', null: "\\N".into(), header: false, quote: '"' };
+        let mut delimiter = None;
+        let mut null = None;
+        for o in options {
+            match o {
+                CopyOption::Format(f) => match f.value.to_ascii_lowercase().as_str() {
+                    "csv" => copy.format = CopyFormat::Csv,
+                    "text" => copy.format = CopyFormat::Text,
+                    other => return Err(not_supported!("COPY format \"{other}\" is not supported")),
+                },
+                CopyOption::Delimiter(c) => delimiter = Some(*c),
+                CopyOption::Null(s) => null = Some(s.clone()),
+                CopyOption::Header(h) => copy.header = *h,
+                CopyOption::Quote(q) => copy.quote = *q,
+                _ => {}
+            }
+        }
+        for o in legacy {
+            match o {
+                CopyLegacyOption::Csv(csv_opts) => {
+                    copy.format = CopyFormat::Csv;
+                    for c in csv_opts {
+                        match c {
+                            CopyLegacyCsvOption::Header => copy.header = true,
+                            CopyLegacyCsvOption::Quote(q) => copy.quote = *q,
+                            _ => {}
+                        }
+                    }
+                }
+                CopyLegacyOption::Delimiter(c) => delimiter = Some(*c),
+                CopyLegacyOption::Null(s) => null = Some(s.clone()),
+                CopyLegacyOption::Header => copy.header = true,
+                _ => {}
+            }
+        }
+        if copy.format == CopyFormat::Csv {
+            copy.delimiter = ',';
+            copy.null = String::new();
+        }
+        if let Some(d) = delimiter {
+            copy.delimiter = d;
+        }
+        if let Some(n) = null {
+            copy.null = n;
+        }
+        Ok(Output::CopyIn(copy))
+    }
+
+    /// Evaluates column `col`'s DEFAULT for `n` rows.
+    pub(crate) fn evaluate_default(&self, table: &crate::catalog::TableCatalog, col: usize, n: usize) -> Result<arrow::array::ArrayRef> {
+        let defaults = self.engine.column_defaults(table);
+        let Some(expr) = defaults.get(&table.columns[col].name) else {
+            return Ok(arrow::array::new_null_array(&table.columns[col].ty.to_arrow(), n));
+        };
+        let state = self.ctx.state();
+        let df_schema = datafusion::common::DFSchema::empty();
+        let physical = state.create_physical_expr(expr.clone(), &df_schema)?;
+        let batch = RecordBatch::try_new_with_options(
+            Arc::new(Schema::empty()),
+            vec![],
+            &arrow::array::RecordBatchOptions::new().with_row_count(Some(n)),
+        )?;
+        let arr = physical.evaluate(&batch)?.into_array(n)?;
+        Ok(arrow::compute::cast(&arr, &table.columns[col].ty.to_arrow())?)
+    }
+}
+
+fn command(tag: &str) -> Output {
+    Output::Command { tag: tag.to_string(), rows: None }
+}
+
+fn first_words(s: &str) -> String {
+    s.split_whitespace().take(3).collect::<Vec<_>>().join(" ")
+}
+
+fn show_column_name(variable: &[datafusion::sql::sqlparser::ast::Ident]) -> String {
+    let joined = variable.iter().map(|i| i.value.to_ascii_lowercase()).collect::<Vec<_>>().join(" ");
+    match joined.as_str() {
+        "transaction isolation level" => "transaction_isolation".into(),
+        "time zone" => "timezone".into(),
+        other => other.replace(' ', "_"),
+    }
+}
+
+fn normalize_timezone(v: &str) -> Result<String> {
+    let t = v.trim().trim_matches('\'');
+    let upper = t.to_ascii_uppercase();
+    if ["UTC", "ETC/UTC", "GMT", "Z", "ZULU", "UCT", "LOCAL", "DEFAULT", "ETC/GMT", "+00:00", "0"].contains(&upper.as_str()) {
+        return Ok(if upper == "ETC/UTC" { "Etc/UTC".into() } else { "UTC".into() });
+    }
+    Err(user_err!(
+        sqlstate::FEATURE_NOT_SUPPORTED,
+        "time zone \"{t}\" is not supported yet; Eddy sessions run in UTC"
+    ))
+}

@@ -1,0 +1,90 @@
+//! Parsing of the `--state-store` URL into an `object_store` and a path inside it.
+//!
+//! * `file:///abs/path`, `file://./rel/path` or a bare path: a local directory (created if missing).
+//! * `memory://`: an in-process store that vanishes on exit (tests, `eddy playground`).
+//! * `s3://bucket/prefix`: S3 or any S3-compatible server; credentials, region and endpoint come
+//!   from the standard `AWS_*` environment variables (`AWS_ENDPOINT_URL`, `AWS_ALLOW_HTTP`, ...).
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use eddy_common::error::sqlstate;
+use eddy_common::{EddyError, Result};
+use object_store::aws::AmazonS3Builder;
+use object_store::local::LocalFileSystem;
+use object_store::memory::InMemory;
+use object_store::ObjectStore;
+
+/// Where state lives: the store and the path prefix SlateDB uses inside it.
+pub struct ResolvedStore {
+    /// The object store.
+    pub store: Arc<dyn ObjectStore>,
+    /// Path of the database inside the store.
+    pub path: String,
+    /// A printable description for logs.
+    pub description: String,
+}
+
+/// Resolves a state-store URL (see the module docs for the accepted forms).
+pub fn resolve(url: &str) -> Result<ResolvedStore> {
+    let bad = |m: String| EddyError::user(sqlstate::INVALID_PARAMETER_VALUE, m);
+    if url == "memory://" || url == "memory:" || url == "memory" {
+        return Ok(ResolvedStore { store: Arc::new(InMemory::new()), path: "eddy".into(), description: "memory://".into() });
+    }
+    if let Some(rest) = url.strip_prefix("s3://") {
+        let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
+        if bucket.is_empty() {
+            return Err(bad(format!("state store URL {url:?} names no bucket")));
+        }
+        let mut builder = AmazonS3Builder::from_env().with_bucket_name(bucket);
+        if std::env::var("AWS_REGION").is_err() && std::env::var("AWS_DEFAULT_REGION").is_err() {
+            builder = builder.with_region("us-east-1");
+        }
+        if std::env::var("AWS_ALLOW_HTTP").map(|v| v == "true" || v == "1").unwrap_or(false) {
+            builder = builder.with_allow_http(true);
+        }
+        let store = builder.build().map_err(|e| bad(format!("cannot use S3 state store {url:?}: {e}")))?;
+        let path = if prefix.trim_matches('/').is_empty() { "eddy".to_string() } else { prefix.trim_matches('/').to_string() };
+        return Ok(ResolvedStore { store: Arc::new(store), path, description: url.to_string() });
+    }
+    let local = if let Some(rest) = url.strip_prefix("file://") {
+        rest
+    } else if url.contains("://") {
+        return Err(bad(format!("unsupported state store URL {url:?}: use file://, s3:// or memory://")));
+    } else {
+        url
+    };
+    if local.is_empty() {
+        return Err(bad(format!("state store URL {url:?} names no directory")));
+    }
+    let dir = PathBuf::from(local);
+    std::fs::create_dir_all(&dir)
+        .map_err(|e| EddyError::external(format!("cannot create state directory {}: {e}", dir.display())))?;
+    let dir = dir
+        .canonicalize()
+        .map_err(|e| EddyError::external(format!("cannot open state directory {}: {e}", dir.display())))?;
+    let store = LocalFileSystem::new_with_prefix(&dir)
+        .map_err(|e| EddyError::external(format!("cannot open state directory {}: {e}", dir.display())))?;
+    Ok(ResolvedStore { store: Arc::new(store), path: "eddy".into(), description: format!("file://{}", dir.display()) })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unknown_schemes_are_refused_with_a_clear_message() {
+        let e = resolve("gopher://x").err().unwrap();
+        assert!(e.message.contains("unsupported state store URL"));
+    }
+
+    #[test]
+    fn relative_file_urls_resolve_to_a_created_directory() {
+        let dir = std::env::temp_dir().join(format!("eddy-url-test-{}", std::process::id()));
+        let url = format!("file://{}", dir.display());
+        let r = resolve(&url).unwrap();
+        assert!(dir.is_dir());
+        assert!(r.description.starts_with("file://"));
+        let _ = std::fs::remove_dir_all(dir);
+    }
+}
