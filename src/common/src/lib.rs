@@ -6,6 +6,8 @@ pub mod chunk;
 pub mod codec;
 pub mod epoch;
 pub mod error;
+pub mod interval;
+pub mod text;
 pub mod types;
 
 pub use chunk::{Op, StreamChunk};

@@ -345,7 +345,7 @@ pub fn write_interval(months: i32, days: i32, us: i64, out: &mut String) {
     let mut parts: Vec<String> = Vec::new();
     let years = months / 12;
     let mons = months % 12;
-    let unit = |n: i64, one: &str, many: &str| format!("{n} {}", if n == 1 || n == -1 { one } else { many });
+    let unit = |n: i64, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
     if years != 0 {
         parts.push(unit(i64::from(years), "year", "years"));
     }
@@ -540,7 +540,15 @@ pub fn decode_param(bytes: Option<&[u8]>, binary: bool, ty: &Type, target: Optio
             )),
         }
     } else {
-        ScalarValue::Utf8(Some(String::from_utf8(b.to_vec()).map_err(|_| user_err!("22021", "invalid UTF-8 in parameter"))?))
+        let text = String::from_utf8(b.to_vec()).map_err(|_| user_err!("22021", "invalid UTF-8 in parameter"))?;
+        let target = target.cloned().or_else(|| ColumnType::from_pg_oid(ty.oid()).map(|c| c.to_arrow()));
+        return match target {
+            Some(t) if t != DataType::Utf8 => {
+                let arr = eddy_common::text::cast_text(&arrow::array::StringArray::from(vec![text.as_str()]), &t)?;
+                Ok(ScalarValue::try_from_array(&arr, 0)?)
+            }
+            _ => Ok(ScalarValue::Utf8(Some(text))),
+        };
     };
     let target = match target {
         Some(t) => Some(t.clone()),

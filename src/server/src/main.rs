@@ -82,6 +82,7 @@ async fn shutdown_signal() {
 #[tokio::main]
 async fn main() {
     tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
         .with_env_filter(tracing_subscriber::EnvFilter::try_from_env("EDDY_LOG").unwrap_or_else(|_| "info".into()))
         .init();
     let cli = Cli::parse();

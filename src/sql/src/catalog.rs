@@ -78,6 +78,16 @@ impl TableCatalog {
         self.pk.is_empty()
     }
 
+    /// Schema DataFusion plans against: every column nullable, so NOT NULL is enforced by
+    /// Eddy with PostgreSQL's error (23502) rather than by the planner.
+    pub fn planning_schema(&self, with_row_id: bool) -> SchemaRef {
+        let mut fields: Vec<Field> = self.columns.iter().map(|c| c.ty.to_field(&c.name, true)).collect();
+        if with_row_id && self.has_row_id() {
+            fields.push(Field::new(ROW_ID_COLUMN, DataType::Int64, true));
+        }
+        Arc::new(Schema::new(fields))
+    }
+
     /// Schema of the user-visible columns.
     pub fn user_schema(&self) -> SchemaRef {
         Arc::new(Schema::new(

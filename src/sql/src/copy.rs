@@ -5,9 +5,8 @@
 use std::sync::Arc;
 
 use arrow::array::{new_null_array, ArrayRef, RecordBatch, StringArray};
-use arrow::compute::{cast_with_options, CastOptions};
-use arrow::util::display::FormatOptions;
 use eddy_common::error::sqlstate;
+use eddy_common::text::cast_text;
 use eddy_common::{user_err, Result, StreamChunk};
 use eddy_storage::EpochBatch;
 
@@ -184,13 +183,12 @@ impl CopyIn {
             }
         }
         let n = records.len();
-        let schema = self.table.user_schema();
+        let schema = self.table.planning_schema(false);
         let mut columns: Vec<ArrayRef> = schema.fields().iter().map(|f| new_null_array(f.data_type(), n)).collect();
-        let opts = CastOptions { safe: false, format_options: FormatOptions::default() };
         for (pos, &col) in self.columns.iter().enumerate() {
             let strings: StringArray = records.iter().map(|r| r[pos].as_deref()).collect();
             let target = schema.field(col).data_type();
-            columns[col] = cast_with_options(&strings, target, &opts).map_err(|e| {
+            columns[col] = cast_text(&strings, target).map_err(|e| {
                 user_err!(
                     sqlstate::INVALID_TEXT_REPRESENTATION,
                     "COPY {}, column {}: invalid input for type {}: {e}",

@@ -48,7 +48,8 @@ impl Session {
         let count = match &dml.op {
             WriteOp::Insert(_) => {
                 let rows = run(state, &dml.input).await?;
-                let rows = concat(&catalog.user_schema(), &rebind(&catalog.user_schema(), rows)?)?;
+                let schema = catalog.planning_schema(false);
+                let rows = concat(&schema, &rebind(&schema, rows)?)?;
                 let rows = self.prepare_insert(&catalog, rows)?;
                 let n = rows.num_rows();
                 st.write_chunk(&StreamChunk::inserts(rows), &mut batch)?;
@@ -56,7 +57,7 @@ impl Session {
             }
             WriteOp::Delete => {
                 let rows = run(state, &dml.input).await?;
-                let schema = catalog.storage_schema();
+                let schema = catalog.planning_schema(true);
                 let rows = concat(&schema, &rebind(&schema, rows)?)?;
                 let n = rows.num_rows();
                 st.write_chunk(&StreamChunk::deletes(rows), &mut batch)?;
@@ -65,7 +66,7 @@ impl Session {
             WriteOp::Update => {
                 let input = with_old_keys(&dml.input, &catalog)?;
                 let out = run(state, &input).await?;
-                let schema = catalog.storage_schema();
+                let schema = catalog.planning_schema(true);
                 let width = schema.fields().len();
                 let mut n = 0;
                 for b in out {

@@ -45,7 +45,7 @@ pub struct EddyTable {
 impl EddyTable {
     fn new(engine: Arc<Engine>, catalog: Arc<TableCatalog>, expose_row_id: bool) -> DfResult<Self> {
         let state_table = engine.state_table(&catalog).map_err(|e| DataFusionError::External(Box::new(e)))?;
-        let schema = if expose_row_id { catalog.storage_schema() } else { catalog.user_schema() };
+        let schema = catalog.planning_schema(expose_row_id);
         let defaults = engine.column_defaults(&catalog);
         Ok(Self { catalog, state_table, expose_row_id, defaults, schema, engine })
     }

@@ -197,6 +197,9 @@ impl Session {
             let mut config = config;
             config.options_mut().sql_parser.dialect = datafusion::config::Dialect::PostgreSQL;
             config.options_mut().execution.time_zone = Some("+00:00".to_string());
+            // PostgreSQL semantics: `1.5` is numeric, and strings are text (not Utf8View).
+            config.options_mut().sql_parser.parse_float_as_decimal = true;
+            config.options_mut().sql_parser.map_string_types_to_utf8view = false;
             let state = datafusion::execution::SessionStateBuilder::new()
                 .with_config(config)
                 .with_default_features()
@@ -296,7 +299,10 @@ impl Session {
 
     async fn plan(&self, stmt: &Statement, dml: bool) -> Result<(SessionState, LogicalPlan)> {
         let state = self.state(dml);
-        let plan = state.statement_to_plan(DFStatement::Statement(Box::new(stmt.clone()))).await?;
+        let mut stmt = stmt.clone();
+        crate::rewrite::rewrite_statement(&mut stmt)?;
+        let plan = state.statement_to_plan(DFStatement::Statement(Box::new(stmt))).await?;
+        let plan = crate::rewrite::rewrite_plan(plan)?;
         Ok((state, plan))
     }
 

@@ -55,7 +55,15 @@ fn spawn_eddy(state: &str) -> (Process, std::net::SocketAddr) {
         .expect("eddy binary starts");
     let stdout = child.stdout.take().expect("stdout");
     let mut line = String::new();
-    BufReader::new(stdout).read_line(&mut line).expect("startup line");
+    let mut reader = BufReader::new(stdout);
+    reader.read_line(&mut line).expect("startup line");
+    // Keep draining stdout so the server never writes into a closed pipe.
+    std::thread::spawn(move || {
+        let mut sink = String::new();
+        while reader.read_line(&mut sink).map(|n| n > 0).unwrap_or(false) {
+            sink.clear();
+        }
+    });
     let addr = line
         .split_whitespace()
         .skip_while(|w| *w != "on")

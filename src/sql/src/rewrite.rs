@@ -1,0 +1,112 @@
+//! PostgreSQL-compatibility rewrites around DataFusion's planner.
+//!
+//! * Interval text: PostgreSQL's interval syntax (`1 day 02:00:00`, `3 mons`) is parsed by Eddy
+//!   and handed to DataFusion in a form Arrow reads exactly, both in SQL literals (AST pass) and
+//!   in the implicit casts DataFusion plans, e.g. for an INSERT into an interval column (plan pass).
+//! * `bytea` text (`'\\xdeadbeef'`) is decoded as PostgreSQL does, not taken as raw bytes.
+//! * Integer literals: PostgreSQL types `1` as `integer`; DataFusion as `bigint`. The plan pass
+//!   narrows integer literals that fit in 32 bits before type coercion runs, so `SELECT 1` and
+//!   `int_col + 1` are `integer` as in PostgreSQL.
+
+use std::ops::ControlFlow;
+
+use arrow::datatypes::{DataType, IntervalUnit};
+use datafusion::common::tree_node::{Transformed, TreeNode};
+use datafusion::logical_expr::expr_rewriter::NamePreserver;
+use datafusion::logical_expr::{Cast, Expr, LogicalPlan};
+use datafusion::scalar::ScalarValue;
+use datafusion::sql::sqlparser::ast::{visit_expressions_mut, DataType as SqlType, Expr as SqlExpr, Statement, Value};
+use eddy_common::interval::{canonical_text, parse_interval};
+use eddy_common::text::parse_bytea;
+use eddy_common::{EddyError, Result};
+
+fn rewrite_interval_text(v: &mut Value) -> Result<()> {
+    if let Value::SingleQuotedString(s) = v {
+        *s = canonical_text(parse_interval(s)?);
+    }
+    Ok(())
+}
+
+fn is_interval(t: &SqlType) -> bool {
+    matches!(t, SqlType::Interval { .. })
+}
+
+/// Rewrites interval literals in `stmt` into text Arrow parses exactly.
+pub fn rewrite_statement(stmt: &mut Statement) -> Result<()> {
+    let flow = visit_expressions_mut(stmt, |e| {
+        let r = match e {
+            SqlExpr::Interval(iv) if iv.leading_field.is_none() && iv.last_field.is_none() => match iv.value.as_mut() {
+                SqlExpr::Value(v) => rewrite_interval_text(&mut v.value),
+                _ => Ok(()),
+            },
+            SqlExpr::Cast { expr, data_type, .. } if is_interval(data_type) => match expr.as_mut() {
+                SqlExpr::Value(v) => rewrite_interval_text(&mut v.value),
+                _ => Ok(()),
+            },
+            SqlExpr::TypedString(ts) if is_interval(&ts.data_type) => rewrite_interval_text(&mut ts.value.value),
+            _ => Ok(()),
+        };
+        match r {
+            Ok(()) => ControlFlow::Continue(()),
+            Err(e) => ControlFlow::Break(e),
+        }
+    });
+    match flow {
+        ControlFlow::Break(e) => Err(e),
+        ControlFlow::Continue(()) => Ok(()),
+    }
+}
+
+fn rewrite_expr(e: Expr, narrow_ints: bool) -> datafusion::error::Result<Transformed<Expr>> {
+    match e {
+        Expr::Literal(ScalarValue::Int64(Some(v)), meta) if narrow_ints && i32::try_from(v).is_ok() => {
+            Ok(Transformed::yes(Expr::Literal(ScalarValue::Int32(Some(v as i32)), meta)))
+        }
+        Expr::Cast(Cast { expr, field })
+            if field.data_type() == &DataType::Interval(IntervalUnit::MonthDayNano)
+                && matches!(expr.as_ref(), Expr::Literal(ScalarValue::Utf8(Some(_)) | ScalarValue::Utf8View(Some(_)), _)) =>
+        {
+            let Expr::Literal(ScalarValue::Utf8(Some(s)) | ScalarValue::Utf8View(Some(s)), meta) = *expr else {
+                unreachable!("matched above")
+            };
+            let v = parse_interval(&s).map_err(|e| datafusion::error::DataFusionError::External(Box::new(e)))?;
+            Ok(Transformed::yes(Expr::Literal(ScalarValue::IntervalMonthDayNano(Some(v)), meta)))
+        }
+        Expr::Cast(Cast { expr, field })
+            if field.data_type() == &DataType::Binary
+                && matches!(expr.as_ref(), Expr::Literal(ScalarValue::Utf8(Some(_)) | ScalarValue::Utf8View(Some(_)), _)) =>
+        {
+            let Expr::Literal(ScalarValue::Utf8(Some(s)) | ScalarValue::Utf8View(Some(s)), meta) = *expr else {
+                unreachable!("matched above")
+            };
+            let v = parse_bytea(&s).map_err(|e| datafusion::error::DataFusionError::External(Box::new(e)))?;
+            Ok(Transformed::yes(Expr::Literal(ScalarValue::Binary(Some(v)), meta)))
+        }
+        other => Ok(Transformed::no(other)),
+    }
+}
+
+/// Applies the plan-level rewrites (see the module docs).
+pub fn rewrite_plan(plan: LogicalPlan) -> Result<LogicalPlan> {
+    let out = plan.transform_up_with_subqueries(|node| {
+        if matches!(node, LogicalPlan::Limit(_)) {
+            return Ok(Transformed::no(node));
+        }
+        // VALUES rows fix their own column types; only interval text is rewritten there.
+        let narrow_ints = !matches!(node, LogicalPlan::Values(_));
+        // Keep the names upper nodes refer to (`count(Int64(1))`) when an expression changes.
+        let names = NamePreserver::new(&node);
+        let t = node.map_expressions(|e| {
+            let saved = names.save(&e);
+            let t = e.transform_up(|e| rewrite_expr(e, narrow_ints))?;
+            Ok(if t.transformed { Transformed::yes(saved.restore(t.data)) } else { t })
+        })?;
+        if t.transformed {
+            let recomputed = t.data.recompute_schema()?;
+            Ok(Transformed::yes(recomputed))
+        } else {
+            Ok(t)
+        }
+    });
+    out.map(|t| t.data).map_err(EddyError::from)
+}
