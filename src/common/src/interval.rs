@@ -39,6 +39,7 @@ impl Acc {
             "second" | "sec" | "" => self.micros += amount * US_PER_SEC,
             "millisecond" | "msec" | "ms" => self.micros += amount * 1_000.0,
             "microsecond" | "usec" | "u" => self.micros += amount,
+            "nanosecond" | "nsec" | "n" => self.micros += amount / 1_000.0,
             _ => return Err(bad(src)),
         }
         Ok(())
@@ -196,6 +197,8 @@ mod tests {
         assert_eq!(p("5"), (0, 0, 5_000_000));
         assert_eq!(p("P1Y2M3DT4H5M6S"), (14, 3, 14_706_000_000));
         assert_eq!(p("10days"), (0, 10, 0));
+        let v = parse_interval("1 year 2 mons -3 days 04:05:06.5").unwrap();
+        assert_eq!(parse_interval(&canonical_text(v)).unwrap(), v);
     }
 
     #[test]
