@@ -12,7 +12,7 @@ use arrow::array::{ArrayRef, RecordBatch};
 use arrow::datatypes::SchemaRef;
 use arrow::row::{RowConverter, Rows, SortField};
 
-use crate::{internal_err, Result};
+use crate::Result;
 
 /// Number of virtual nodes a table's key space is split into.
 pub const VNODE_COUNT: u16 = 256;
@@ -61,9 +61,6 @@ pub struct RowCodec {
 impl RowCodec {
     /// A codec for `schema` keyed by `pk_indices`.
     pub fn try_new(schema: SchemaRef, pk_indices: Vec<usize>) -> Result<Self> {
-        if pk_indices.is_empty() {
-            return Err(internal_err!("a state table needs at least one key column"));
-        }
         let pk_fields = pk_indices
             .iter()
             .map(|&i| SortField::new(schema.field(i).data_type().clone()))
@@ -93,8 +90,12 @@ impl RowCodec {
         Ok(self.pk_converter.convert_columns(&cols)?)
     }
 
-    /// Full keys of every row of `batch` in table `table_id`.
+    /// Full keys of every row of `batch` in table `table_id`. With no key columns every row
+    /// has the same key (a table of at most one row, e.g. a global aggregate's view).
     pub fn encode_keys(&self, table_id: u32, batch: &RecordBatch) -> Result<Vec<Vec<u8>>> {
+        if self.pk_indices.is_empty() {
+            return Ok(vec![make_key(table_id, &[]); batch.num_rows()]);
+        }
         let pks = self.encode_pks(batch)?;
         Ok(pks.iter().map(|pk| make_key(table_id, pk.as_ref())).collect())
     }

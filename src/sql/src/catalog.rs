@@ -39,6 +39,9 @@ pub struct ColumnCatalog {
     pub not_null: bool,
     /// `DEFAULT` expression as SQL text.
     pub default: Option<String>,
+    /// Stored but not visible to queries (a view's extra key columns).
+    #[serde(default)]
+    pub hidden: bool,
 }
 
 /// What kind of relation an entry is.
@@ -46,6 +49,8 @@ pub struct ColumnCatalog {
 pub enum RelationKind {
     /// A table written by DML.
     Table,
+    /// A materialized view, maintained incrementally.
+    MaterializedView,
 }
 
 /// A table (and later: view, materialized view, source).
@@ -65,6 +70,15 @@ pub struct TableCatalog {
     pub pk: Vec<usize>,
     /// The statement that created it.
     pub definition: String,
+    /// For views: the defining query's text.
+    #[serde(default)]
+    pub query: Option<String>,
+    /// For views: ids of the relations it reads.
+    #[serde(default)]
+    pub dependencies: Vec<u32>,
+    /// For views: state-table ids of its stateful operators, in plan order.
+    #[serde(default)]
+    pub internal_tables: Vec<u32>,
 }
 
 impl TableCatalog {
@@ -73,15 +87,15 @@ impl TableCatalog {
         FIRST_USER_OID + self.id
     }
 
-    /// True when rows are keyed by a hidden row id.
+    /// True when rows are keyed by a hidden row id (tables without a primary key).
     pub fn has_row_id(&self) -> bool {
-        self.pk.is_empty()
+        self.pk.is_empty() && self.kind == RelationKind::Table
     }
 
     /// Schema DataFusion plans against: every column nullable, so NOT NULL is enforced by
     /// Eddy with PostgreSQL's error (23502) rather than by the planner.
     pub fn planning_schema(&self, with_row_id: bool) -> SchemaRef {
-        let mut fields: Vec<Field> = self.columns.iter().map(|c| c.ty.to_field(&c.name, true)).collect();
+        let mut fields: Vec<Field> = self.columns.iter().filter(|c| !c.hidden).map(|c| c.ty.to_field(&c.name, true)).collect();
         if with_row_id && self.has_row_id() {
             fields.push(Field::new(ROW_ID_COLUMN, DataType::Int64, true));
         }
@@ -91,8 +105,18 @@ impl TableCatalog {
     /// Schema of the user-visible columns.
     pub fn user_schema(&self) -> SchemaRef {
         Arc::new(Schema::new(
-            self.columns.iter().map(|c| c.ty.to_field(&c.name, !c.not_null)).collect::<Vec<Field>>(),
+            self.columns.iter().filter(|c| !c.hidden).map(|c| c.ty.to_field(&c.name, !c.not_null)).collect::<Vec<Field>>(),
         ))
+    }
+
+    /// Indices (in the storage schema) of the columns queries see.
+    pub fn visible_indices(&self) -> Vec<usize> {
+        self.columns.iter().enumerate().filter(|(_, c)| !c.hidden).map(|(i, _)| i).collect()
+    }
+
+    /// True for materialized views.
+    pub fn is_view(&self) -> bool {
+        self.kind == RelationKind::MaterializedView
     }
 
     /// Schema of stored rows: user columns plus `_row_id` when there is no primary key.
@@ -251,6 +275,16 @@ impl Catalog {
     /// All relations.
     pub fn tables(&self) -> impl Iterator<Item = &Arc<TableCatalog>> {
         self.tables.values()
+    }
+
+    /// Views that read relation `id`.
+    pub fn dependents(&self, id: u32) -> Vec<Arc<TableCatalog>> {
+        self.tables.values().filter(|t| t.dependencies.contains(&id)).cloned().collect()
+    }
+
+    /// A relation by id.
+    pub fn by_id(&self, id: u32) -> Option<&Arc<TableCatalog>> {
+        self.tables.values().find(|t| t.id == id)
     }
 
     /// Relations in `schema`.

@@ -8,7 +8,6 @@ use arrow::array::{new_null_array, ArrayRef, RecordBatch, StringArray};
 use eddy_common::error::sqlstate;
 use eddy_common::text::cast_text;
 use eddy_common::{user_err, Result, StreamChunk};
-use eddy_storage::EpochBatch;
 
 use crate::catalog::TableCatalog;
 use crate::session::Session;
@@ -213,11 +212,8 @@ impl Session {
         let rows = copy.parse(data, self)?;
         let rows = self.prepare_insert(&copy.table, rows)?;
         let n = rows.num_rows();
-        let st = self.engine.state_table(&copy.table)?;
-        let mut batch = EpochBatch::default();
-        st.write_chunk(&StreamChunk::inserts(rows), &mut batch)?;
-        if !batch.is_empty() {
-            self.engine.barrier.commit_writes(batch).await?;
+        if n > 0 {
+            self.engine.write_table(copy.table.id, StreamChunk::inserts(rows)).await?;
         }
         Ok(n)
     }

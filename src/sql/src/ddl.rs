@@ -82,7 +82,7 @@ impl Session {
                     other => return Err(not_supported!("column option {other} is not supported")),
                 }
             }
-            columns.push(ColumnCatalog { name: cname, ty, not_null, default });
+            columns.push(ColumnCatalog { name: cname, ty, not_null, default, hidden: false });
         }
         for c in &ct.constraints {
             match c {
@@ -112,6 +112,7 @@ impl Session {
             pk.push(idx);
         }
         let if_not_exists = ct.if_not_exists;
+        let (schema_name, table_name) = (schema.clone(), name.clone());
         let definition = sql.trim().trim_end_matches(';').to_string();
         let mut created = true;
         self.engine
@@ -125,12 +126,28 @@ impl Session {
                     return Err(user_err!(sqlstate::DUPLICATE_TABLE, "relation \"{name}\" already exists"));
                 }
                 let id = cat.allocate_id();
-                let table = TableCatalog { id, schema, name, kind: RelationKind::Table, columns, pk, definition };
+                let table = TableCatalog {
+                    id,
+                    schema,
+                    name,
+                    kind: RelationKind::Table,
+                    columns,
+                    pk,
+                    definition,
+                    query: None,
+                    dependencies: vec![],
+                    internal_tables: vec![],
+                };
                 Ok((vec![CatalogChange::CreateTable(table)], EpochBatch::default()))
             })
             .await?;
         if !created {
             self.notice("relation already exists, skipping");
+            return Ok(());
+        }
+        let table = self.engine.catalog().table(&schema_name, &table_name).cloned();
+        if let Some(t) = table {
+            self.engine.start_table_actor(&t, vec![]).await?;
         }
         Ok(())
     }
@@ -138,34 +155,26 @@ impl Session {
     /// `DROP TABLE` / `DROP SCHEMA`.
     pub(crate) async fn drop_objects(&mut self, object_type: ObjectType, names: &[ObjectName], if_exists: bool, cascade: bool) -> Result<&'static str> {
         match object_type {
-            ObjectType::Table => {
+            ObjectType::Table | ObjectType::MaterializedView => {
+                let want_view = object_type == ObjectType::MaterializedView;
+                let kind = if want_view { "materialized view" } else { "table" };
                 for n in names {
                     let (schema, name) = resolve_name(self, n)?;
-                    let snapshot = self.engine.store.snapshot();
                     let existing = self.engine.catalog().table(&schema, &name).cloned();
-                    let Some(table) = existing else {
+                    let Some(rel) = existing else {
                         if if_exists {
-                            self.notice(&format!("table \"{name}\" does not exist, skipping"));
+                            self.notice(&format!("{kind} \"{name}\" does not exist, skipping"));
                             continue;
                         }
-                        return Err(user_err!(sqlstate::UNDEFINED_TABLE, "table \"{name}\" does not exist"));
+                        return Err(user_err!(sqlstate::UNDEFINED_TABLE, "{kind} \"{name}\" does not exist"));
                     };
-                    let st = self.engine.state_table(&table)?;
-                    let mut batch = EpochBatch::default();
-                    st.clear(&snapshot, &mut batch).await?;
-                    self.engine
-                        .ddl(|cat| {
-                            let Some(t) = cat.table(&schema, &name).cloned() else {
-                                return Err(user_err!(sqlstate::UNDEFINED_TABLE, "table \"{name}\" does not exist"));
-                            };
-                            if t.id != table.id {
-                                return Err(user_err!("40001", "table \"{name}\" was replaced concurrently; retry"));
-                            }
-                            Ok((vec![CatalogChange::DropTable(t)], batch))
-                        })
-                        .await?;
+                    if rel.is_view() != want_view {
+                        let hint = if rel.is_view() { "DROP MATERIALIZED VIEW" } else { "DROP TABLE" };
+                        return Err(user_err!(sqlstate::WRONG_OBJECT_TYPE, "\"{name}\" is not a {kind}; use {hint}"));
+                    }
+                    self.drop_relation(rel, cascade).await?;
                 }
-                Ok("DROP TABLE")
+                Ok(if want_view { "DROP MATERIALIZED VIEW" } else { "DROP TABLE" })
             }
             ObjectType::Schema => {
                 for n in names {
@@ -175,18 +184,25 @@ impl Session {
                     }
                     let tables = self.engine.catalog().tables_in(&name);
                     if !tables.is_empty() && !cascade {
-                        let names: Vec<String> = tables.iter().map(|t| format!("table {}.{}", t.schema, t.name)).collect();
+                        let names: Vec<String> = tables
+                            .iter()
+                            .map(|t| format!("{} {}.{}", if t.is_view() { "materialized view" } else { "table" }, t.schema, t.name))
+                            .collect();
                         return Err(user_err!(
                             sqlstate::DEPENDENT_OBJECTS_STILL_EXIST,
                             "cannot drop schema {name} because other objects depend on it: {}; use DROP ... CASCADE",
                             names.join(", ")
                         ));
                     }
-                    let snapshot = self.engine.store.snapshot();
-                    let mut batch = EpochBatch::default();
-                    for t in &tables {
-                        self.engine.state_table(t)?.clear(&snapshot, &mut batch).await?;
+                    // Views first (newest first), so nothing is dropped while something reads it.
+                    let mut rels = tables.clone();
+                    rels.sort_by_key(|t| std::cmp::Reverse(t.id));
+                    for t in rels {
+                        if self.engine.catalog().by_id(t.id).is_some() {
+                            self.drop_relation(t, true).await?;
+                        }
                     }
+                    let batch = EpochBatch::default();
                     let mut missing = false;
                     self.engine
                         .ddl(|cat| {

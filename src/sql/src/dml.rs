@@ -17,7 +17,6 @@ use datafusion::logical_expr::{col, DmlStatement, Expr, LogicalPlan, Projection,
 use datafusion::physical_plan::collect;
 use eddy_common::error::sqlstate;
 use eddy_common::{internal_err, user_err, ColumnType, Op, Result, StreamChunk};
-use eddy_storage::EpochBatch;
 
 use crate::catalog::TableCatalog;
 use crate::provider::EddyTable;
@@ -43,8 +42,10 @@ impl Session {
             .downcast_ref::<EddyTable>()
             .ok_or_else(|| user_err!(sqlstate::WRONG_OBJECT_TYPE, "cannot modify \"{}\": it is not a table", dml.table_name))?;
         let catalog = table.catalog.clone();
-        let st = table.state_table.clone();
-        let mut batch = EpochBatch::default();
+        if catalog.is_view() {
+            return Err(user_err!(sqlstate::WRONG_OBJECT_TYPE, "cannot change materialized view \"{}\"", catalog.name));
+        }
+        let mut changes: Vec<StreamChunk> = Vec::new();
         let count = match &dml.op {
             WriteOp::Insert(_) => {
                 let rows = run(state, &dml.input).await?;
@@ -52,7 +53,7 @@ impl Session {
                 let rows = concat(&schema, &rebind(&schema, rows)?)?;
                 let rows = self.prepare_insert(&catalog, rows)?;
                 let n = rows.num_rows();
-                st.write_chunk(&StreamChunk::inserts(rows), &mut batch)?;
+                changes.push(StreamChunk::inserts(rows));
                 n
             }
             WriteOp::Delete => {
@@ -60,7 +61,7 @@ impl Session {
                 let schema = catalog.planning_schema(true);
                 let rows = concat(&schema, &rebind(&schema, rows)?)?;
                 let n = rows.num_rows();
-                st.write_chunk(&StreamChunk::deletes(rows), &mut batch)?;
+                changes.push(StreamChunk::deletes(rows));
                 n
             }
             WriteOp::Update => {
@@ -79,17 +80,19 @@ impl Session {
                         old_cols[k] = b.column(width + i).clone();
                     }
                     let old_rows = RecordBatch::try_new(schema.clone(), old_cols)?;
-                    let mut ops = vec![Op::UpdateDelete; old_rows.num_rows()];
-                    st.write_chunk(&StreamChunk::try_new(old_rows, std::mem::take(&mut ops))?, &mut batch)?;
-                    ops = vec![Op::UpdateInsert; new_rows.num_rows()];
-                    st.write_chunk(&StreamChunk::try_new(new_rows, ops)?, &mut batch)?;
+                    let ops = vec![Op::Delete; old_rows.num_rows()];
+                    changes.push(StreamChunk::try_new(old_rows, ops)?);
+                    changes.push(StreamChunk::inserts(new_rows));
                 }
                 n
             }
             other => return Err(eddy_common::not_supported!("{other} is not supported")),
         };
-        if !batch.is_empty() {
-            self.engine.barrier.commit_writes(batch).await?;
+        let changes: Vec<StreamChunk> = changes.into_iter().filter(|c| !c.is_empty()).collect();
+        if !changes.is_empty() {
+            let batch = concat(&catalog.planning_schema(true), &changes.iter().map(|c| c.batch.clone()).collect::<Vec<_>>())?;
+            let ops = changes.into_iter().flat_map(|c| c.ops).collect();
+            self.engine.write_table(catalog.id, StreamChunk::try_new(batch, ops)?).await?;
         }
         Ok(count)
     }

@@ -14,6 +14,10 @@ use eddy_storage::{EpochBatch, StateStore, StateTable, StoreOptions};
 use eddy_stream::BarrierManager;
 use parking_lot::{Mutex, RwLock, RwLockReadGuard};
 
+use eddy_common::{EddyError, StreamChunk};
+use eddy_stream::{Output, SourceMsg, TableActor, ViewActor, CHANNEL_CAPACITY};
+use tokio::sync::{mpsc, oneshot};
+
 use crate::catalog::{Catalog, CatalogChange, TableCatalog};
 
 /// Engine settings.
@@ -49,6 +53,8 @@ pub struct Engine {
     state_tables: Mutex<HashMap<u32, Arc<StateTable>>>,
     /// Parsed column defaults by table id.
     defaults: Mutex<HashMap<u32, HashMap<String, Expr>>>,
+    /// Input channels of the tables' source actors.
+    sources: Mutex<HashMap<u32, mpsc::Sender<SourceMsg>>>,
     /// Engine settings.
     pub config: EngineConfig,
 }
@@ -75,11 +81,13 @@ impl Engine {
             next_row_id: AtomicU64::new(generation << 40),
             state_tables: Mutex::new(HashMap::new()),
             defaults: Mutex::new(HashMap::new()),
+            sources: Mutex::new(HashMap::new()),
             config,
         });
         if !bootstrap.is_empty() {
             engine.commit_catalog(bootstrap, EpochBatch::default()).await?;
         }
+        engine.start_graph().await?;
         Ok(engine)
     }
 
@@ -145,6 +153,93 @@ impl Engine {
             .collect();
         self.defaults.lock().insert(table.id, parsed.clone());
         parsed
+    }
+
+    /// Recovery: starts every table's source actor and every view's actor from committed state,
+    /// wired to each other, before the first barrier flows.
+    async fn start_graph(self: &Arc<Self>) -> Result<()> {
+        let mut relations: Vec<Arc<TableCatalog>> = self.catalog().tables().cloned().collect();
+        // A view's id is larger than its upstreams' (they exist when it is created).
+        relations.sort_by_key(|t| t.id);
+        let snapshot = self.store.snapshot();
+        let mut outputs: HashMap<u32, Vec<Output>> = HashMap::new();
+        let mut views = Vec::new();
+        let mut session = crate::Session::new(self.clone(), "root", 0);
+        for v in relations.iter().filter(|t| t.is_view()) {
+            let (tx, rx) = mpsc::channel(CHANNEL_CAPACITY);
+            for up in &v.dependencies {
+                outputs.entry(*up).or_default().push(Output { actor: v.id, tx: tx.clone() });
+            }
+            let ops = session.view_operators(v, Some(&snapshot)).await?;
+            views.push((v.id, rx, ops));
+        }
+        for (id, rx, ops) in views.into_iter().rev() {
+            let actor = ViewActor::new(id, rx, ops, outputs.remove(&id).unwrap_or_default(), self.barrier.collector(), None);
+            self.barrier.add_actor(id).await;
+            tokio::spawn(actor.run());
+        }
+        for t in relations.iter().filter(|t| !t.is_view()) {
+            self.start_table_actor(t, outputs.remove(&t.id).unwrap_or_default()).await?;
+        }
+        Ok(())
+    }
+
+    /// Starts the source actor of `table`; it takes part in barriers from the next one on.
+    pub async fn start_table_actor(&self, table: &TableCatalog, outputs: Vec<Output>) -> Result<()> {
+        let (tx, rx) = mpsc::channel(CHANNEL_CAPACITY);
+        let actor = TableActor::try_new(
+            table.id,
+            self.state_table(table)?,
+            table.has_row_id(),
+            rx,
+            outputs,
+            self.barrier.collector(),
+            self.store.clone(),
+            self.barrier.completed(),
+        )?;
+        self.barrier.add_source(table.id, tx.clone()).await;
+        self.sources.lock().insert(table.id, tx);
+        tokio::spawn(actor.run());
+        Ok(())
+    }
+
+    /// Forgets a table's source actor (after it was stopped).
+    pub fn remove_source(&self, table_id: u32) {
+        self.sources.lock().remove(&table_id);
+    }
+
+    /// Applies `chunk` to table `table_id` through its source actor; returns once the epoch
+    /// holding the change is durably committed.
+    pub async fn write_table(&self, table_id: u32, chunk: StreamChunk) -> Result<()> {
+        let tx = self.sources.lock().get(&table_id).cloned();
+        let tx = tx.ok_or_else(|| eddy_common::user_err!(eddy_common::error::sqlstate::UNDEFINED_TABLE, "table {table_id} is being dropped"))?;
+        let (ack, done) = oneshot::channel();
+        tx.send(SourceMsg::Write { chunk, ack })
+            .await
+            .map_err(|_| EddyError::internal("table source actor stopped"))?;
+        self.barrier.request();
+        done.await.map_err(|_| EddyError::internal("table source actor dropped a write"))??;
+        Ok(())
+    }
+
+    /// A fresh object id.
+    pub fn allocate_id(&self) -> u32 {
+        self.catalog.write().allocate_id()
+    }
+
+    /// Why a materialized view stopped being maintained, if it did.
+    pub fn view_failure(&self, table: &TableCatalog) -> Option<EddyError> {
+        if !table.is_view() {
+            return None;
+        }
+        self.barrier.failure(table.id).map(|e| {
+            eddy_common::user_err!(
+                eddy_common::error::sqlstate::INTERNAL_ERROR,
+                "materialized view \"{}\" stopped being maintained: {}",
+                table.name,
+                e.message
+            )
+        })
     }
 
     /// `n` fresh hidden row ids.

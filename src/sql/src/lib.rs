@@ -8,10 +8,12 @@ pub mod dml;
 pub mod engine;
 pub mod functions;
 pub mod jsonb;
+pub mod mview;
 pub mod provider;
 pub mod rewrite;
 pub mod session;
 pub mod split;
+pub mod stream_plan;
 pub mod types;
 
 pub use engine::{Engine, EngineConfig};

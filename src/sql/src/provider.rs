@@ -81,10 +81,15 @@ impl TableProvider for EddyTable {
         _filters: &[Expr],
         _limit: Option<usize>,
     ) -> DfResult<Arc<dyn ExecutionPlan>> {
+        if let Some(err) = self.engine.view_failure(&self.catalog) {
+            return Err(DataFusionError::External(Box::new(err)));
+        }
         let mut batches = self.read_all(state).await?;
-        if !self.expose_row_id && self.catalog.has_row_id() {
-            let n = self.catalog.columns.len();
-            let idx: Vec<usize> = (0..n).collect();
+        let mut idx = self.catalog.visible_indices();
+        if self.expose_row_id && self.catalog.has_row_id() {
+            idx.push(self.catalog.columns.len());
+        }
+        if idx.len() != self.catalog.storage_schema().fields().len() {
             batches = batches.iter().map(|b| b.project(&idx)).collect::<Result<_, _>>()?;
         }
         // Rebind to the planned schema (same fields; nullability and metadata from the catalog).

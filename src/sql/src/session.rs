@@ -44,6 +44,29 @@ pub enum EddyStatement {
     Sql(Box<Statement>, String),
     /// `FLUSH`: wait for the next epoch commit.
     Flush,
+    /// `VERIFY MATERIALIZED VIEW name`.
+    Verify(String),
+    /// `SHOW MATERIALIZED VIEWS`.
+    ShowViews,
+    /// `SHOW CREATE MATERIALIZED VIEW name`.
+    ShowCreateView(String),
+}
+
+/// Splits off a case-insensitive keyword prefix (words separated by any whitespace).
+fn strip_words<'a>(text: &'a str, words: &[&str]) -> Option<&'a str> {
+    let mut rest = text.trim_start();
+    for w in words {
+        let n = w.len();
+        if rest.len() < n || !rest[..n].eq_ignore_ascii_case(w) {
+            return None;
+        }
+        rest = &rest[n..];
+        if !rest.is_empty() && !rest.starts_with(char::is_whitespace) {
+            return None;
+        }
+        rest = rest.trim_start();
+    }
+    Some(rest)
 }
 
 /// What a statement produced.
@@ -136,6 +159,7 @@ pub fn default_vars(user: &str) -> BTreeMap<String, String> {
         ("jit", "off"),
         ("plan_cache_mode", "auto"),
         ("work_mem", "4MB"),
+        ("barrier_interval", "250ms"),
     ] {
         v.insert(k.to_string(), val.to_string());
     }
@@ -280,6 +304,18 @@ impl Session {
                 out.push(EddyStatement::Flush);
                 continue;
             }
+            if let Some(name) = strip_words(trimmed, &["verify", "materialized", "view"]) {
+                out.push(EddyStatement::Verify(name.trim().to_string()));
+                continue;
+            }
+            if strip_words(trimmed, &["show", "materialized", "views"]).is_some_and(|r| r.is_empty()) {
+                out.push(EddyStatement::ShowViews);
+                continue;
+            }
+            if let Some(name) = strip_words(trimmed, &["show", "create", "materialized", "view"]) {
+                out.push(EddyStatement::ShowCreateView(name.trim().to_string()));
+                continue;
+            }
             let stmts = Parser::parse_sql(&PostgreSqlDialect {}, &piece)
                 .map_err(|e| user_err!(sqlstate::SYNTAX_ERROR, "{}", e.to_string().trim_start_matches("sql parser error: ")))?;
             for s in stmts {
@@ -297,7 +333,7 @@ impl Session {
         state
     }
 
-    async fn plan(&self, stmt: &Statement, dml: bool) -> Result<(SessionState, LogicalPlan)> {
+    pub(crate) async fn plan(&self, stmt: &Statement, dml: bool) -> Result<(SessionState, LogicalPlan)> {
         let state = self.state(dml);
         let mut stmt = stmt.clone();
         crate::rewrite::rewrite_statement(&mut stmt)?;
@@ -308,8 +344,14 @@ impl Session {
 
     /// Parameter and result types of a statement (extended protocol Describe).
     pub async fn describe(&mut self, stmt: &EddyStatement) -> Result<Described> {
-        let EddyStatement::Sql(stmt, _) = stmt else {
-            return Ok(Described { params: vec![], schema: None });
+        let stmt = match stmt {
+            EddyStatement::Sql(stmt, _) => stmt,
+            EddyStatement::Verify(_) => return Ok(Described { params: vec![], schema: Some(text_schema(&["verify"])) }),
+            EddyStatement::ShowViews => return Ok(Described { params: vec![], schema: Some(text_schema(&["Name"])) }),
+            EddyStatement::ShowCreateView(_) => {
+                return Ok(Described { params: vec![], schema: Some(text_schema(&["Name", "Create Sql"])) })
+            }
+            EddyStatement::Flush => return Ok(Described { params: vec![], schema: None }),
         };
         match stmt.as_ref() {
             Statement::Query(_) | Statement::Insert(_) | Statement::Update(_) | Statement::Delete(_) | Statement::Explain { .. } => {
@@ -348,9 +390,37 @@ impl Session {
                 self.engine.barrier.flush().await?;
                 return Ok(command("FLUSH"));
             }
+            EddyStatement::Verify(name) => {
+                let lines = self.verify_mview(name).await?;
+                return text_rows(&["verify"], lines.into_iter().map(|l| vec![l]).collect());
+            }
+            EddyStatement::ShowViews => {
+                let schema = self.default_schema();
+                let rows = self.engine.catalog().tables_in(&schema).into_iter().filter(|t| t.is_view()).map(|t| vec![t.name.clone()]).collect();
+                return text_rows(&["Name"], rows);
+            }
+            EddyStatement::ShowCreateView(name) => {
+                let v = self.lookup_view(name)?;
+                return text_rows(&["Name", "Create Sql"], vec![vec![format!("{}.{}", v.schema, v.name), v.definition.clone()]]);
+            }
             EddyStatement::Sql(s, sql) => (s.as_ref(), sql.as_str()),
         };
         match stmt {
+            Statement::Explain { statement, .. } if matches!(statement.as_ref(), Statement::CreateView(cv) if cv.materialized) => {
+                let Statement::CreateView(cv) = statement.as_ref() else { unreachable!("matched above") };
+                let lines = self.explain_mview(&cv.query).await?;
+                text_rows(&["QUERY PLAN"], lines.into_iter().map(|l| vec![l]).collect())
+            }
+            Statement::CreateView(cv) => {
+                if !cv.materialized {
+                    return Err(not_supported!("CREATE VIEW is not supported yet; use CREATE MATERIALIZED VIEW"));
+                }
+                if cv.or_replace || !cv.columns.is_empty() {
+                    return Err(not_supported!("CREATE OR REPLACE and column lists are not supported for materialized views yet"));
+                }
+                self.create_mview(&cv.name, &cv.query, cv.if_not_exists, sql).await?;
+                Ok(command("CREATE_MATERIALIZED_VIEW"))
+            }
             Statement::Query(_) | Statement::Insert(_) | Statement::Update(_) | Statement::Delete(_) | Statement::Explain { .. } => {
                 let dml = matches!(stmt, Statement::Update(_) | Statement::Delete(_));
                 let (state, plan) = self.plan(stmt, dml).await?;
@@ -405,7 +475,7 @@ impl Session {
             Statement::ShowVariable { variable } => self.show(variable),
             Statement::ShowTables { .. } => {
                 let schema = self.default_schema();
-                let rows = self.engine.catalog().tables_in(&schema).into_iter().map(|t| vec![t.name.clone()]).collect();
+                let rows = self.engine.catalog().tables_in(&schema).into_iter().filter(|t| !t.is_view()).map(|t| vec![t.name.clone()]).collect();
                 text_rows(&["Name"], rows)
             }
             Statement::Reset(r) => {
@@ -491,6 +561,11 @@ impl Session {
                 };
                 let value = match key.as_str() {
                     "timezone" => normalize_timezone(&value)?,
+                    "barrier_interval" | "barrier_interval_ms" => {
+                        let ms = parse_millis(&value)?;
+                        self.engine.barrier.set_interval(std::time::Duration::from_millis(ms));
+                        format!("{ms}ms")
+                    }
                     "client_encoding" => {
                         let v = value.to_ascii_uppercase().replace('-', "");
                         if v != "UTF8" && v != "UNICODE" {
@@ -625,6 +700,10 @@ impl Session {
     }
 }
 
+fn text_schema(columns: &[&str]) -> SchemaRef {
+    Arc::new(Schema::new(columns.iter().map(|c| Field::new(*c, DataType::Utf8, true)).collect::<Vec<_>>()))
+}
+
 fn command(tag: &str) -> Output {
     Output::Command { tag: tag.to_string(), rows: None }
 }
@@ -639,6 +718,22 @@ fn show_column_name(variable: &[datafusion::sql::sqlparser::ast::Ident]) -> Stri
         "transaction isolation level" => "transaction_isolation".into(),
         "time zone" => "timezone".into(),
         other => other.replace(' ', "_"),
+    }
+}
+
+/// Parses `250`, `250ms` or `1s` as milliseconds.
+fn parse_millis(v: &str) -> Result<u64> {
+    let t = v.trim().to_ascii_lowercase();
+    let (num, mul) = if let Some(n) = t.strip_suffix("ms") {
+        (n.trim(), 1)
+    } else if let Some(n) = t.strip_suffix('s') {
+        (n.trim(), 1000)
+    } else {
+        (t.as_str(), 1)
+    };
+    match num.parse::<u64>() {
+        Ok(n) if n > 0 => Ok(n * mul),
+        _ => Err(user_err!(sqlstate::INVALID_PARAMETER_VALUE, "invalid value for barrier_interval: \"{v}\" (use e.g. 250ms or 1s)")),
     }
 }
 

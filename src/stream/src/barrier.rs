@@ -1,68 +1,144 @@
-//! [`BarrierManager`]: assigns epochs and commits them.
+//! [`BarrierManager`]: cuts epochs, injects barriers into every source, collects every actor's
+//! state changes for the epoch, and commits them as one durable write.
 //!
 //! Contract:
-//! * A writer hands its changes to [`BarrierManager::commit_writes`] and gets back the epoch
-//!   that contains them, only after that epoch is durably committed ("acknowledged means
-//!   durable", DESIGN.md "Durable DML").
-//! * Group commit: a waiting writer asks for an early barrier; every write submitted before
-//!   that barrier is cut shares its single commit. Writes submitted while a commit is in flight
-//!   go into the next epoch.
-//! * Without writers, a barrier is cut every `interval`; an epoch with no changes is not
-//!   written, so an idle server does no I/O.
-//! * If a commit fails, every writer in it gets the error and none of its changes is visible.
+//! * A barrier for epoch E is injected into every registered source; every registered actor
+//!   reports [`Collected`] for E exactly once, after writing all of its state changes of E into
+//!   the report. E commits (one atomic, durable StateStore write holding every actor's changes,
+//!   plus any writes handed to [`BarrierManager::commit_writes`]) only when all have reported.
+//!   Epochs commit in order.
+//! * A writer acknowledged through a collected waiter, or through `commit_writes`, hears back only
+//!   after its epoch is durable ("acknowledged means durable", DESIGN.md "Durable DML").
+//! * Group commit: a waiting writer asks for an early barrier ([`BarrierManager::request`]);
+//!   everything submitted before the barrier is cut shares its one commit.
+//! * An epoch without changes writes nothing; an idle server does no I/O.
+//! * Graph changes ride on barriers ([`Mutation`]): outputs added at E receive epoch E+1 onwards,
+//!   actors registered with E report from E+1 on, stopped actors report E and leave.
+//! * An actor that fails reports [`Collected::failed`]; it is dropped from the graph and no later
+//!   epoch waits for it.
 
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use eddy_common::{EddyError, Epoch, Result};
+use eddy_common::error::sqlstate;
+use eddy_common::{EddyError, Epoch, Result, StreamChunk};
 use eddy_storage::{EpochBatch, StateStore};
 use parking_lot::Mutex;
-use tokio::sync::{oneshot, Notify};
+use tokio::sync::{mpsc, oneshot, watch, Notify};
 
-/// Changes and waiters collected for the next epoch.
+use crate::message::{ActorId, Barrier, Mutation};
+
+/// A writer waiting for the commit of the epoch that holds its changes.
+pub type Waiter = oneshot::Sender<Result<Epoch>>;
+
+/// What a source actor receives: DML writes and barriers, in one ordered channel.
+#[derive(Debug)]
+pub enum SourceMsg {
+    /// Changes to apply; `ack` hears the committed epoch that contains them.
+    Write { chunk: StreamChunk, ack: Waiter },
+    /// End of an epoch.
+    Barrier(Barrier),
+}
+
+/// An actor's report for one epoch.
+pub struct Collected {
+    /// Reporting actor.
+    pub actor: ActorId,
+    /// The epoch (ignored for failures).
+    pub epoch: Epoch,
+    /// The actor's state changes of the epoch.
+    pub batch: EpochBatch,
+    /// Writers whose changes are in this epoch.
+    pub waiters: Vec<Waiter>,
+    /// Set when the actor failed and left the graph.
+    pub failed: Option<EddyError>,
+}
+
+impl Collected {
+    /// A failure report.
+    pub fn failed(actor: ActorId, error: EddyError) -> Self {
+        Self { actor, epoch: Epoch::ZERO, batch: EpochBatch::default(), waiters: vec![], failed: Some(error) }
+    }
+}
+
+/// What the next barrier carries besides actor reports.
 #[derive(Default)]
 struct Pending {
-    /// All changes submitted since the last barrier, in submission order.
+    /// Writes handed to `commit_writes` (catalog changes, ...).
     batch: EpochBatch,
-    /// Writers waiting for the epoch that will contain their changes.
-    waiters: Vec<oneshot::Sender<Result<Epoch>>>,
+    /// Their writers.
+    waiters: Vec<Waiter>,
+    /// Someone asked for a barrier.
+    requested: bool,
+}
+
+/// The actors barriers flow through.
+#[derive(Default)]
+struct Graph {
+    /// Source actors and their input channels.
+    sources: BTreeMap<ActorId, mpsc::Sender<SourceMsg>>,
+    /// Every actor that reports each epoch.
+    actors: BTreeSet<ActorId>,
+    /// Last injected epoch.
+    injected: Epoch,
 }
 
 /// Cuts epochs and commits them to the [`StateStore`].
 pub struct BarrierManager {
     /// Where epochs are committed.
     store: Arc<StateStore>,
-    /// What the next barrier will commit.
+    /// What the next barrier carries.
     pending: Mutex<Pending>,
+    /// The graph; its lock is held while a barrier is cut, so graph changes land between epochs.
+    graph: tokio::sync::Mutex<Graph>,
+    /// Actor reports.
+    collect_tx: mpsc::UnboundedSender<Collected>,
+    /// Receiving end of the reports (used only while a barrier is cut).
+    collect_rx: tokio::sync::Mutex<mpsc::UnboundedReceiver<Collected>>,
+    /// Last completed epoch (committed, or empty and skipped).
+    completed: watch::Sender<Epoch>,
     /// Wakes the barrier loop for an early barrier.
     wake: Notify,
+    /// Barrier interval in milliseconds.
+    interval_ms: AtomicU64,
     /// Set once shutdown begins; later writes are refused.
-    stopping: std::sync::atomic::AtomicBool,
-    /// Held while cutting a barrier, so the loop and shutdown never cut the same epoch.
-    cutting: tokio::sync::Mutex<()>,
+    stopping: AtomicBool,
+    /// Failure messages of actors that left the graph.
+    failures: Mutex<HashMap<ActorId, EddyError>>,
 }
 
 impl BarrierManager {
-    /// Starts the barrier loop, cutting a barrier every `interval` and on demand.
+    /// Starts the barrier loop.
     pub fn start(store: Arc<StateStore>, interval: Duration) -> Arc<Self> {
+        let (collect_tx, collect_rx) = mpsc::unbounded_channel();
+        let committed = store.committed_epoch();
+        let (completed, _) = watch::channel(committed);
         let mgr = Arc::new(Self {
             store,
             pending: Mutex::new(Pending::default()),
+            graph: tokio::sync::Mutex::new(Graph { injected: committed, ..Default::default() }),
+            collect_tx,
+            collect_rx: tokio::sync::Mutex::new(collect_rx),
+            completed,
             wake: Notify::new(),
-            stopping: std::sync::atomic::AtomicBool::new(false),
-            cutting: tokio::sync::Mutex::new(()),
+            interval_ms: AtomicU64::new(interval.as_millis().max(1) as u64),
+            stopping: AtomicBool::new(false),
+            failures: Mutex::new(HashMap::new()),
         });
         let weak = Arc::downgrade(&mgr);
         tokio::spawn(async move {
-            let mut tick = tokio::time::interval(interval);
-            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             loop {
                 let Some(mgr) = weak.upgrade() else { break };
+                let wait = Duration::from_millis(mgr.interval_ms.load(Ordering::Relaxed));
                 tokio::select! {
-                    _ = tick.tick() => {}
+                    _ = tokio::time::sleep(wait) => {}
                     _ = mgr.wake.notified() => {}
                 }
-                mgr.cut_and_commit().await;
+                if mgr.pending.lock().requested {
+                    let _ = mgr.cut_and_commit(None).await;
+                }
             }
         });
         mgr
@@ -73,37 +149,143 @@ impl BarrierManager {
         &self.store
     }
 
-    /// Cuts a barrier: takes everything pending and commits it as the next epoch.
-    async fn cut_and_commit(&self) {
-        let _cutting = self.cutting.lock().await;
-        let Pending { batch, waiters } = std::mem::take(&mut *self.pending.lock());
-        if batch.is_empty() && waiters.is_empty() {
-            return;
+    /// Where actors send their reports.
+    pub fn collector(&self) -> mpsc::UnboundedSender<Collected> {
+        self.collect_tx.clone()
+    }
+
+    /// Watches the last completed epoch.
+    pub fn completed(&self) -> watch::Receiver<Epoch> {
+        self.completed.subscribe()
+    }
+
+    /// Changes the barrier interval.
+    pub fn set_interval(&self, interval: Duration) {
+        self.interval_ms.store(interval.as_millis().max(1) as u64, Ordering::Relaxed);
+    }
+
+    /// The current barrier interval.
+    pub fn interval(&self) -> Duration {
+        Duration::from_millis(self.interval_ms.load(Ordering::Relaxed))
+    }
+
+    /// Why `actor` left the graph, if it failed.
+    pub fn failure(&self, actor: ActorId) -> Option<EddyError> {
+        self.failures.lock().get(&actor).cloned()
+    }
+
+    /// Asks for an early barrier.
+    pub fn request(&self) {
+        self.pending.lock().requested = true;
+        self.wake.notify_one();
+    }
+
+    fn refuse_if_stopping(&self) -> Result<()> {
+        if self.stopping.load(Ordering::SeqCst) {
+            return Err(EddyError::user(sqlstate::ADMIN_SHUTDOWN, "the server is shutting down"));
         }
-        let epoch = self.store.committed_epoch().next();
-        let result = if batch.is_empty() {
-            Ok(self.store.committed_epoch())
-        } else {
-            self.store.commit(epoch, batch).await.map(|_| epoch)
+        Ok(())
+    }
+
+    /// Registers a source actor; it receives (and reports) every barrier from the next one on.
+    pub async fn add_source(&self, actor: ActorId, tx: mpsc::Sender<SourceMsg>) {
+        let mut g = self.graph.lock().await;
+        g.sources.insert(actor, tx);
+        g.actors.insert(actor);
+    }
+
+    /// Registers a non-source actor that already receives barriers (used at startup, before the
+    /// first barrier flows).
+    pub async fn add_actor(&self, actor: ActorId) {
+        self.graph.lock().await.actors.insert(actor);
+    }
+
+    /// Cuts a barrier now, carrying `mutation`; `new_actors` report from the next epoch on.
+    /// Returns once that epoch has completed.
+    pub async fn inject(&self, mutation: Mutation, new_actors: Vec<ActorId>) -> Result<Epoch> {
+        self.refuse_if_stopping()?;
+        self.pending.lock().requested = true;
+        self.cut_and_commit(Some((mutation, new_actors))).await
+    }
+
+    /// Cuts a barrier: injects it, collects every actor's report, commits.
+    async fn cut_and_commit(&self, mutation: Option<(Mutation, Vec<ActorId>)>) -> Result<Epoch> {
+        let mut graph = self.graph.lock().await;
+        let Pending { batch: extra, waiters: mut all_waiters, .. } = std::mem::take(&mut *self.pending.lock());
+        let epoch = graph.injected.next();
+        graph.injected = epoch;
+        let expected: BTreeSet<ActorId> = graph.actors.clone();
+        let (mutation, new_actors) = match mutation {
+            Some((m, a)) => (Some(Arc::new(m)), a),
+            None => (None, vec![]),
         };
+        let barrier = Barrier { epoch, mutation: mutation.clone() };
+        let mut dead_sources = Vec::new();
+        for (id, tx) in &graph.sources {
+            if tx.send(SourceMsg::Barrier(barrier.clone())).await.is_err() {
+                dead_sources.push(*id);
+            }
+        }
+        let mut waiting = expected;
+        for id in dead_sources {
+            graph.sources.remove(&id);
+            graph.actors.remove(&id);
+            waiting.remove(&id);
+        }
+        if let Some(m) = &mutation {
+            for a in &m.stop {
+                graph.sources.remove(a);
+                graph.actors.remove(a);
+            }
+        }
+        graph.actors.extend(new_actors);
+        let mut batches: BTreeMap<ActorId, EpochBatch> = BTreeMap::new();
+        {
+            let mut rx = self.collect_rx.lock().await;
+            while !waiting.is_empty() {
+                let Some(c) = rx.recv().await else { break };
+                if let Some(err) = c.failed {
+                    tracing::error!("actor {} failed and left the graph: {err}", c.actor);
+                    waiting.remove(&c.actor);
+                    graph.actors.remove(&c.actor);
+                    graph.sources.remove(&c.actor);
+                    self.failures.lock().insert(c.actor, err);
+                    continue;
+                }
+                if c.epoch != epoch {
+                    tracing::error!("actor {} reported epoch {} while collecting {epoch}", c.actor, c.epoch);
+                    continue;
+                }
+                waiting.remove(&c.actor);
+                batches.insert(c.actor, c.batch);
+                all_waiters.extend(c.waiters);
+            }
+        }
+        drop(graph);
+        let mut batch = extra;
+        for (_, b) in batches {
+            batch.extend(b);
+        }
+        let result = if batch.is_empty() { Ok(epoch) } else { self.store.commit(epoch, batch).await.map(|_| epoch) };
         if let Err(e) = &result {
             tracing::error!("epoch {epoch} failed to commit: {e}");
         }
-        for w in waiters {
+        self.completed.send_replace(epoch);
+        for w in all_waiters {
             let _ = w.send(result.clone());
         }
+        result
     }
 
     /// Submits `batch` for the next epoch and waits until that epoch is durably committed.
     pub async fn commit_writes(&self, batch: EpochBatch) -> Result<Epoch> {
-        if self.stopping.load(std::sync::atomic::Ordering::SeqCst) {
-            return Err(EddyError::user(eddy_common::error::sqlstate::ADMIN_SHUTDOWN, "the server is shutting down"));
-        }
+        self.refuse_if_stopping()?;
         let (tx, rx) = oneshot::channel();
         {
             let mut p = self.pending.lock();
             p.batch.extend(batch);
             p.waiters.push(tx);
+            p.requested = true;
         }
         self.wake.notify_one();
         rx.await.map_err(|_| EddyError::internal("barrier loop stopped before committing"))?
@@ -116,8 +298,9 @@ impl BarrierManager {
 
     /// Commits what is pending, then refuses further writes.
     pub async fn shutdown(&self) {
-        self.stopping.store(true, std::sync::atomic::Ordering::SeqCst);
-        self.cut_and_commit().await;
+        self.stopping.store(true, Ordering::SeqCst);
+        self.pending.lock().requested = true;
+        let _ = self.cut_and_commit(None).await;
     }
 }
 
@@ -155,12 +338,10 @@ mod tests {
             let mgr = mgr.clone();
             handles.push(tokio::spawn(async move { mgr.commit_writes(batch_with(&[0, 0, 0, 9, i])).await }));
         }
-        let mut epochs = Vec::new();
         for h in handles {
-            epochs.push(h.await.unwrap().unwrap());
+            let e = h.await.unwrap().unwrap();
+            assert!(e <= mgr.store().committed_epoch());
         }
-        let last = mgr.store().committed_epoch();
-        assert!(epochs.iter().all(|e| *e <= last));
         assert_eq!(mgr.store().snapshot().scan_prefix(&[0, 0, 0, 9]).await.unwrap().len(), 32);
     }
 
@@ -172,9 +353,11 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn flush_waits_for_a_barrier_even_without_changes() {
+    async fn flush_completes_an_epoch_without_writing() {
         let mgr = manager(Duration::from_secs(3600)).await;
-        assert_eq!(mgr.flush().await.unwrap(), Epoch::ZERO);
+        let e = mgr.flush().await.unwrap();
+        assert_eq!(*mgr.completed().borrow(), e);
+        assert_eq!(mgr.store().committed_epoch(), Epoch::ZERO);
     }
 
     #[tokio::test]
@@ -182,5 +365,36 @@ mod tests {
         let mgr = manager(Duration::from_secs(3600)).await;
         mgr.shutdown().await;
         assert!(mgr.commit_writes(batch_with(b"\0\0\0\x09z")).await.is_err());
+    }
+
+    #[tokio::test]
+    async fn an_epoch_waits_for_every_actor_and_commits_their_changes_together() {
+        let mgr = manager(Duration::from_secs(3600)).await;
+        let (tx, mut rx) = mpsc::channel(4);
+        mgr.add_source(7, tx).await;
+        let collector = mgr.collector();
+        let actor = tokio::spawn(async move {
+            while let Some(SourceMsg::Barrier(b)) = rx.recv().await {
+                let mut batch = EpochBatch::default();
+                batch.put(vec![0, 0, 0, 7, b.epoch.0 as u8], b"x".to_vec());
+                let _ = collector.send(Collected { actor: 7, epoch: b.epoch, batch, waiters: vec![], failed: None });
+            }
+        });
+        let e = mgr.commit_writes(batch_with(b"\0\0\0\x09k")).await.unwrap();
+        let snap = mgr.store().snapshot();
+        assert!(snap.get(b"\0\0\0\x09k").await.unwrap().is_some());
+        assert!(snap.get(&[0, 0, 0, 7, e.0 as u8]).await.unwrap().is_some());
+        drop(mgr);
+        actor.abort();
+    }
+
+    #[tokio::test]
+    async fn a_failed_actor_no_longer_holds_up_epochs() {
+        let mgr = manager(Duration::from_secs(3600)).await;
+        let (tx, _rx) = mpsc::channel(4);
+        mgr.add_source(8, tx).await;
+        mgr.collector().send(Collected::failed(8, EddyError::internal("boom"))).unwrap();
+        mgr.commit_writes(batch_with(b"\0\0\0\x09f")).await.unwrap();
+        assert!(mgr.failure(8).is_some());
     }
 }

@@ -1,7 +1,15 @@
-//! The stream runtime (DESIGN.md, "Epochs and checkpoints"). Today it holds the
-//! [`BarrierManager`], which turns a stream of write requests into a sequence of durable epoch
-//! commits with group commit; operators, actors and barrier alignment build on it.
+//! The stream runtime (DESIGN.md, "Epochs and checkpoints"): messages, incremental operators,
+//! the actors that run them (a source actor per table, an actor per materialized view), and
+//! the [`BarrierManager`] that cuts epochs, collects every actor's state changes and commits
+//! them as one durable write.
 
+pub mod actor;
 pub mod barrier;
+pub mod message;
+pub mod operator;
+pub mod table_actor;
 
-pub use barrier::BarrierManager;
+pub use actor::{Backfill, ViewActor};
+pub use barrier::{BarrierManager, Collected, SourceMsg};
+pub use message::{ActorId, Barrier, Message, Mutation, Output, CHANNEL_CAPACITY};
+pub use table_actor::TableActor;

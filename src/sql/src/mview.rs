@@ -1,0 +1,277 @@
+//! Materialized views: CREATE (plan, subscribe at a barrier, backfill, commit), DROP, VERIFY,
+//! EXPLAIN and SHOW CREATE.
+//!
+//! Creation protocol: the view's actor is subscribed to its upstream by a barrier mutation at
+//! epoch E; it backfills from the snapshot of E and then consumes the changes of E+1 onward.
+//! Its catalog entry commits in the first epoch its backfilled state commits in, so a crash at
+//! any point leaves either no view or a complete one.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use arrow::array::{ArrayRef, RecordBatch};
+use arrow::row::{RowConverter, SortField};
+use datafusion::logical_expr::LogicalPlan;
+use datafusion::physical_plan::collect;
+use datafusion::sql::sqlparser::ast::{ObjectName, Query, Statement};
+use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
+use datafusion::sql::sqlparser::parser::Parser;
+use eddy_common::codec::table_prefix;
+use eddy_common::error::sqlstate;
+use eddy_common::{internal_err, user_err, Result};
+use eddy_storage::{EpochBatch, ReadSnapshot};
+use eddy_stream::operator::{Materialize, Operator};
+use eddy_stream::{Backfill, Mutation, Output, ViewActor, CHANNEL_CAPACITY};
+use tokio::sync::{mpsc, oneshot};
+
+use crate::catalog::{CatalogChange, RelationKind, TableCatalog};
+use crate::ddl::resolve_name;
+use crate::session::Session;
+use crate::stream_plan::{check_deterministic, plan_view, TableIds};
+
+/// Adds deletes of every entry of state table `id` to `batch`.
+async fn clear_table(snapshot: &ReadSnapshot, id: u32, batch: &mut EpochBatch) -> Result<()> {
+    for (k, _) in snapshot.scan_prefix(&table_prefix(id)).await? {
+        batch.delete(k.to_vec());
+    }
+    Ok(())
+}
+
+impl Session {
+    /// The optimized logical plan of a view's query.
+    async fn view_plan(&self, query: &Query) -> Result<(datafusion::execution::SessionState, LogicalPlan)> {
+        let (state, plan) = self.plan(&Statement::Query(Box::new(query.clone())), false).await?;
+        check_deterministic(&plan)?;
+        let optimized = state.optimize(&plan)?;
+        Ok((state, optimized))
+    }
+
+    fn parse_query(text: &str) -> Result<Query> {
+        let mut stmts = Parser::parse_sql(&PostgreSqlDialect {}, text).map_err(|e| internal_err!("stored view query does not parse: {e}"))?;
+        match stmts.pop() {
+            Some(Statement::Query(q)) => Ok(*q),
+            _ => Err(internal_err!("stored view query is not a query")),
+        }
+    }
+
+    /// Recovery: the operators of an existing view, with state restored from `snapshot`.
+    pub(crate) async fn view_operators(&mut self, view: &TableCatalog, snapshot: Option<&ReadSnapshot>) -> Result<Vec<Box<dyn Operator>>> {
+        let text = view.query.as_deref().ok_or_else(|| internal_err!("view {} has no query", view.name))?;
+        let query = Self::parse_query(text)?;
+        let (_, plan) = self.view_plan(&query).await?;
+        let mut ids = TableIds::Reuse(view.internal_tables.iter());
+        let planned = plan_view(&plan, &mut ids, snapshot).await?;
+        let mut ops = planned.operators;
+        let st = self.engine.state_table(view)?;
+        ops.push(Box::new(Materialize::new(st)));
+        Ok(ops)
+    }
+
+    /// `CREATE MATERIALIZED VIEW`.
+    pub(crate) async fn create_mview(&mut self, name: &ObjectName, query: &Query, if_not_exists: bool, sql: &str) -> Result<()> {
+        let (schema, name) = resolve_name(self, name)?;
+        {
+            let cat = self.engine.catalog();
+            cat.require_schema(&schema)?;
+            if cat.table(&schema, &name).is_some() {
+                drop(cat);
+                if if_not_exists {
+                    self.notice(&format!("relation \"{name}\" already exists, skipping"));
+                    return Ok(());
+                }
+                return Err(user_err!(sqlstate::DUPLICATE_TABLE, "relation \"{name}\" already exists"));
+            }
+        }
+        let (_, plan) = self.view_plan(query).await?;
+        let engine = self.engine.clone();
+        let mut alloc = || engine.allocate_id();
+        let mut ids = TableIds::Allocate(&mut alloc);
+        let planned = plan_view(&plan, &mut ids, None).await?;
+        let id = self.engine.allocate_id();
+        let view = TableCatalog {
+            id,
+            schema,
+            name: name.clone(),
+            kind: RelationKind::MaterializedView,
+            columns: planned.columns,
+            pk: planned.pk,
+            definition: sql.trim().trim_end_matches(';').to_string(),
+            query: Some(query.to_string()),
+            dependencies: vec![planned.upstream.id],
+            internal_tables: planned.internal_tables,
+        };
+        let mut ops = planned.operators;
+        ops.push(Box::new(Materialize::new(self.engine.state_table(&view)?)));
+        let (tx, rx) = mpsc::channel(CHANNEL_CAPACITY);
+        let (epoch_tx, epoch_rx) = oneshot::channel();
+        let backfill = Backfill {
+            upstream: self.engine.state_table(&planned.upstream)?,
+            epoch: epoch_rx,
+            store: self.engine.store.clone(),
+            completed: self.engine.barrier.completed(),
+        };
+        let actor = ViewActor::new(id, rx, ops, vec![], self.engine.barrier.collector(), Some(backfill));
+        tokio::spawn(actor.run());
+        let mutation = Mutation {
+            add_outputs: HashMap::from([(planned.upstream.id, vec![Output { actor: id, tx }])]),
+            stop: vec![],
+        };
+        let epoch = self.engine.barrier.inject(mutation, vec![id]).await?;
+        let _ = epoch_tx.send(epoch);
+        let result = self
+            .engine
+            .ddl(|cat| {
+                if cat.table(&view.schema, &view.name).is_some() {
+                    return Err(user_err!(sqlstate::DUPLICATE_TABLE, "relation \"{}\" already exists", view.name));
+                }
+                if cat.by_id(view.dependencies[0]).is_none() {
+                    return Err(user_err!(sqlstate::UNDEFINED_TABLE, "the relation the view reads was dropped"));
+                }
+                Ok((vec![CatalogChange::CreateTable(view.clone())], EpochBatch::default()))
+            })
+            .await;
+        if let Err(e) = result {
+            let _ = self.engine.barrier.inject(Mutation { add_outputs: HashMap::new(), stop: vec![id] }, vec![]).await;
+            return Err(e);
+        }
+        if let Some(err) = self.engine.view_failure(&view) {
+            return Err(err);
+        }
+        Ok(())
+    }
+
+    /// Drops `rel` (a table or view) and, with `cascade`, the views that read it.
+    pub(crate) async fn drop_relation(&mut self, rel: Arc<TableCatalog>, cascade: bool) -> Result<()> {
+        let dependents = self.engine.catalog().dependents(rel.id);
+        if !dependents.is_empty() {
+            if !cascade {
+                let names: Vec<String> = dependents.iter().map(|d| format!("materialized view {}", d.name)).collect();
+                let what = if rel.is_view() { "materialized view" } else { "table" };
+                return Err(user_err!(
+                    sqlstate::DEPENDENT_OBJECTS_STILL_EXIST,
+                    "cannot drop {what} {} because other objects depend on it: {}; use DROP ... CASCADE to drop them too",
+                    rel.name,
+                    names.join(", ")
+                ));
+            }
+            for d in dependents {
+                Box::pin(self.drop_relation(d, true)).await?;
+            }
+        }
+        // Stop the actor first: after this barrier nothing writes the relation any more.
+        self.engine.barrier.inject(Mutation { add_outputs: HashMap::new(), stop: vec![rel.id] }, vec![]).await?;
+        self.engine.remove_source(rel.id);
+        let snapshot = self.engine.store.snapshot();
+        let mut batch = EpochBatch::default();
+        clear_table(&snapshot, rel.id, &mut batch).await?;
+        for t in &rel.internal_tables {
+            clear_table(&snapshot, *t, &mut batch).await?;
+        }
+        let id = rel.id;
+        self.engine
+            .ddl(|cat| {
+                let t = cat.by_id(id).cloned().ok_or_else(|| user_err!(sqlstate::UNDEFINED_TABLE, "relation was dropped concurrently"))?;
+                Ok((vec![CatalogChange::DropTable(t)], batch))
+            })
+            .await
+    }
+
+    /// `VERIFY MATERIALIZED VIEW name`: recomputes the view's query in batch over the same
+    /// snapshot and compares the result with the maintained contents as multisets.
+    pub(crate) async fn verify_mview(&mut self, name: &str) -> Result<Vec<String>> {
+        let view = self.lookup_view(name)?;
+        let query = Self::parse_query(view.query.as_deref().unwrap_or_default())?;
+        let (state, plan) = self.plan(&Statement::Query(Box::new(query)), false).await?;
+        let snapshot = state
+            .config()
+            .get_extension::<crate::provider::QuerySnapshot>()
+            .map(|s| s.0.clone())
+            .ok_or_else(|| internal_err!("statement has no snapshot"))?;
+        let expected_batches = collect(state.create_physical_plan(&plan).await?, state.task_ctx()).await?;
+        let st = self.engine.state_table(&view)?;
+        let visible = view.visible_indices();
+        let actual_batches: Vec<RecordBatch> = st.scan(&snapshot).await?.iter().map(|b| b.project(&visible)).collect::<Result<_, _>>()?;
+        let schema = view.user_schema();
+        let conv = RowConverter::new(schema.fields().iter().map(|f| SortField::new(f.data_type().clone())).collect())?;
+        let encode = |batches: &[RecordBatch]| -> Result<Vec<Vec<u8>>> {
+            let mut out = Vec::new();
+            for b in batches {
+                let cols = b
+                    .columns()
+                    .iter()
+                    .zip(schema.fields())
+                    .map(|(c, f)| Ok(arrow::compute::cast(c, f.data_type())?))
+                    .collect::<Result<Vec<ArrayRef>>>()?;
+                out.extend(conv.convert_columns(&cols)?.iter().map(|r| r.as_ref().to_vec()));
+            }
+            out.sort();
+            Ok(out)
+        };
+        let expected = encode(&expected_batches)?;
+        let actual = encode(&actual_batches)?;
+        if expected == actual {
+            return Ok(vec!["OK".into()]);
+        }
+        let mut diffs = Vec::new();
+        let (mut i, mut j) = (0, 0);
+        while (i < expected.len() || j < actual.len()) && diffs.len() < 10 {
+            let pick = match (expected.get(i), actual.get(j)) {
+                (Some(e), Some(a)) if e == a => {
+                    i += 1;
+                    j += 1;
+                    continue;
+                }
+                (Some(e), Some(a)) if e < a => ("missing", e.clone(), &mut i),
+                (Some(_), Some(a)) => ("unexpected", a.clone(), &mut j),
+                (Some(e), None) => ("missing", e.clone(), &mut i),
+                (None, Some(a)) => ("unexpected", a.clone(), &mut j),
+                (None, None) => break,
+            };
+            *pick.2 += 1;
+            let parser = conv.parser();
+            let cols = conv.convert_rows([parser.parse(&pick.1)])?;
+            let vals: Vec<String> = cols.iter().map(|c| arrow::util::display::array_value_to_string(c, 0).unwrap_or_default()).collect();
+            diffs.push(format!("{} row: ({})", pick.0, vals.join(", ")));
+        }
+        diffs.insert(0, format!("MISMATCH: view has {} rows, query has {}", actual.len(), expected.len()));
+        Ok(diffs)
+    }
+
+    /// The view named `name` (schema-qualified or not).
+    pub(crate) fn lookup_view(&self, name: &str) -> Result<Arc<TableCatalog>> {
+        let parsed = ObjectName::from(
+            name.split('.').map(|p| datafusion::sql::sqlparser::ast::Ident::new(p.trim())).collect::<Vec<_>>(),
+        );
+        let (schema, n) = resolve_name(self, &parsed)?;
+        let t = self
+            .engine
+            .catalog()
+            .table(&schema, &crate::ddl::normalize_ident(&n))
+            .cloned()
+            .ok_or_else(|| user_err!(sqlstate::UNDEFINED_TABLE, "materialized view \"{n}\" does not exist"))?;
+        if !t.is_view() {
+            return Err(user_err!(sqlstate::WRONG_OBJECT_TYPE, "\"{n}\" is not a materialized view"));
+        }
+        Ok(t)
+    }
+
+    /// `EXPLAIN CREATE MATERIALIZED VIEW`: the stream plan, without creating anything.
+    pub(crate) async fn explain_mview(&mut self, query: &Query) -> Result<Vec<String>> {
+        let (_, plan) = self.view_plan(query).await?;
+        let mut next = 0u32;
+        let mut alloc = || {
+            next += 1;
+            next
+        };
+        let mut ids = TableIds::Allocate(&mut alloc);
+        let planned = plan_view(&plan, &mut ids, None).await?;
+        let mut lines = vec![format!("StreamPlan (reads {})", planned.upstream.name)];
+        for (i, op) in planned.operators.iter().enumerate() {
+            lines.push(format!("{}{}", "  ".repeat(i + 1), op));
+        }
+        let key: Vec<&str> = planned.pk.iter().map(|&k| planned.columns[k].name.as_str()).collect();
+        lines.push(format!("{}Materialize key=[{}] distribution=single (vnode = hash(key) % 256)", "  ".repeat(planned.operators.len() + 1), key.join(", ")));
+        lines.push(format!("state tables: view + {} operator table(s)", planned.internal_tables.len()));
+        Ok(lines)
+    }
+}

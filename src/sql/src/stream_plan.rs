@@ -1,0 +1,320 @@
+//! The stream planner (DESIGN.md, "Planning"): turns DataFusion's optimized `LogicalPlan` of a
+//! view's query into a chain of incremental operators, tracking the stream key — the columns
+//! that identify a row of the change stream — so the view can be materialized keyed by it.
+//!
+//! Key tracking: a table scan's key is the table's primary key (or hidden row id); columns the
+//! query does not select are carried along as hidden columns at the end of the row. A
+//! projection keeps the key columns it selects and carries the rest hidden. An aggregation's
+//! key is its GROUP BY columns (none for a global aggregate: the view has one row).
+//!
+//! Constructs that cannot be maintained incrementally yet are refused with SQLSTATE 0A000 and a
+//! message naming the construct.
+
+use std::sync::Arc;
+
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use datafusion::common::tree_node::{TreeNode, TreeNodeRecursion};
+use datafusion::common::DFSchema;
+use datafusion::datasource::source_as_provider;
+use datafusion::execution::context::ExecutionProps;
+use datafusion::logical_expr::{Expr, LogicalPlan};
+use datafusion::physical_expr::{create_physical_expr, PhysicalExpr};
+use datafusion::physical_expr::expressions::Column as PhysicalColumn;
+use datafusion::scalar::ScalarValue;
+use eddy_common::error::sqlstate;
+use eddy_common::{not_supported, user_err, ColumnType, Result};
+use eddy_storage::ReadSnapshot;
+use eddy_stream::operator::{AggCall, AggKind, Filter, HashAgg, Operator, Project};
+
+use crate::catalog::{ColumnCatalog, TableCatalog};
+use crate::provider::EddyTable;
+
+/// A view's stream plan, ready to run.
+pub struct PlannedView {
+    /// Operators from the source to (excluding) `Materialize`.
+    pub operators: Vec<Box<dyn Operator>>,
+    /// The relation the view reads.
+    pub upstream: Arc<TableCatalog>,
+    /// The view's columns: visible ones, then hidden key columns.
+    pub columns: Vec<ColumnCatalog>,
+    /// Stream key (indices into `columns`).
+    pub pk: Vec<usize>,
+    /// State tables used by operators, in plan order.
+    pub internal_tables: Vec<u32>,
+}
+
+/// A partially planned chain.
+struct Built {
+    ops: Vec<Box<dyn Operator>>,
+    /// Full row schema, hidden columns last.
+    schema: SchemaRef,
+    /// Stream key.
+    key: Vec<usize>,
+    /// The relation at the bottom of the chain.
+    upstream: Arc<TableCatalog>,
+}
+
+/// Where state-table ids of new operators come from.
+pub enum TableIds<'a> {
+    /// Fresh ids (a new view).
+    Allocate(&'a mut (dyn FnMut() -> u32 + Send)),
+    /// The ids recorded when the view was created (recovery).
+    Reuse(std::slice::Iter<'a, u32>),
+}
+
+impl TableIds<'_> {
+    fn next(&mut self) -> Result<u32> {
+        match self {
+            TableIds::Allocate(f) => Ok(f()),
+            TableIds::Reuse(it) => it.next().copied().ok_or_else(|| eddy_common::internal_err!("view state tables changed since creation")),
+        }
+    }
+}
+
+/// Refuses functions whose value changes over time or per call (`now()`, `random()`): a view
+/// built on them would silently freeze a value. Checked before optimization, which folds them.
+pub fn check_deterministic(plan: &LogicalPlan) -> Result<()> {
+    const TIME: [&str; 9] =
+        ["now", "current_timestamp", "current_date", "current_time", "localtime", "localtimestamp", "statement_timestamp", "transaction_timestamp", "clock_timestamp"];
+    let mut bad: Option<String> = None;
+    plan.apply_with_subqueries(|node| {
+        node.apply_expressions(|e| {
+            e.apply(|e| {
+                if let Expr::ScalarFunction(f) = e {
+                    let name = f.name().to_ascii_lowercase();
+                    if TIME.contains(&name.as_str()) || f.func.signature().volatility == datafusion::logical_expr::Volatility::Volatile {
+                        bad = Some(name);
+                        return Ok(TreeNodeRecursion::Stop);
+                    }
+                }
+                Ok(TreeNodeRecursion::Continue)
+            })
+        })
+    })?;
+    match bad {
+        Some(f) => Err(not_supported!(
+            "{f}() is not supported in a materialized view: its value changes over time, so the view could not be kept correct"
+        )),
+        None => Ok(()),
+    }
+}
+
+fn physical(expr: &Expr, schema: &DFSchema) -> Result<Arc<dyn PhysicalExpr>> {
+    Ok(create_physical_expr(expr, schema, &ExecutionProps::new())?)
+}
+
+fn strip_alias(e: &Expr) -> &Expr {
+    match e {
+        Expr::Alias(a) => strip_alias(&a.expr),
+        other => other,
+    }
+}
+
+fn agg_call(expr: &Expr, input: &DFSchema, output: DataType) -> Result<AggCall> {
+    let Expr::AggregateFunction(af) = strip_alias(expr) else {
+        return Err(not_supported!("aggregate expression {expr} is not supported in a materialized view"));
+    };
+    let name = af.func.name().to_ascii_lowercase();
+    let p = &af.params;
+    if p.filter.is_some() {
+        return Err(not_supported!("aggregate FILTER clauses are not supported in a materialized view yet"));
+    }
+    if !p.order_by.is_empty() {
+        return Err(not_supported!("ORDER BY inside {name}() is not supported in a materialized view yet"));
+    }
+    let arg = p.args.first();
+    let kind = match (name.as_str(), p.distinct) {
+        ("count", false) => match arg {
+            None => AggKind::CountStar,
+            Some(Expr::Literal(v, _)) if !v.is_null() => AggKind::CountStar,
+            Some(_) => AggKind::Count,
+        },
+        ("count", true) => AggKind::CountDistinct,
+        ("sum", false) => AggKind::Sum,
+        ("avg" | "mean", false) => AggKind::Avg,
+        ("min", _) => AggKind::Min,
+        ("max", _) => AggKind::Max,
+        ("bool_and", _) => AggKind::BoolAnd,
+        ("bool_or", _) => AggKind::BoolOr,
+        ("string_agg", false) => {
+            let sep = match p.args.get(1) {
+                Some(Expr::Literal(ScalarValue::Utf8(Some(s)) | ScalarValue::LargeUtf8(Some(s)) | ScalarValue::Utf8View(Some(s)), _)) => s.clone(),
+                Some(Expr::Literal(v, _)) if v.is_null() => String::new(),
+                _ => return Err(not_supported!("string_agg() in a materialized view needs a constant separator")),
+            };
+            AggKind::StringAgg(sep)
+        }
+        (other, true) => return Err(not_supported!("{other}(DISTINCT ...) is not supported in a materialized view yet")),
+        (other, false) => return Err(not_supported!("aggregate function {other}() is not supported in a materialized view yet")),
+    };
+    let arg = match kind {
+        AggKind::CountStar => None,
+        _ => Some(physical(arg.ok_or_else(|| not_supported!("{name}() without an argument"))?, input)?),
+    };
+    Ok(AggCall { kind, arg, output })
+}
+
+fn node_name(plan: &LogicalPlan) -> String {
+    match plan {
+        LogicalPlan::Sort(_) => "ORDER BY without LIMIT (a view has no order; sort when you query it)".into(),
+        LogicalPlan::Limit(_) => "LIMIT / top-N".into(),
+        LogicalPlan::Join(_) => "joins (coming with the joins-and-windows work)".into(),
+        LogicalPlan::Window(_) => "window functions (OVER)".into(),
+        LogicalPlan::Union(_) => "UNION".into(),
+        LogicalPlan::Distinct(_) => "DISTINCT ON".into(),
+        LogicalPlan::Values(_) => "VALUES".into(),
+        LogicalPlan::EmptyRelation(_) => "a query without FROM".into(),
+        LogicalPlan::Unnest(_) => "unnest".into(),
+        LogicalPlan::RecursiveQuery(_) => "recursive queries".into(),
+        LogicalPlan::Subquery(_) => "subqueries".into(),
+        other => other.display().to_string().split_whitespace().next().unwrap_or("this construct").to_string(),
+    }
+}
+
+/// Builds the chain for `plan`, allocating state tables from `ids` and restoring operator
+/// state from `restore` (recovery) or initializing it (new view).
+pub async fn plan_view(plan: &LogicalPlan, ids: &mut TableIds<'_>, restore: Option<&ReadSnapshot>) -> Result<PlannedView> {
+    let mut internal = Vec::new();
+    let built = build(plan, ids, restore, &mut internal).await?;
+    let out = plan.schema();
+    let visible = out.fields().len();
+    let mut columns = Vec::with_capacity(built.schema.fields().len());
+    let mut seen = std::collections::HashSet::new();
+    for (i, f) in built.schema.fields().iter().enumerate() {
+        let (name, hidden) = if i < visible { (pg_column_name(out.field(i).name()), false) } else { (format!("_key{}", i - visible), true) };
+        if !seen.insert(name.clone()) {
+            return Err(user_err!(sqlstate::DUPLICATE_COLUMN, "column \"{name}\" specified more than once; give the view's columns distinct names with AS"));
+        }
+        let ty = ColumnType::from_arrow_field(f)
+            .ok_or_else(|| not_supported!("column \"{name}\" has type {} which a materialized view cannot store yet", f.data_type()))?;
+        columns.push(ColumnCatalog { name, ty, not_null: false, default: None, hidden });
+    }
+    Ok(PlannedView { operators: built.ops, upstream: built.upstream, columns, pk: built.key, internal_tables: internal })
+}
+
+/// PostgreSQL's name for an unaliased output column: the column, the function, or `?column?`.
+fn pg_column_name(df_name: &str) -> String {
+    if df_name.chars().all(|c| c.is_alphanumeric() || c == '_' || c == '.') {
+        return df_name.rsplit('.').next().unwrap_or(df_name).to_string();
+    }
+    if let Some(i) = df_name.find('(') {
+        let f = &df_name[..i];
+        if !f.is_empty() && f.chars().all(|c| c.is_alphanumeric() || c == '_') {
+            return f.to_ascii_lowercase();
+        }
+    }
+    "?column?".to_string()
+}
+
+fn build<'a>(
+    plan: &'a LogicalPlan,
+    ids: &'a mut TableIds<'_>,
+    restore: Option<&'a ReadSnapshot>,
+    internal: &'a mut Vec<u32>,
+) -> futures::future::BoxFuture<'a, Result<Built>> {
+    Box::pin(async move {
+        match plan {
+            LogicalPlan::TableScan(scan) => {
+                if !scan.filters.is_empty() || scan.fetch.is_some() {
+                    return Err(not_supported!("pushed-down scan filters or limits in a materialized view"));
+                }
+                let provider = source_as_provider(&scan.source)?;
+                let table = provider
+                    .downcast_ref::<EddyTable>()
+                    .ok_or_else(|| not_supported!("materialized views can only read tables and materialized views, not {}", scan.table_name))?;
+                let rel = table.catalog.clone();
+                let storage = rel.storage_schema();
+                let visible = rel.visible_indices();
+                let projected: Vec<usize> = match &scan.projection {
+                    Some(p) => p.iter().map(|&i| visible[i]).collect(),
+                    None => visible.clone(),
+                };
+                let mut cols = projected.clone();
+                for k in rel.storage_pk() {
+                    if !cols.contains(&k) {
+                        cols.push(k);
+                    }
+                }
+                let key: Vec<usize> = rel.storage_pk().iter().map(|k| cols.iter().position(|c| c == k).unwrap_or(0)).collect();
+                let exprs: Vec<Arc<dyn PhysicalExpr>> =
+                    cols.iter().map(|&c| Arc::new(PhysicalColumn::new(storage.field(c).name(), c)) as Arc<dyn PhysicalExpr>).collect();
+                let fields: Vec<Field> = cols
+                    .iter()
+                    .enumerate()
+                    .map(|(i, &c)| {
+                        let f = storage.field(c);
+                        let name = if i < projected.len() { scan.projected_schema.field(i).name().clone() } else { format!("_key{i}") };
+                        Field::new(name, f.data_type().clone(), true).with_metadata(f.metadata().clone())
+                    })
+                    .collect();
+                let schema = Arc::new(Schema::new(fields));
+                let ops: Vec<Box<dyn Operator>> = vec![Box::new(Project::try_new(exprs, schema.clone())?)];
+                Ok(Built { ops, schema, key, upstream: rel })
+            }
+            LogicalPlan::SubqueryAlias(a) => build(&a.input, ids, restore, internal).await,
+            LogicalPlan::Filter(f) => {
+                let mut b = build(&f.input, ids, restore, internal).await?;
+                let pred = physical(&f.predicate, f.input.schema())?;
+                b.ops.push(Box::new(Filter::new(pred)));
+                Ok(b)
+            }
+            LogicalPlan::Projection(p) => {
+                let mut b = build(&p.input, ids, restore, internal).await?;
+                let input_schema = p.input.schema();
+                let mut exprs: Vec<Arc<dyn PhysicalExpr>> = Vec::new();
+                let mut fields: Vec<Field> = Vec::new();
+                for (i, e) in p.expr.iter().enumerate() {
+                    exprs.push(physical(e, input_schema)?);
+                    let f = p.schema.field(i);
+                    fields.push(Field::new(f.name(), f.data_type().clone(), true).with_metadata(f.metadata().clone()));
+                }
+                let mut key = Vec::new();
+                for &k in &b.key {
+                    let direct = p.expr.iter().position(|e| match strip_alias(e) {
+                        Expr::Column(c) => input_schema.index_of_column(c).ok() == Some(k),
+                        _ => false,
+                    });
+                    match direct {
+                        Some(pos) => key.push(pos),
+                        None => {
+                            let f = b.schema.field(k);
+                            exprs.push(Arc::new(PhysicalColumn::new(f.name(), k)));
+                            key.push(fields.len());
+                            fields.push(Field::new(format!("_key{}", fields.len()), f.data_type().clone(), true));
+                        }
+                    }
+                }
+                let schema = Arc::new(Schema::new(fields));
+                b.ops.push(Box::new(Project::try_new(exprs, schema.clone())?));
+                b.schema = schema;
+                b.key = key;
+                Ok(b)
+            }
+            LogicalPlan::Aggregate(a) => {
+                let mut b = build(&a.input, ids, restore, internal).await?;
+                let input_df = a.input.schema();
+                let input_arrow = b.schema.clone();
+                let groups = a.group_expr.iter().map(|e| physical(e, input_df)).collect::<Result<Vec<_>>>()?;
+                let g = groups.len();
+                let calls = a
+                    .aggr_expr
+                    .iter()
+                    .enumerate()
+                    .map(|(i, e)| agg_call(e, input_df, a.schema.field(g + i).data_type().clone()))
+                    .collect::<Result<Vec<_>>>()?;
+                let fields: Vec<Field> =
+                    a.schema.fields().iter().map(|f| Field::new(f.name(), f.data_type().clone(), true).with_metadata(f.metadata().clone())).collect();
+                let schema = Arc::new(Schema::new(fields));
+                let table_id = ids.next()?;
+                internal.push(table_id);
+                let mut agg = HashAgg::try_new(table_id, &input_arrow, groups, calls, schema.clone())?;
+                agg.restore(restore).await?;
+                b.ops.push(Box::new(agg));
+                b.schema = schema;
+                b.key = (0..g).collect();
+                Ok(b)
+            }
+            other => Err(not_supported!("{} is not supported in a materialized view yet", node_name(other))),
+        }
+    })
+}

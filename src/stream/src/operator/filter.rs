@@ -1,0 +1,65 @@
+//! `Filter`: keeps the rows whose predicate is true. An update pair may be split by the
+//! predicate, so surviving update halves become plain inserts and deletes.
+
+use std::fmt;
+use std::sync::Arc;
+
+use arrow::array::{AsArray, BooleanArray};
+use arrow::compute::filter_record_batch;
+use async_trait::async_trait;
+use datafusion::physical_expr::PhysicalExpr;
+use eddy_common::{internal_err, Epoch, Op, Result, StreamChunk};
+use eddy_storage::EpochBatch;
+
+use super::Operator;
+
+/// Drops rows whose predicate is false or NULL.
+pub struct Filter {
+    /// Boolean predicate over the input schema.
+    predicate: Arc<dyn PhysicalExpr>,
+}
+
+impl Filter {
+    /// A filter on `predicate`.
+    pub fn new(predicate: Arc<dyn PhysicalExpr>) -> Self {
+        Self { predicate }
+    }
+}
+
+impl fmt::Display for Filter {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Filter {}", self.predicate)
+    }
+}
+
+#[async_trait]
+impl Operator for Filter {
+    fn process(&mut self, chunk: StreamChunk) -> Result<Vec<StreamChunk>> {
+        let n = chunk.batch.num_rows();
+        let mask = self.predicate.evaluate(&chunk.batch)?.into_array(n)?;
+        let mask = mask.as_boolean_opt().ok_or_else(|| internal_err!("filter predicate is not boolean"))?;
+        // NULL counts as false.
+        let mask: BooleanArray = mask.iter().map(|v| Some(v.unwrap_or(false))).collect();
+        if mask.true_count() == 0 {
+            return Ok(vec![]);
+        }
+        let batch = filter_record_batch(&chunk.batch, &mask)?;
+        let ops: Vec<Op> = chunk
+            .ops
+            .iter()
+            .zip(mask.iter())
+            .filter(|(_, keep)| keep.unwrap_or(false))
+            .map(|(op, _)| match op {
+                Op::UpdateDelete => Op::Delete,
+                Op::UpdateInsert => Op::Insert,
+                other => *other,
+            })
+            .collect();
+        debug_assert_eq!(mask.len(), n);
+        Ok(vec![StreamChunk::try_new(batch, ops)?])
+    }
+
+    async fn on_barrier(&mut self, _epoch: Epoch, _batch: &mut EpochBatch) -> Result<Vec<StreamChunk>> {
+        Ok(vec![])
+    }
+}

@@ -1,0 +1,56 @@
+//! `Materialize`: writes a view's changes into its state table (keyed by the view's stream
+//! key) and passes them on to views defined on this one.
+
+use std::fmt;
+use std::sync::Arc;
+
+use arrow::array::RecordBatch;
+use async_trait::async_trait;
+use eddy_common::{Epoch, Result, StreamChunk};
+use eddy_storage::{EpochBatch, StateTable};
+
+use super::Operator;
+
+/// The last operator of every view.
+pub struct Materialize {
+    /// Where the view's rows live.
+    table: Arc<StateTable>,
+    /// Changes of the current epoch, not yet handed to a barrier.
+    pending: EpochBatch,
+}
+
+impl Materialize {
+    /// A materializer into `table`.
+    pub fn new(table: Arc<StateTable>) -> Self {
+        Self { table, pending: EpochBatch::default() }
+    }
+}
+
+impl fmt::Display for Materialize {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Materialize table={} key={:?}", self.table.table_id(), self.table.pk_indices())
+    }
+}
+
+#[async_trait]
+impl Operator for Materialize {
+    fn process(&mut self, chunk: StreamChunk) -> Result<Vec<StreamChunk>> {
+        // Cast to the stored types (e.g. an aggregate computed wider than the view's column).
+        let schema = self.table.schema().clone();
+        let cols = chunk
+            .batch
+            .columns()
+            .iter()
+            .zip(schema.fields())
+            .map(|(c, f)| if c.data_type() == f.data_type() { Ok(c.clone()) } else { arrow::compute::cast(c, f.data_type()) })
+            .collect::<Result<Vec<_>, _>>()?;
+        let chunk = StreamChunk::try_new(RecordBatch::try_new(schema, cols)?, chunk.ops)?;
+        self.table.write_chunk(&chunk, &mut self.pending)?;
+        Ok(vec![chunk])
+    }
+
+    async fn on_barrier(&mut self, _epoch: Epoch, batch: &mut EpochBatch) -> Result<Vec<StreamChunk>> {
+        batch.extend(std::mem::take(&mut self.pending));
+        Ok(vec![])
+    }
+}

@@ -1,0 +1,33 @@
+//! Stream operators. Each works on whole chunks (Arrow kernels, DataFusion `PhysicalExpr`s)
+//! and is driven by its actor: `process` for every chunk, `on_barrier` once per epoch.
+//!
+//! Contract for implementers:
+//! * `process` may emit output immediately (stateless operators) or only update state.
+//! * `on_barrier(epoch, batch)` must write every state change of `epoch` into `batch` and
+//!   return the output that is due at the end of the epoch (stateful operators emit here), so
+//!   that after the barrier the operator's committed state and its emitted output agree.
+//! * Operators never see a barrier twice and never see chunks of an epoch after its barrier.
+
+pub mod filter;
+pub mod hash_agg;
+pub mod materialize;
+pub mod project;
+
+use async_trait::async_trait;
+use eddy_common::{Epoch, Result, StreamChunk};
+use eddy_storage::EpochBatch;
+
+pub use filter::Filter;
+pub use hash_agg::{AggCall, AggKind, HashAgg};
+pub use materialize::Materialize;
+pub use project::Project;
+
+/// One incremental operator.
+#[async_trait]
+pub trait Operator: Send + std::fmt::Display {
+    /// Handles a chunk of changes; returns the chunks to pass on.
+    fn process(&mut self, chunk: StreamChunk) -> Result<Vec<StreamChunk>>;
+
+    /// Ends `epoch`: flushes state changes into `batch`, returns output due now.
+    async fn on_barrier(&mut self, epoch: Epoch, batch: &mut EpochBatch) -> Result<Vec<StreamChunk>>;
+}
