@@ -24,6 +24,14 @@ const PG_EPOCH_DAYS: i32 = 10_957;
 
 /// The PostgreSQL type a result column is reported as.
 pub fn pg_type_of(field: &Field) -> Type {
+    // Catalog columns whose Arrow type is shared with int4/text name their PostgreSQL type.
+    match field.metadata().get(eddy_common::types::JSONB_METADATA_KEY).map(String::as_str) {
+        Some("oid") => return Type::OID,
+        Some("name") => return Type::NAME,
+        Some("char") => return Type::CHAR,
+        Some("regproc") => return Type::REGPROC,
+        _ => {}
+    }
     match ColumnType::from_arrow_field(field) {
         Some(ColumnType::Varchar(_)) => Type::TEXT,
         Some(t) => Type::from_oid(t.pg_oid()).unwrap_or(Type::TEXT),
@@ -102,6 +110,7 @@ pub fn write_binary(array: &ArrayRef, row: usize, ty: &Type, field: &Field, out:
         Type::BOOL => out.put_u8(u8::from(array.as_boolean().value(row))),
         Type::INT2 => out.put_i16(int_value(array, row)? as i16),
         Type::INT4 => out.put_i32(int_value(array, row)? as i32),
+        Type::OID | Type::REGPROC if array.data_type().is_integer() => out.put_u32(int_value(array, row)? as u32),
         Type::INT8 => out.put_i64(int_value(array, row)?),
         Type::FLOAT4 => out.put_f32(float_value(array, row)? as f32),
         Type::FLOAT8 => out.put_f64(float_value(array, row)?),

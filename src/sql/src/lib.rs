@@ -8,6 +8,7 @@ pub mod dml;
 pub mod engine;
 pub mod functions;
 pub mod jsonb;
+pub mod pg;
 pub mod provider;
 pub mod rewrite;
 pub mod session;
