@@ -8,4 +8,5 @@ mod binary_types;
 mod durability;
 mod protocol;
 mod psql;
+mod replay;
 mod slt;

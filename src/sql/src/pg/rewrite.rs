@@ -103,7 +103,7 @@ fn plain_type(t: &SqlType) -> Option<SqlType> {
             "oid" | "xid" | "cid" | "int4" => SqlType::Int(None),
             "int2" => SqlType::SmallInt(None),
             "int8" => SqlType::BigInt(None),
-            "text" | "name" | "char" | "bpchar" | "pg_node_tree" | "aclitem" => SqlType::Text,
+            "text" | "name" | "char" | "bpchar" | "pg_node_tree" | "aclitem" | "json" | "jsonb" => SqlType::Text,
             "varchar" => SqlType::Varchar(None),
             "bool" => SqlType::Boolean,
             "float4" => SqlType::Real,
@@ -113,6 +113,7 @@ fn plain_type(t: &SqlType) -> Option<SqlType> {
             "oidvector" => SqlType::Array(ArrayElemTypeDef::SquareBracket(Box::new(SqlType::Int(None)), None)),
             _ => return None,
         }),
+        SqlType::JSON | SqlType::JSONB => Some(SqlType::Text),
         SqlType::Array(ArrayElemTypeDef::SquareBracket(inner, size)) => {
             plain_type(inner).map(|i| SqlType::Array(ArrayElemTypeDef::SquareBracket(Box::new(i), *size)))
         }
@@ -259,7 +260,13 @@ fn rewrite_function(f: &mut Function) -> Option<Expr> {
         "generate_subscripts" => {
             let arr = function_args(f).into_iter().next()?;
             let upper = Expr::BinaryOp {
-                left: Box::new(call("cardinality", vec![arr])),
+                left: Box::new(Expr::Cast {
+                    kind: datafusion::sql::sqlparser::ast::CastKind::Cast,
+                    expr: Box::new(call("cardinality", vec![arr])),
+                    data_type: SqlType::BigInt(None),
+                    array: false,
+                    format: None,
+                }),
                 op: BinaryOperator::Plus,
                 right: Box::new(Expr::value(Value::Number("1".into(), false))),
             };
@@ -317,6 +324,15 @@ impl VisitorMut for PgRewriter {
                 r
             }
             Expr::Collate { expr, .. } => Some(expr.as_ref().clone()),
+            Expr::Like { escape_char: Some(esc), pattern, .. } if esc.to_string().trim_matches('\'') != "\\" => {
+                // Only `\\` escapes in DataFusion: turn the custom escape into backslashes.
+                let c = esc.to_string().trim_matches('\'').to_string();
+                let lit = |s: &str| Expr::value(Value::SingleQuotedString(s.to_string()));
+                let doubled = call("replace", vec![pattern.as_ref().clone(), lit("\\"), lit("\\\\")]);
+                **pattern = call("replace", vec![doubled, lit(&c), lit("\\")]);
+                *esc = Value::SingleQuotedString("\\".to_string()).into();
+                None
+            }
             Expr::Subquery(q) => super::subquery::decorrelatable(q),
             Expr::BinaryOp { op: BinaryOperator::PGCustomBinaryOperator(names), left, right } => {
                 operator_of(names).map(|op| Expr::BinaryOp { left: left.clone(), op, right: right.clone() })

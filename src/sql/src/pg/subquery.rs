@@ -5,13 +5,12 @@
 //! (psql's `\d`) use other shapes, e.g. `(SELECT c.collname FROM pg_collation c, pg_type t
 //! WHERE c.oid = a.attcollation AND t.oid = a.atttypid AND a.attcollation <> t.typcollation)`.
 //!
-//! [`decorrelatable`] rewrites `(SELECT e FROM F WHERE eq AND hard)` where `hard` are the
-//! predicates on outer columns other than `inner = outer` equalities, into
-//! `CASE WHEN hard[inner := (SELECT first_value(inner) FROM F WHERE eq)]
-//!  THEN (SELECT first_value(e) FROM F WHERE eq) END`,
-//! and wraps a non-aggregating projection in `first_value`. For subqueries whose equality keys
-//! pick at most one row (every catalog lookup by OID) this is exactly PostgreSQL's result;
-//! where PostgreSQL would fail because more than one row matched, Eddy uses the first.
+//! [`decorrelatable`] rewrites `(SELECT e FROM F WHERE p AND outer_only)` into
+//! `CASE WHEN outer_only THEN (SELECT first_value(e) FROM F WHERE p) END`: conditions on the
+//! outer row alone move out, and a non-aggregating projection is wrapped in `first_value` (where
+//! PostgreSQL would fail because more than one row matched, Eddy uses the first).
+//! [`lift_outer_references`] then turns the remaining correlations that are not
+//! `inner = outer` column equalities into equalities with a derived copy of the outer relation.
 
 use std::collections::HashSet;
 use std::ops::ControlFlow;
@@ -81,7 +80,9 @@ fn is_hard(p: &Expr, inner: &HashSet<String>) -> bool {
         return true;
     }
     match p {
-        Expr::BinaryOp { left, op: BinaryOperator::Eq, right } => {
+        Expr::BinaryOp { left, op: BinaryOperator::Eq, right }
+            if matches!(left.as_ref(), Expr::CompoundIdentifier(_)) && matches!(right.as_ref(), Expr::CompoundIdentifier(_)) =>
+        {
             let side = |e: &Expr| {
                 let q = qualifiers(e);
                 (q.iter().all(|x| inner.contains(x)), q.iter().all(|x| !inner.contains(x)))
@@ -101,20 +102,6 @@ fn scalar_of(q: &Query, item: Expr) -> Expr {
         s.projection = vec![SelectItem::UnnamedExpr(call("first_value", vec![item]))];
     }
     Expr::Subquery(Box::new(q))
-}
-
-/// Replaces inner column references in `p` with single-row scalar subqueries over `base`.
-fn substitute_inner(p: &Expr, inner: &HashSet<String>, base: &Query) -> Expr {
-    let mut p = p.clone();
-    let _ = datafusion::sql::sqlparser::ast::visit_expressions_mut(&mut p, |x| {
-        if let Expr::CompoundIdentifier(parts) = x {
-            if parts.len() >= 2 && inner.contains(&parts[parts.len() - 2].value.to_ascii_lowercase()) {
-                *x = scalar_of(base, x.clone());
-            }
-        }
-        ControlFlow::<()>::Continue(())
-    });
-    p
 }
 
 /// The decorrelatable form of the scalar subquery `q` (see the module docs), or `None` when
@@ -145,13 +132,18 @@ pub fn decorrelatable(q: &mut Query) -> Option<Expr> {
     if let Some(w) = select.selection.take() {
         conjuncts(w, &mut preds);
     }
-    let (hard, easy): (Vec<Expr>, Vec<Expr>) = preds.into_iter().partition(|p| is_hard(p, &inner));
+    // Conditions on the outer row alone move out; mixed ones stay for `lift_outer_references`.
+    let outer_only = |p: &Expr| {
+        let qs = qualifiers(p);
+        !qs.is_empty() && qs.iter().all(|q| !inner.contains(q))
+    };
+    let (hard, easy): (Vec<Expr>, Vec<Expr>) = preds.into_iter().partition(|p| outer_only(p));
     select.selection = and_all(easy);
     let value = scalar_of(q, item);
     if hard.is_empty() {
         return Some(value);
     }
-    let condition = and_all(hard.iter().map(|p| substitute_inner(p, &inner, q)).collect())?;
+    let condition = and_all(hard)?;
     Some(Expr::Case {
         case_token: TokenWithSpan::wrap(Token::make_keyword("CASE")).into(),
         end_token: TokenWithSpan::wrap(Token::make_keyword("END")).into(),
@@ -240,8 +232,9 @@ fn lift_in_query(q: &mut Query, outer: &[(String, datafusion::sql::sqlparser::as
         for p in &preds {
             let _ = visit_expressions(p, |x| {
                 if let Expr::CompoundIdentifier(parts) = x {
-                    if parts.len() == 2 && parts[0].value.eq_ignore_ascii_case(qual) && !cols.contains(&parts[1].value) {
-                        cols.push(parts[1].value.clone());
+                    let n = parts.len();
+                    if n >= 2 && parts[n - 2].value.eq_ignore_ascii_case(qual) && !cols.contains(&parts[n - 1].value) {
+                        cols.push(parts[n - 1].value.clone());
                     }
                 }
                 ControlFlow::<()>::Continue(())
@@ -263,8 +256,9 @@ fn lift_in_query(q: &mut Query, outer: &[(String, datafusion::sql::sqlparser::as
         for p in preds.iter_mut() {
             let _ = datafusion::sql::sqlparser::ast::visit_expressions_mut(p, |x| {
                 if let Expr::CompoundIdentifier(parts) = x {
-                    if parts.len() == 2 && parts[0].value.eq_ignore_ascii_case(qual) {
-                        parts[0] = Ident::new(alias.clone());
+                    let n = parts.len();
+                    if n >= 2 && parts[n - 2].value.eq_ignore_ascii_case(qual) {
+                        *parts = vec![Ident::new(alias.clone()), parts[n - 1].clone()];
                     }
                 }
                 ControlFlow::<()>::Continue(())
@@ -294,15 +288,13 @@ fn lift_in_query(q: &mut Query, outer: &[(String, datafusion::sql::sqlparser::as
 /// Largest attribute number in PostgreSQL (a table has at most 1600 columns).
 const MAX_ATTNUM: i64 = 1600;
 
+/// A literal number, the only argument form DataFusion's `generate_series` accepts.
 fn is_constant(e: &Expr) -> bool {
-    let mut constant = true;
-    let _ = visit_expressions(e, |x| {
-        if matches!(x, Expr::Identifier(_) | Expr::CompoundIdentifier(_) | Expr::Subquery(_)) {
-            constant = false;
-        }
-        ControlFlow::<()>::Continue(())
-    });
-    constant
+    match e {
+        Expr::Value(_) => true,
+        Expr::UnaryOp { expr, .. } | Expr::Nested(expr) => is_constant(expr),
+        _ => false,
+    }
 }
 
 /// `FROM generate_series(lo, hi) s` with bounds read from other relations (a lateral call,
