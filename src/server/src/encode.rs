@@ -32,6 +32,20 @@ pub fn pg_type_of(field: &Field) -> Type {
         Some("regproc") => return Type::REGPROC,
         _ => {}
     }
+    // One-dimensional arrays (catalog columns, array_agg) as PostgreSQL's array types, so
+    // drivers decode `{a,b}` into a list.
+    if let DataType::List(elem) | DataType::LargeList(elem) = field.data_type() {
+        return match elem.data_type() {
+            DataType::Boolean => Type::BOOL_ARRAY,
+            DataType::Int8 | DataType::Int16 => Type::INT2_ARRAY,
+            DataType::Int32 => Type::INT4_ARRAY,
+            DataType::Int64 => Type::INT8_ARRAY,
+            DataType::Float32 => Type::FLOAT4_ARRAY,
+            DataType::Float64 => Type::FLOAT8_ARRAY,
+            DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => Type::TEXT_ARRAY,
+            _ => Type::TEXT,
+        };
+    }
     match ColumnType::from_arrow_field(field) {
         Some(ColumnType::Varchar(_)) => Type::TEXT,
         Some(t) => Type::from_oid(t.pg_oid()).unwrap_or(Type::TEXT),

@@ -5,6 +5,7 @@
 mod support;
 
 mod binary_types;
+mod drivers;
 mod durability;
 mod protocol;
 mod psql;

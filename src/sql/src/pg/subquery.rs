@@ -158,16 +158,15 @@ mod tests {
     use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
     use datafusion::sql::sqlparser::parser::Parser;
 
-    use super::*;
-
     #[test]
-    fn non_equality_correlation_moves_out_of_the_subquery() {
+    fn non_equality_correlation_joins_a_copy_of_the_outer_relation() {
         let sql = "SELECT (SELECT c.collname FROM pg_collation c, pg_type t WHERE c.oid = a.attcollation AND t.oid = a.atttypid AND a.attcollation <> t.typcollation) FROM pg_attribute a";
         let mut stmt = Parser::parse_sql(&PostgreSqlDialect {}, sql).unwrap().remove(0);
         super::super::rewrite::rewrite(&mut stmt).unwrap();
         let out = stmt.to_string();
-        assert!(out.contains("CASE WHEN a.attcollation <> (SELECT first_value(t.typcollation)"), "{out}");
-        assert!(out.contains("THEN (SELECT first_value(c.collname) FROM pg_collation AS c, pg_type AS t WHERE c.oid = a.attcollation AND t.oid = a.atttypid) END"), "{out}");
+        assert!(out.contains("(SELECT first_value(c.collname) FROM pg_collation c, pg_type t, (SELECT DISTINCT"), "{out}");
+        assert!(out.contains("__outer_a.attcollation <> t.typcollation"), "{out}");
+        assert!(out.contains("__outer_a.attcollation = a.attcollation"), "{out}");
     }
 }
 
