@@ -24,6 +24,28 @@ const PG_EPOCH_DAYS: i32 = 10_957;
 
 /// The PostgreSQL type a result column is reported as.
 pub fn pg_type_of(field: &Field) -> Type {
+    // Catalog columns whose Arrow type is shared with int4/text name their PostgreSQL type.
+    match field.metadata().get(eddy_common::types::JSONB_METADATA_KEY).map(String::as_str) {
+        Some("oid") => return Type::OID,
+        Some("name") => return Type::NAME,
+        Some("char") => return Type::CHAR,
+        Some("regproc") => return Type::REGPROC,
+        _ => {}
+    }
+    // One-dimensional arrays (catalog columns, array_agg) as PostgreSQL's array types, so
+    // drivers decode `{a,b}` into a list.
+    if let DataType::List(elem) | DataType::LargeList(elem) = field.data_type() {
+        return match elem.data_type() {
+            DataType::Boolean => Type::BOOL_ARRAY,
+            DataType::Int8 | DataType::Int16 => Type::INT2_ARRAY,
+            DataType::Int32 => Type::INT4_ARRAY,
+            DataType::Int64 => Type::INT8_ARRAY,
+            DataType::Float32 => Type::FLOAT4_ARRAY,
+            DataType::Float64 => Type::FLOAT8_ARRAY,
+            DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => Type::TEXT_ARRAY,
+            _ => Type::TEXT,
+        };
+    }
     match ColumnType::from_arrow_field(field) {
         Some(ColumnType::Varchar(_)) => Type::TEXT,
         Some(t) => Type::from_oid(t.pg_oid()).unwrap_or(Type::TEXT),
@@ -102,6 +124,7 @@ pub fn write_binary(array: &ArrayRef, row: usize, ty: &Type, field: &Field, out:
         Type::BOOL => out.put_u8(u8::from(array.as_boolean().value(row))),
         Type::INT2 => out.put_i16(int_value(array, row)? as i16),
         Type::INT4 => out.put_i32(int_value(array, row)? as i32),
+        Type::OID | Type::REGPROC if array.data_type().is_integer() => out.put_u32(int_value(array, row)? as u32),
         Type::INT8 => out.put_i64(int_value(array, row)?),
         Type::FLOAT4 => out.put_f32(float_value(array, row)? as f32),
         Type::FLOAT8 => out.put_f64(float_value(array, row)?),

@@ -9,6 +9,7 @@ pub mod engine;
 pub mod functions;
 pub mod jsonb;
 pub mod mview;
+pub mod pg;
 pub mod provider;
 pub mod rewrite;
 pub mod session;

@@ -120,12 +120,13 @@ impl SchemaProvider for EddySchema {
         let entry = self.engine.catalog().table(&self.name, name).cloned();
         match entry {
             Some(t) => Ok(Some(Arc::new(EddyTable::new(self.engine.clone(), t, self.expose_row_id)?))),
-            None => Ok(None),
+            // PostgreSQL searches pg_catalog implicitly: `pg_class` means `pg_catalog.pg_class`.
+            None => Ok(crate::pg::catalog_relation(&self.engine, name)),
         }
     }
 
     fn table_exist(&self, name: &str) -> bool {
-        self.engine.catalog().table(&self.name, name).is_some()
+        self.engine.catalog().table(&self.name, name).is_some() || crate::pg::defs::pg_catalog_rel(name).is_some()
     }
 }
 
@@ -142,6 +143,9 @@ impl CatalogProvider for EddyDatabase {
     }
 
     fn schema(&self, name: &str) -> Option<Arc<dyn SchemaProvider>> {
+        if let Some(system) = crate::pg::SystemSchema::for_name(&self.engine, name) {
+            return Some(system);
+        }
         self.engine.catalog().schema(name)?;
         Some(Arc::new(EddySchema { engine: self.engine.clone(), name: name.to_string(), expose_row_id: self.expose_row_id }))
     }

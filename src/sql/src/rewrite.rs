@@ -33,6 +33,7 @@ fn is_interval(t: &SqlType) -> bool {
 
 /// Rewrites interval literals in `stmt` into text Arrow parses exactly.
 pub fn rewrite_statement(stmt: &mut Statement) -> Result<()> {
+    crate::pg::rewrite::rewrite(stmt)?;
     let flow = visit_expressions_mut(stmt, |e| {
         let r = match e {
             SqlExpr::Interval(iv) if iv.leading_field.is_none() && iv.last_field.is_none() => match iv.value.as_mut() {

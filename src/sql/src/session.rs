@@ -216,7 +216,7 @@ impl Session {
         let make = |expose: bool| {
             let config = SessionConfig::new()
                 .with_default_catalog_and_schema(DATABASE_NAME, "public")
-                .with_information_schema(true)
+                .with_information_schema(false)
                 .with_create_default_catalog_and_schema(false);
             let mut config = config;
             config.options_mut().sql_parser.dialect = datafusion::config::Dialect::PostgreSQL;
@@ -231,6 +231,7 @@ impl Session {
                 .build();
             let ctx = SessionContext::new_with_state(state);
             register_session_functions(&ctx, &info);
+            crate::pg::install(&ctx, &engine, &info);
             if engine.config.test_functions {
                 crate::functions::register_test_functions(&ctx);
             }

@@ -5,7 +5,9 @@
 mod support;
 
 mod binary_types;
+mod drivers;
 mod durability;
 mod protocol;
 mod psql;
+mod replay;
 mod slt;

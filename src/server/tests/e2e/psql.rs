@@ -41,3 +41,56 @@ async fn a_psql_script_runs_including_copy() {
     assert!(stdout.contains("COPY 3"), "stdout: {stdout}");
     srv.shutdown().await.unwrap();
 }
+
+/// Runs psql meta-commands against `addr` and returns stdout (fails on any error).
+async fn psql_commands(addr: std::net::SocketAddr, commands: &[&str]) -> String {
+    let mut args: Vec<String> = vec!["-h".into(), addr.ip().to_string(), "-p".into(), addr.port().to_string()];
+    args.extend(["-U", "root", "-d", "dev", "-X", "-v", "ON_ERROR_STOP=1"].map(String::from));
+    for c in commands {
+        args.push("-c".into());
+        args.push(c.to_string());
+    }
+    let out = tokio::task::spawn_blocking(move || Command::new("psql").args(&args).output().expect("psql runs")).await.unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(out.status.success(), "psql failed: {}\n{stdout}", String::from_utf8_lossy(&out.stderr));
+    stdout
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn psql_describe_commands_list_and_describe_relations() {
+    if Command::new("psql").arg("--version").output().is_err() {
+        panic!("psql is required for this test (apt-get install postgresql-client)");
+    }
+    let srv = server("memory://").await;
+    let c = crate::support::connect(srv.addr).await;
+    c.batch_execute(
+        "CREATE TABLE t1 (id INT PRIMARY KEY, name VARCHAR(20) NOT NULL DEFAULT 'x', amount NUMERIC(10,2), ts TIMESTAMPTZ); \
+         CREATE SCHEMA s2; CREATE TABLE s2.other (a BIGINT)",
+    )
+    .await
+    .unwrap();
+    let out = psql_commands(srv.addr, &["\\d", "\\dt", "\\dv", "\\dm", "\\dn", "\\l", "\\du", "\\d t1", "\\d s2.other", "\\di"]).await;
+    for want in [
+        " public | t1   | table | root",
+        " public | root",
+        " s2     | root",
+        " dev  | root  | UTF8",
+        " root      | Superuser",
+        "Table \"public.t1\"",
+        " id     | integer                  |           | not null | ",
+        " name   | character varying(20)    |           | not null | 'x'",
+        " amount | numeric(10,2)            |           |          | ",
+        " ts     | timestamp with time zone |           |          | ",
+        "\"t1_pkey\" PRIMARY KEY, btree (id)",
+        "Table \"s2.other\"",
+        " a      | bigint |",
+        " public | t1_pkey | index | root  | t1",
+    ] {
+        assert!(out.contains(want), "missing {want:?} in:\n{out}");
+    }
+    // Catalog relations are described like any table, with PostgreSQL's type names.
+    let out = psql_commands(srv.addr, &["\\d pg_catalog.pg_class"]).await;
+    assert!(out.contains(" relkind             | \"char\""), "{out}");
+    assert!(out.contains(" oid                 | oid"), "{out}");
+    srv.shutdown().await.unwrap();
+}

@@ -1,0 +1,274 @@
+//! The catalog functions clients call while browsing: `format_type`, `pg_get_expr`,
+//! `pg_get_userbyid`, `pg_table_is_visible`, `pg_get_viewdef`, `pg_get_indexdef`,
+//! `pg_get_constraintdef`, `has_*_privilege`, `to_regtype`, `current_schemas`, ...; plus the
+//! functions the SQL rewrites (`rewrite.rs`) turn `::regclass`-style casts into.
+//!
+//! Eddy has one superuser (OID 10) who owns everything, so the privilege functions are true.
+
+use std::sync::Arc;
+
+use arrow::array::{Array, AsArray, Int64Array, StructArray};
+use arrow::datatypes::{DataType, Field, Fields};
+use datafusion::error::Result as DfResult;
+use datafusion::scalar::ScalarValue;
+use eddy_common::error::sqlstate;
+
+use super::model::{quote_ident, split_qualified, SUPERUSER_OID};
+use super::rows::index_def;
+use super::types::{format_type, type_by_oid, type_oid_by_name};
+use super::udf::{bool_arg, int_arg, is_text, oid, text, text_arg, user_error, FnContext, Registrar};
+
+/// Element type of `_pg_expandarray`'s result: PostgreSQL's `(x, n)` record.
+pub fn expandarray_fields() -> Fields {
+    Fields::from(vec![Field::new("x", DataType::Int64, true), Field::new("n", DataType::Int64, true)])
+}
+
+fn relation_oid(cx: &mut FnContext, arg: Option<&ScalarValue>) -> DfResult<Option<u32>> {
+    if is_text(arg) {
+        let Some(name) = text_arg(arg) else { return Ok(None) };
+        if let Ok(n) = name.trim().parse::<u32>() {
+            return Ok(Some(n));
+        }
+        let path = cx.search_path();
+        return match cx.model().resolve_relation(&name, &path) {
+            Some(o) => Ok(Some(o)),
+            None => Err(user_error(sqlstate::UNDEFINED_TABLE, format!("relation \"{name}\" does not exist"))),
+        };
+    }
+    Ok(int_arg(arg).map(|v| v as u32))
+}
+
+fn type_oid(arg: Option<&ScalarValue>, strict: bool) -> DfResult<Option<u32>> {
+    if is_text(arg) {
+        let Some(name) = text_arg(arg) else { return Ok(None) };
+        if let Ok(n) = name.trim().parse::<u32>() {
+            return Ok(Some(n));
+        }
+        return match type_oid_by_name(&name) {
+            Some(o) => Ok(Some(o)),
+            None if strict => Err(user_error(sqlstate::UNDEFINED_OBJECT, format!("type \"{name}\" does not exist"))),
+            None => Ok(None),
+        };
+    }
+    Ok(int_arg(arg).map(|v| v as u32))
+}
+
+fn namespace_oid(cx: &mut FnContext, arg: Option<&ScalarValue>) -> DfResult<Option<u32>> {
+    if is_text(arg) {
+        let Some(name) = text_arg(arg) else { return Ok(None) };
+        let n = split_qualified(&name).pop().unwrap_or_default();
+        return match cx.model().namespaces.iter().find(|(_, s)| *s == n) {
+            Some((o, _)) => Ok(Some(*o)),
+            None => Err(user_error(sqlstate::INVALID_SCHEMA_NAME, format!("schema \"{name}\" does not exist"))),
+        };
+    }
+    Ok(int_arg(arg).map(|v| v as u32))
+}
+
+/// Registers every catalog function.
+pub fn register_all(r: &Registrar<'_>) {
+    register_casts(r);
+    register_descriptions(r);
+    register_visibility(r);
+    register_misc(r);
+}
+
+/// The functions `::regclass`, `::regtype`, `::regnamespace`, `::regproc` and `::regrole`
+/// casts are rewritten to (`eddy_regX` gives the OID, `eddy_regX_name` the display name).
+fn register_casts(r: &Registrar<'_>) {
+    r.any("eddy_regclass", DataType::Int32, |cx, a| Ok(oid(relation_oid(cx, a.first())?)));
+    r.any("eddy_regclass_name", DataType::Utf8, |cx, a| {
+        let Some(o) = relation_oid(cx, a.first())? else { return Ok(text(None)) };
+        let path = cx.search_path();
+        Ok(text(Some(cx.model().relation_display_name(o, &path).unwrap_or_else(|| o.to_string()))))
+    });
+    r.any("to_regclass", DataType::Int32, |cx, a| Ok(oid(relation_oid(cx, a.first()).ok().flatten())));
+    r.any("eddy_regtype", DataType::Int32, |_, a| Ok(oid(type_oid(a.first(), true)?)));
+    r.any("eddy_regtype_name", DataType::Utf8, |_, a| {
+        Ok(text(type_oid(a.first(), true)?.map(|o| if type_by_oid(o).is_some() { format_type(o, None) } else { o.to_string() })))
+    });
+    r.any("to_regtype", DataType::Int32, |_, a| Ok(oid(type_oid(a.first(), false)?)));
+    r.any("eddy_regnamespace", DataType::Int32, |cx, a| Ok(oid(namespace_oid(cx, a.first())?)));
+    r.any("eddy_regnamespace_name", DataType::Utf8, |cx, a| {
+        let Some(o) = namespace_oid(cx, a.first())? else { return Ok(text(None)) };
+        Ok(text(Some(cx.model().namespace_name(o).map(quote_ident).unwrap_or_else(|| o.to_string()))))
+    });
+    r.any("to_regnamespace", DataType::Int32, |cx, a| Ok(oid(namespace_oid(cx, a.first()).ok().flatten())));
+    // Functions are compared by name (`typinput = 'array_in'::regproc`), so regproc is text.
+    r.any("eddy_regproc", DataType::Utf8, |_, a| {
+        Ok(text(text_arg(a.first()).map(|n| split_qualified(&n).pop().unwrap_or_default())))
+    });
+    r.any("eddy_regrole", DataType::Int32, |cx, a| {
+        if is_text(a.first()) {
+            let name = text_arg(a.first()).unwrap_or_default();
+            if name == cx.session.user {
+                return Ok(oid(Some(SUPERUSER_OID)));
+            }
+            return Err(user_error(sqlstate::UNDEFINED_OBJECT, format!("role \"{name}\" does not exist")));
+        }
+        Ok(oid(int_arg(a.first()).map(|v| v as u32)))
+    });
+    r.any("eddy_regrole_name", DataType::Utf8, |cx, a| {
+        Ok(text(int_arg(a.first()).map(|o| if o == i64::from(SUPERUSER_OID) { cx.session.user.clone() } else { o.to_string() })))
+    });
+}
+
+/// Definitions and descriptions: `format_type`, `pg_get_*def`, `obj_description`, ...
+fn register_descriptions(r: &Registrar<'_>) {
+    r.any("format_type", DataType::Utf8, |_, a| {
+        let Some(t) = int_arg(a.first()) else { return Ok(text(None)) };
+        Ok(text(Some(format_type(t as u32, int_arg(a.get(1)).map(|m| m as i32)))))
+    });
+    // Defaults and index predicates are stored as SQL text, which is what pg_get_expr prints.
+    r.any("pg_get_expr", DataType::Utf8, |_, a| Ok(text(text_arg(a.first()))));
+    r.any("pg_get_userbyid", DataType::Utf8, |cx, a| {
+        Ok(text(int_arg(a.first()).map(|o| {
+            if o == i64::from(SUPERUSER_OID) {
+                cx.session.user.clone()
+            } else {
+                format!("unknown (OID={o})")
+            }
+        })))
+    });
+    r.any("pg_get_viewdef", DataType::Utf8, |cx, a| {
+        let Some(o) = relation_oid(cx, a.first())? else { return Ok(text(None)) };
+        Ok(text(cx.model().relation(o).and_then(|r| r.view_query())))
+    });
+    r.any("pg_get_indexdef", DataType::Utf8, |cx, a| {
+        let Some(o) = int_arg(a.first()) else { return Ok(text(None)) };
+        let column = int_arg(a.get(1)).unwrap_or(0);
+        let Some(rel) = cx.model().relation_of_index(o as u32).cloned() else { return Ok(text(None)) };
+        if column > 0 {
+            let name = usize::try_from(column - 1).ok().and_then(|c| rel.pk.get(c)).map(|c| quote_ident(&rel.cols[*c].name));
+            return Ok(text(Some(name.unwrap_or_default())));
+        }
+        Ok(text(Some(index_def(&rel))))
+    });
+    r.any("pg_get_constraintdef", DataType::Utf8, |cx, a| {
+        let Some(o) = int_arg(a.first()) else { return Ok(text(None)) };
+        Ok(text(cx.model().relation_of_constraint(o as u32).map(|r| format!("PRIMARY KEY ({})", r.pk_columns_sql()))))
+    });
+    for name in [
+        "obj_description", "col_description", "shobj_description", "pg_get_ruledef", "pg_get_serial_sequence",
+        "pg_get_statisticsobjdef_columns", "pg_get_triggerdef", "pg_get_partkeydef", "pg_get_function_result",
+        "pg_get_function_arguments", "pg_get_function_identity_arguments", "pg_get_partition_constraintdef",
+        "pg_tablespace_location",
+    ] {
+        // Eddy stores no comments, rules, sequences, triggers, partitions or functions.
+        r.any(name, DataType::Utf8, |_, _| Ok(text(None)));
+    }
+    r.any("pg_encoding_to_char", DataType::Utf8, |_, a| {
+        Ok(text(int_arg(a.first()).map(|e| match e {
+            0 => "SQL_ASCII".to_string(),
+            6 => "UTF8".to_string(),
+            8 => "LATIN1".to_string(),
+            _ => String::new(),
+        })))
+    });
+    r.any("quote_ident", DataType::Utf8, |_, a| Ok(text(text_arg(a.first()).map(|s| quote_ident(&s)))));
+    r.any("parse_ident", DataType::new_list(DataType::Utf8, true), |_, a| {
+        let Some(s) = text_arg(a.first()) else { return Ok(ScalarValue::Null) };
+        let items: Vec<ScalarValue> = split_qualified(&s).into_iter().map(|p| ScalarValue::Utf8(Some(p))).collect();
+        Ok(ScalarValue::List(ScalarValue::new_list_nullable(&items, &DataType::Utf8)))
+    });
+}
+
+/// Visibility and privileges.
+fn register_visibility(r: &Registrar<'_>) {
+    r.any("pg_table_is_visible", DataType::Boolean, |cx, a| {
+        let Some(o) = int_arg(a.first()) else { return Ok(ScalarValue::Boolean(None)) };
+        let path = cx.search_path();
+        let model = cx.model();
+        let rel = model.relation(o as u32).or_else(|| model.relation_of_index(o as u32));
+        Ok(ScalarValue::Boolean(Some(rel.is_some_and(|r| r.schema == "pg_catalog" || path.contains(&r.schema)))))
+    });
+    r.any("pg_type_is_visible", DataType::Boolean, |_, a| {
+        Ok(ScalarValue::Boolean(int_arg(a.first()).map(|o| type_by_oid(o as u32).is_some())))
+    });
+    for name in ["pg_function_is_visible", "pg_collation_is_visible", "pg_opclass_is_visible", "pg_conversion_is_visible"] {
+        r.any(name, DataType::Boolean, |_, a| Ok(ScalarValue::Boolean(int_arg(a.first()).map(|_| true))));
+    }
+    for name in [
+        "has_table_privilege", "has_schema_privilege", "has_database_privilege", "has_any_column_privilege",
+        "has_column_privilege", "has_function_privilege", "has_sequence_privilege", "has_type_privilege",
+        "has_tablespace_privilege", "has_foreign_data_wrapper_privilege", "has_server_privilege",
+        "has_language_privilege", "pg_has_role",
+    ] {
+        r.any(name, DataType::Boolean, |_, _| Ok(ScalarValue::Boolean(Some(true))));
+    }
+    r.any("pg_relation_is_publishable", DataType::Boolean, |cx, a| {
+        let Some(o) = int_arg(a.first()) else { return Ok(ScalarValue::Boolean(None)) };
+        Ok(ScalarValue::Boolean(Some(cx.model().relation(o as u32).is_some_and(|r| r.kind == 'r' && !r.is_system()))))
+    });
+}
+
+fn list_len(v: Option<&ScalarValue>) -> Option<usize> {
+    match v? {
+        ScalarValue::List(l) if !l.is_null(0) => Some(l.value(0).len()),
+        ScalarValue::LargeList(l) if !l.is_null(0) => Some(l.value(0).len()),
+        ScalarValue::FixedSizeList(l) if !l.is_null(0) => Some(l.value(0).len()),
+        _ => None,
+    }
+}
+
+/// Arrays, JSON and session functions.
+fn register_misc(r: &Registrar<'_>) {
+    r.any("current_schemas", DataType::new_list(DataType::Utf8, true), |cx, a| {
+        let mut schemas = Vec::new();
+        if bool_arg(a.first()).unwrap_or(false) {
+            schemas.push("pg_catalog".to_string());
+        }
+        let path = cx.search_path();
+        let model = cx.model();
+        schemas.extend(path.into_iter().filter(|s| model.namespaces.iter().any(|(_, n)| n == s)));
+        let items: Vec<ScalarValue> = schemas.into_iter().map(|s| ScalarValue::Utf8(Some(s))).collect();
+        Ok(ScalarValue::List(ScalarValue::new_list_nullable(&items, &DataType::Utf8)))
+    });
+    // Arrays are 1-based in PostgreSQL and in Eddy; empty and NULL arrays have no bounds.
+    r.any("array_upper", DataType::Int32, |_, a| {
+        Ok(ScalarValue::Int32(list_len(a.first()).filter(|n| *n > 0 && int_arg(a.get(1)) == Some(1)).map(|n| n as i32)))
+    });
+    r.any("array_lower", DataType::Int32, |_, a| {
+        Ok(ScalarValue::Int32(list_len(a.first()).filter(|n| *n > 0 && int_arg(a.get(1)) == Some(1)).map(|_| 1)))
+    });
+    r.any("_pg_expandarray", DataType::new_list(DataType::Struct(expandarray_fields()), true), |_, a| {
+        let values = match a.first() {
+            Some(ScalarValue::List(l)) if !l.is_null(0) => l.value(0),
+            _ => return Ok(ScalarValue::Null),
+        };
+        let xs = arrow::compute::cast(&values, &DataType::Int64)?;
+        let xs = xs.as_primitive::<arrow::datatypes::Int64Type>().clone();
+        let ns = Int64Array::from_iter_values(1..=xs.len() as i64);
+        let st = StructArray::try_new(expandarray_fields(), vec![Arc::new(xs), Arc::new(ns)], None)?;
+        let list = arrow::array::ListArray::try_new(
+            Arc::new(Field::new_list_field(DataType::Struct(expandarray_fields()), true)),
+            arrow::buffer::OffsetBuffer::from_lengths([st.len()]),
+            Arc::new(st),
+            None,
+        )?;
+        Ok(ScalarValue::List(Arc::new(list)))
+    });
+    r.any("json_build_object", DataType::Utf8, |_, a| {
+        let mut obj = serde_json::Map::new();
+        for pair in a.chunks(2) {
+            let key = text_arg(pair.first()).unwrap_or_default();
+            obj.insert(key, json_value(pair.get(1)));
+        }
+        Ok(text(Some(serde_json::Value::Object(obj).to_string())))
+    });
+    r.nullary("pg_is_in_recovery", DataType::Boolean, |_, _| Ok(ScalarValue::Boolean(Some(false))));
+    r.nullary("pg_postmaster_start_time", DataType::Utf8, |_, _| Ok(text(None)));
+}
+
+fn json_value(v: Option<&ScalarValue>) -> serde_json::Value {
+    match v {
+        None => serde_json::Value::Null,
+        Some(s) if s.is_null() => serde_json::Value::Null,
+        Some(ScalarValue::Boolean(Some(b))) => serde_json::Value::Bool(*b),
+        Some(s) if s.data_type().is_integer() => int_arg(Some(s)).map(serde_json::Value::from).unwrap_or(serde_json::Value::Null),
+        Some(s) if s.data_type().is_floating() => {
+            s.to_string().parse::<f64>().ok().map(serde_json::Value::from).unwrap_or(serde_json::Value::Null)
+        }
+        Some(s) => serde_json::Value::String(text_arg(Some(s)).unwrap_or_default()),
+    }
+}

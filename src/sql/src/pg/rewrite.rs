@@ -1,0 +1,476 @@
+//! SQL-AST rewrites that turn PostgreSQL catalog syntax into what DataFusion plans, applied to
+//! every statement before planning (called from `crate::rewrite::rewrite_statement`):
+//!
+//! * `pg_catalog.f(...)` / `information_schema.f(...)` → `f(...)` (functions and table functions).
+//! * Casts: `::oid` → `int`; `::regclass`, `::regtype`, `::regnamespace`, `::regrole` → the
+//!   OID-valued `eddy_regX(..)`, and `::regX::text` → the name `eddy_regX_name(..)`;
+//!   `::regproc` → the function name; `pg_catalog.int2[]`, `"char"`, `name` → Arrow-backed types.
+//! * `OPERATOR(pg_catalog.~)` → `~` (any operator); `COLLATE x` is dropped (one collation).
+//! * `ARRAY(SELECT e FROM ... ORDER BY o)` → `(SELECT array_agg(e ORDER BY o) FROM ...)`.
+//! * `(expr).field` → `get_field(expr, 'field')`.
+//! * Set-returning calls in a select list: `_pg_expandarray(a)` → `unnest(_pg_expandarray(a))`,
+//!   `generate_subscripts(a, 1)` → `unnest(range(1, cardinality(a) + 1))`.
+//! * Array text literals where an array is expected: `= ANY('{r,p}')`, `<> ALL('{..}')`,
+//!   `col = '{0}'` → `make_array(...)`.
+//! * Scalar subqueries are put in a form DataFusion decorrelates (`subquery.rs`).
+//! * `FROM unnest(a)` written as a function call becomes an UNNEST table factor.
+//! * Unaliased select items get PostgreSQL's column names (`colnames.rs`).
+//! * A function in FROM with a bare alias names its single column after the alias
+//!   (`FROM unnest(a) x`, `generate_series(1, 3) s`), as PostgreSQL does.
+
+use std::ops::ControlFlow;
+
+use datafusion::sql::sqlparser::ast::{
+    AccessExpr, ArrayElemTypeDef, BinaryOperator, DataType as SqlType, ExactNumberInfo, Expr, Function,
+    FunctionArg, FunctionArgExpr, FunctionArgumentClause, FunctionArgumentList, FunctionArguments, Ident, ObjectName,
+    ObjectNamePart, OrderByKind, Query, Select, SelectItem, SetExpr, Statement, TableAlias, TableAliasColumnDef, TableFactor,
+    Value, VisitMut, VisitorMut,
+};
+use eddy_common::Result;
+
+/// Applies every rewrite in the module docs to `stmt`.
+pub fn rewrite(stmt: &mut Statement) -> Result<()> {
+    let mut v = PgRewriter;
+    let _ = stmt.visit(&mut v);
+    Ok(())
+}
+
+struct PgRewriter;
+
+/// The reg* pseudo-types a cast can name.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Reg {
+    Class,
+    Type,
+    Namespace,
+    Role,
+    Proc,
+}
+
+impl Reg {
+    fn function(self) -> &'static str {
+        match self {
+            Reg::Class => "eddy_regclass",
+            Reg::Type => "eddy_regtype",
+            Reg::Namespace => "eddy_regnamespace",
+            Reg::Role => "eddy_regrole",
+            Reg::Proc => "eddy_regproc",
+        }
+    }
+}
+
+/// Last identifier of a possibly qualified name, lower-cased unless quoted.
+fn base_name(name: &ObjectName) -> String {
+    match name.0.last() {
+        Some(ObjectNamePart::Identifier(i)) if i.quote_style.is_some() => i.value.clone(),
+        Some(ObjectNamePart::Identifier(i)) => i.value.to_ascii_lowercase(),
+        _ => name.to_string().to_ascii_lowercase(),
+    }
+}
+
+fn is_system_qualified(name: &ObjectName) -> bool {
+    name.0.len() == 2
+        && matches!(&name.0[0], ObjectNamePart::Identifier(i)
+            if i.value.eq_ignore_ascii_case("pg_catalog") || i.value.eq_ignore_ascii_case("information_schema"))
+}
+
+fn strip_system_qualifier(name: &mut ObjectName) {
+    if is_system_qualified(name) {
+        name.0.remove(0);
+    }
+}
+
+fn reg_of(t: &SqlType) -> Option<Reg> {
+    let name = match t {
+        SqlType::Regclass => return Some(Reg::Class),
+        SqlType::Custom(n, _) => base_name(n),
+        _ => return None,
+    };
+    match name.as_str() {
+        "regclass" => Some(Reg::Class),
+        "regtype" => Some(Reg::Type),
+        "regnamespace" => Some(Reg::Namespace),
+        "regrole" => Some(Reg::Role),
+        "regproc" | "regprocedure" => Some(Reg::Proc),
+        _ => None,
+    }
+}
+
+/// A DataFusion-plannable spelling of a PostgreSQL type name, if it needs one.
+fn plain_type(t: &SqlType) -> Option<SqlType> {
+    match t {
+        SqlType::Custom(n, mods) if mods.is_empty() => Some(match base_name(n).as_str() {
+            "oid" | "xid" | "cid" | "int4" => SqlType::Int(None),
+            "int2" => SqlType::SmallInt(None),
+            "int8" => SqlType::BigInt(None),
+            "text" | "name" | "char" | "bpchar" | "pg_node_tree" | "aclitem" | "json" | "jsonb" => SqlType::Text,
+            "varchar" => SqlType::Varchar(None),
+            "bool" => SqlType::Boolean,
+            "float4" => SqlType::Real,
+            "float8" => SqlType::DoublePrecision,
+            "numeric" => SqlType::Numeric(ExactNumberInfo::None),
+            "int2vector" => SqlType::Array(ArrayElemTypeDef::SquareBracket(Box::new(SqlType::SmallInt(None)), None)),
+            "oidvector" => SqlType::Array(ArrayElemTypeDef::SquareBracket(Box::new(SqlType::Int(None)), None)),
+            _ => return None,
+        }),
+        SqlType::JSON | SqlType::JSONB => Some(SqlType::Text),
+        SqlType::Array(ArrayElemTypeDef::SquareBracket(inner, size)) => {
+            plain_type(inner).map(|i| SqlType::Array(ArrayElemTypeDef::SquareBracket(Box::new(i), *size)))
+        }
+        _ => None,
+    }
+}
+
+fn is_text_type(t: &SqlType) -> bool {
+    match t {
+        SqlType::Text | SqlType::Varchar(_) | SqlType::String(_) | SqlType::CharacterVarying(_) => true,
+        SqlType::Custom(n, _) => matches!(base_name(n).as_str(), "text" | "name" | "varchar"),
+        _ => false,
+    }
+}
+
+/// `name(args...)`.
+pub fn call(name: &str, args: Vec<Expr>) -> Expr {
+    Expr::Function(Function {
+        name: ObjectName::from(vec![Ident::new(name)]),
+        uses_odbc_syntax: false,
+        parameters: FunctionArguments::None,
+        args: FunctionArguments::List(FunctionArgumentList {
+            duplicate_treatment: None,
+            args: args.into_iter().map(|a| FunctionArg::Unnamed(FunctionArgExpr::Expr(a))).collect(),
+            clauses: vec![],
+        }),
+        filter: None,
+        null_treatment: None,
+        over: None,
+        within_group: vec![],
+    })
+}
+
+fn function_args(f: &Function) -> Vec<Expr> {
+    match &f.args {
+        FunctionArguments::List(l) => l
+            .args
+            .iter()
+            .filter_map(|a| match a {
+                FunctionArg::Unnamed(FunctionArgExpr::Expr(e)) => Some(e.clone()),
+                _ => None,
+            })
+            .collect(),
+        _ => vec![],
+    }
+}
+
+fn string_literal(e: &Expr) -> Option<&str> {
+    match e {
+        Expr::Value(v) => match &v.value {
+            Value::SingleQuotedString(s) | Value::EscapedStringLiteral(s) => Some(s.as_str()),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+/// `'{a,b}'` → `make_array('a', 'b')` (numbers stay numbers); `None` unless it is an array literal.
+fn array_literal(e: &Expr) -> Option<Expr> {
+    let s = string_literal(e)?.trim();
+    let inner = s.strip_prefix('{')?.strip_suffix('}')?;
+    if inner.contains(['{', '}', ':', '"']) {
+        return None;
+    }
+    let items: Vec<Expr> = inner
+        .split(',')
+        .map(str::trim)
+        .filter(|x| !x.is_empty())
+        .map(|x| {
+            if x.parse::<i64>().is_ok() {
+                Expr::value(Value::Number(x.to_string(), false))
+            } else {
+                Expr::value(Value::SingleQuotedString(x.to_string()))
+            }
+        })
+        .collect();
+    Some(call("make_array", items))
+}
+
+fn operator_of(names: &[String]) -> Option<BinaryOperator> {
+    Some(match names.last()?.as_str() {
+        "~" => BinaryOperator::PGRegexMatch,
+        "~*" => BinaryOperator::PGRegexIMatch,
+        "!~" => BinaryOperator::PGRegexNotMatch,
+        "!~*" => BinaryOperator::PGRegexNotIMatch,
+        "=" => BinaryOperator::Eq,
+        "<>" | "!=" => BinaryOperator::NotEq,
+        "<" => BinaryOperator::Lt,
+        "<=" => BinaryOperator::LtEq,
+        ">" => BinaryOperator::Gt,
+        ">=" => BinaryOperator::GtEq,
+        "~~" => return None,
+        "||" => BinaryOperator::StringConcat,
+        "+" => BinaryOperator::Plus,
+        "-" => BinaryOperator::Minus,
+        "*" => BinaryOperator::Multiply,
+        "/" => BinaryOperator::Divide,
+        _ => return None,
+    })
+}
+
+/// `ARRAY(SELECT e FROM ... ORDER BY o)` → `(SELECT array_agg(e ORDER BY o) FROM ...)`.
+fn array_subquery(mut q: Query) -> Option<Expr> {
+    let order = match q.order_by.take() {
+        Some(o) => match o.kind {
+            OrderByKind::Expressions(exprs) => exprs,
+            OrderByKind::All(_) => return None,
+        },
+        None => vec![],
+    };
+    let SetExpr::Select(select) = q.body.as_mut() else { return None };
+    if select.projection.len() != 1 {
+        return None;
+    }
+    let item = match &select.projection[0] {
+        SelectItem::UnnamedExpr(e) => e.clone(),
+        SelectItem::ExprWithAlias { expr, .. } => expr.clone(),
+        _ => return None,
+    };
+    let mut agg = call("array_agg", vec![item]);
+    if let Expr::Function(f) = &mut agg {
+        if let FunctionArguments::List(l) = &mut f.args {
+            if !order.is_empty() {
+                l.clauses.push(FunctionArgumentClause::OrderBy(order));
+            }
+        }
+    }
+    select.projection = vec![SelectItem::UnnamedExpr(agg)];
+    Some(Expr::Subquery(Box::new(q)))
+}
+
+fn rewrite_function(f: &mut Function) -> Option<Expr> {
+    strip_system_qualifier(&mut f.name);
+    let name = base_name(&f.name);
+    match name.as_str() {
+        "array" => match &f.args {
+            FunctionArguments::Subquery(q) => array_subquery(q.as_ref().clone()),
+            _ => None,
+        },
+        "_pg_expandarray" => {
+            f.name = ObjectName::from(vec![Ident::new("_pg_expandarray")]);
+            Some(call("unnest", vec![Expr::Function(f.clone())]))
+        }
+        "generate_subscripts" => {
+            let arr = function_args(f).into_iter().next()?;
+            let upper = Expr::BinaryOp {
+                left: Box::new(Expr::Cast {
+                    kind: datafusion::sql::sqlparser::ast::CastKind::Cast,
+                    expr: Box::new(call("cardinality", vec![arr])),
+                    data_type: SqlType::BigInt(None),
+                    array: false,
+                    format: None,
+                }),
+                op: BinaryOperator::Plus,
+                right: Box::new(Expr::value(Value::Number("1".into(), false))),
+            };
+            Some(call("unnest", vec![call("range", vec![Expr::value(Value::Number("1".into(), false)), upper])]))
+        }
+        _ => None,
+    }
+}
+
+/// Aggregate functions: a scalar subquery projecting one of these already returns one row.
+const AGGREGATES: &[&str] = &[
+    "count", "sum", "min", "max", "avg", "array_agg", "string_agg", "bool_and", "bool_or", "every", "first_value",
+    "last_value", "json_agg", "jsonb_agg", "stddev", "variance",
+];
+
+/// True when `e` is a call of an aggregate function (possibly cast or parenthesized).
+pub fn is_aggregate_call(e: &Expr) -> bool {
+    match e {
+        Expr::Function(f) => f.over.is_none() && AGGREGATES.contains(&base_name(&f.name).as_str()),
+        Expr::Nested(n) => is_aggregate_call(n),
+        Expr::Cast { expr, .. } => is_aggregate_call(expr),
+        _ => false,
+    }
+}
+
+fn rewrite_cast(expr: &Expr, data_type: &SqlType) -> Option<Expr> {
+    if let Some(reg) = reg_of(data_type) {
+        return Some(call(reg.function(), vec![expr.clone()]));
+    }
+    if is_text_type(data_type) {
+        if let Expr::Function(f) = expr {
+            let inner = base_name(&f.name);
+            let named = ["eddy_regclass", "eddy_regtype", "eddy_regnamespace", "eddy_regrole"];
+            if named.contains(&inner.as_str()) {
+                return Some(call(&format!("{inner}_name"), function_args(f)));
+            }
+        }
+    }
+    None
+}
+
+impl VisitorMut for PgRewriter {
+    type Break = ();
+
+    fn post_visit_expr(&mut self, e: &mut Expr) -> ControlFlow<()> {
+        let replacement = match e {
+            Expr::Function(f) => rewrite_function(f),
+            Expr::Cast { expr, data_type, .. } => {
+                let r = rewrite_cast(expr, data_type);
+                if r.is_none() {
+                    if let Some(t) = plain_type(data_type) {
+                        *data_type = t;
+                    }
+                }
+                r
+            }
+            Expr::Collate { expr, .. } => Some(expr.as_ref().clone()),
+            Expr::Like { escape_char: Some(esc), pattern, .. } if esc.to_string().trim_matches('\'') != "\\" => {
+                // Only `\\` escapes in DataFusion: turn the custom escape into backslashes.
+                let c = esc.to_string().trim_matches('\'').to_string();
+                let lit = |s: &str| Expr::value(Value::SingleQuotedString(s.to_string()));
+                let doubled = call("replace", vec![pattern.as_ref().clone(), lit("\\"), lit("\\\\")]);
+                **pattern = call("replace", vec![doubled, lit(&c), lit("\\")]);
+                *esc = Value::SingleQuotedString("\\".to_string()).into();
+                None
+            }
+            Expr::Subquery(q) => super::subquery::decorrelatable(q),
+            Expr::BinaryOp { op: BinaryOperator::PGCustomBinaryOperator(names), left, right } => {
+                operator_of(names).map(|op| Expr::BinaryOp { left: left.clone(), op, right: right.clone() })
+            }
+            Expr::BinaryOp { op: BinaryOperator::Eq | BinaryOperator::NotEq, right, .. } => {
+                if let Some(arr) = array_literal(right) {
+                    **right = arr;
+                }
+                None
+            }
+            Expr::AnyOp { right, .. } | Expr::AllOp { right, .. } => {
+                let inner = match right.as_ref() {
+                    Expr::Nested(n) => n.as_ref(),
+                    other => other,
+                };
+                if let Some(arr) = array_literal(inner) {
+                    **right = arr;
+                }
+                None
+            }
+            Expr::CompoundFieldAccess { root, access_chain } if !matches!(root.as_ref(), Expr::Identifier(_)) => {
+                let mut out = root.as_ref().clone();
+                let mut rest = Vec::new();
+                for a in access_chain.drain(..) {
+                    match a {
+                        AccessExpr::Dot(Expr::Identifier(id)) if rest.is_empty() => {
+                            out = call("get_field", vec![out, Expr::value(Value::SingleQuotedString(id.value.to_ascii_lowercase()))]);
+                        }
+                        other => rest.push(other),
+                    }
+                }
+                if rest.is_empty() {
+                    Some(out)
+                } else {
+                    Some(Expr::CompoundFieldAccess { root: Box::new(out), access_chain: rest })
+                }
+            }
+            _ => None,
+        };
+        if let Some(r) = replacement {
+            *e = r;
+        }
+        ControlFlow::Continue(())
+    }
+
+    fn pre_visit_select(&mut self, select: &mut Select) -> ControlFlow<()> {
+        super::colnames::assign(select);
+        super::subquery::bound_lateral_series(select);
+        ControlFlow::Continue(())
+    }
+
+    fn post_visit_select(&mut self, select: &mut Select) -> ControlFlow<()> {
+        super::subquery::lift_outer_references(select);
+        ControlFlow::Continue(())
+    }
+
+    fn post_visit_table_factor(&mut self, t: &mut TableFactor) -> ControlFlow<()> {
+        let single_column_alias = |alias: &mut Option<TableAlias>| {
+            if let Some(a) = alias {
+                if a.columns.is_empty() {
+                    a.columns = vec![TableAliasColumnDef::from_name(a.name.value.clone())];
+                }
+            }
+        };
+        match t {
+            TableFactor::Table { name, args: Some(args), alias, .. } => {
+                strip_system_qualifier(name);
+                let fname = base_name(name);
+                if matches!(fname.as_str(), "generate_series" | "unnest" | "generate_subscripts") {
+                    single_column_alias(alias);
+                }
+                if fname == "unnest" {
+                    let array_exprs: Vec<Expr> = args
+                        .args
+                        .iter()
+                        .filter_map(|a| match a {
+                            FunctionArg::Unnamed(FunctionArgExpr::Expr(e)) => Some(e.clone()),
+                            _ => None,
+                        })
+                        .collect();
+                    *t = TableFactor::UNNEST {
+                        alias: alias.take(),
+                        array_exprs,
+                        with_offset: false,
+                        with_offset_alias: None,
+                        with_ordinality: false,
+                    };
+                }
+            }
+            TableFactor::Function { name, alias, .. } => {
+                strip_system_qualifier(name);
+                single_column_alias(alias);
+            }
+            TableFactor::UNNEST { alias, array_exprs, .. } if array_exprs.len() == 1 => single_column_alias(alias),
+            _ => {}
+        }
+        ControlFlow::Continue(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
+    use datafusion::sql::sqlparser::parser::Parser;
+
+    use super::*;
+
+    fn rw(sql: &str) -> String {
+        let mut s = Parser::parse_sql(&PostgreSqlDialect {}, sql).unwrap().remove(0);
+        rewrite(&mut s).unwrap();
+        s.to_string()
+    }
+
+    #[test]
+    fn psql_operator_collate_and_casts_become_plain_sql() {
+        let out = rw("SELECT c.oid FROM pg_catalog.pg_class c WHERE c.relname OPERATOR(pg_catalog.~) '^(t1)$' COLLATE pg_catalog.default AND c.oid = '16384'::pg_catalog.oid");
+        assert!(out.contains("c.relname ~ '^(t1)$'"), "{out}");
+        assert!(out.contains("'16384'::INT"), "{out}");
+    }
+
+    #[test]
+    fn regclass_casts_become_lookups_and_names() {
+        assert!(rw("SELECT 'pg_class'::regclass").contains("eddy_regclass('pg_class')"));
+        assert!(rw("SELECT c.oid::pg_catalog.regclass::pg_catalog.text FROM t c").contains("eddy_regclass_name(c.oid)"));
+        assert!(rw("SELECT x::regtype::text FROM t").contains("eddy_regtype_name(x)"));
+    }
+
+    #[test]
+    fn array_subqueries_become_array_agg() {
+        let out = rw("SELECT ARRAY(SELECT b.rolname FROM pg_roles b WHERE b.oid = r.oid ORDER BY 1) FROM pg_roles r");
+        assert!(out.contains("(SELECT array_agg(b.rolname ORDER BY 1) FROM pg_roles b"), "{out}");
+    }
+
+    #[test]
+    fn set_returning_calls_and_aliases_follow_postgres() {
+        let out = rw("SELECT (information_schema._pg_expandarray(i.indkey)).n FROM pg_index i");
+        assert!(out.contains("get_field((unnest(_pg_expandarray(i.indkey))), 'n')"), "{out}");
+        assert!(rw("SELECT x FROM unnest(a) x").contains("x (x)"), "{}", rw("SELECT x FROM unnest(a) x"));
+        assert!(rw("SELECT 1 WHERE 'r' = ANY('{r,p}')").contains("make_array('r', 'p')"));
+    }
+}

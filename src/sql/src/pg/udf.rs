@@ -1,0 +1,214 @@
+//! A scalar UDF evaluated row by row over `ScalarValue`s, for the catalog functions
+//! (`format_type`, `pg_get_expr`, `::regclass`, ...). They run over catalog-sized inputs, so
+//! clarity beats vectorization here; every call sees one [`Model`] of the catalog, built at
+//! most once per batch.
+
+use std::hash::{Hash, Hasher};
+use std::sync::Arc;
+
+use arrow::datatypes::DataType;
+use datafusion::error::{DataFusionError, Result as DfResult};
+use datafusion::logical_expr::{ColumnarValue, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature, Volatility};
+use datafusion::prelude::SessionContext;
+use datafusion::scalar::ScalarValue;
+
+use super::model::Model;
+use super::PgSession;
+use crate::engine::Engine;
+
+/// What a catalog function can look at: the catalog (lazily modelled) and the session.
+pub struct FnContext {
+    engine: Arc<Engine>,
+    /// The calling session.
+    pub session: Arc<PgSession>,
+    model: Option<Model>,
+}
+
+impl FnContext {
+    /// The catalog model, built on first use.
+    pub fn model(&mut self) -> &Model {
+        let engine = &self.engine;
+        self.model.get_or_insert_with(|| Model::new(&engine.catalog()))
+    }
+
+    /// Schemas on the session's `search_path` (`"$user"` dropped).
+    pub fn search_path(&self) -> Vec<String> {
+        self.session.search_path()
+    }
+}
+
+type Body = dyn Fn(&mut FnContext, &[ScalarValue]) -> DfResult<ScalarValue> + Send + Sync;
+
+/// A row-wise scalar function.
+pub struct RowUdf {
+    name: String,
+    signature: Signature,
+    ret: DataType,
+    engine: Arc<Engine>,
+    session: Arc<PgSession>,
+    body: Arc<Body>,
+}
+
+impl std::fmt::Debug for RowUdf {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}()", self.name)
+    }
+}
+
+impl PartialEq for RowUdf {
+    fn eq(&self, other: &Self) -> bool {
+        self.name == other.name && Arc::ptr_eq(&self.body, &other.body)
+    }
+}
+
+impl Eq for RowUdf {}
+
+impl Hash for RowUdf {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.name.hash(state)
+    }
+}
+
+impl ScalarUDFImpl for RowUdf {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn return_type(&self, _args: &[DataType]) -> DfResult<DataType> {
+        Ok(self.ret.clone())
+    }
+
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
+        let mut cx = FnContext { engine: self.engine.clone(), session: self.session.clone(), model: None };
+        let all_scalar = args.args.iter().all(|a| matches!(a, ColumnarValue::Scalar(_)));
+        if all_scalar {
+            let row: Vec<ScalarValue> = args
+                .args
+                .iter()
+                .map(|a| match a {
+                    ColumnarValue::Scalar(s) => s.clone(),
+                    ColumnarValue::Array(_) => ScalarValue::Null,
+                })
+                .collect();
+            let v = (self.body)(&mut cx, &row)?;
+            return Ok(ColumnarValue::Scalar(self.typed(v)?));
+        }
+        let n = args.number_rows;
+        if n == 0 {
+            return Ok(ColumnarValue::Array(arrow::array::new_empty_array(&self.ret)));
+        }
+        let arrays = args.args.iter().map(|a| a.to_array(n)).collect::<DfResult<Vec<_>>>()?;
+        let mut out = Vec::with_capacity(n);
+        for r in 0..n {
+            let row = arrays.iter().map(|a| ScalarValue::try_from_array(a, r)).collect::<DfResult<Vec<_>>>()?;
+            out.push(self.typed((self.body)(&mut cx, &row)?)?);
+        }
+        let array = ScalarValue::iter_to_array(out)?;
+        Ok(ColumnarValue::Array(array))
+    }
+}
+
+impl RowUdf {
+    /// `v` as the declared return type (`NULL`s become typed NULLs).
+    fn typed(&self, v: ScalarValue) -> DfResult<ScalarValue> {
+        if v.is_null() {
+            return ScalarValue::try_from(&self.ret);
+        }
+        if v.data_type() == self.ret {
+            Ok(v)
+        } else {
+            v.cast_to(&self.ret)
+        }
+    }
+}
+
+/// Registers catalog functions on one session context.
+pub struct Registrar<'a> {
+    /// The context.
+    pub ctx: &'a SessionContext,
+    /// The engine.
+    pub engine: Arc<Engine>,
+    /// The session.
+    pub session: Arc<PgSession>,
+}
+
+impl Registrar<'_> {
+    /// Registers `name` taking any arguments (at least one) and returning `ret`.
+    pub fn any(&self, name: &str, ret: DataType, body: impl Fn(&mut FnContext, &[ScalarValue]) -> DfResult<ScalarValue> + Send + Sync + 'static) {
+        self.add(name, Signature::variadic_any(Volatility::Stable), ret, Arc::new(body));
+    }
+
+    /// Registers `name` taking no arguments.
+    pub fn nullary(&self, name: &str, ret: DataType, body: impl Fn(&mut FnContext, &[ScalarValue]) -> DfResult<ScalarValue> + Send + Sync + 'static) {
+        self.add(name, Signature::exact(vec![], Volatility::Stable), ret, Arc::new(body));
+    }
+
+    fn add(&self, name: &str, signature: Signature, ret: DataType, body: Arc<Body>) {
+        self.ctx.register_udf(ScalarUDF::new_from_impl(RowUdf {
+            name: name.to_string(),
+            signature,
+            ret,
+            engine: self.engine.clone(),
+            session: self.session.clone(),
+            body,
+        }));
+    }
+}
+
+/// An integer argument (any integer type, or text holding one); `None` for NULL.
+pub fn int_arg(v: Option<&ScalarValue>) -> Option<i64> {
+    match v? {
+        ScalarValue::Int8(x) => x.map(i64::from),
+        ScalarValue::Int16(x) => x.map(i64::from),
+        ScalarValue::Int32(x) => x.map(i64::from),
+        ScalarValue::Int64(x) => *x,
+        ScalarValue::UInt8(x) => x.map(i64::from),
+        ScalarValue::UInt16(x) => x.map(i64::from),
+        ScalarValue::UInt32(x) => x.map(i64::from),
+        ScalarValue::UInt64(x) => x.and_then(|x| i64::try_from(x).ok()),
+        ScalarValue::Boolean(x) => x.map(i64::from),
+        other => text_arg(Some(other)).and_then(|s| s.trim().parse().ok()),
+    }
+}
+
+/// A text argument (numbers are rendered); `None` for NULL.
+pub fn text_arg(v: Option<&ScalarValue>) -> Option<String> {
+    match v? {
+        ScalarValue::Utf8(x) | ScalarValue::LargeUtf8(x) | ScalarValue::Utf8View(x) => x.clone(),
+        ScalarValue::Null => None,
+        other if other.is_null() => None,
+        other => Some(other.to_string()),
+    }
+}
+
+/// True when the argument is text rather than a number.
+pub fn is_text(v: Option<&ScalarValue>) -> bool {
+    matches!(v, Some(ScalarValue::Utf8(_) | ScalarValue::LargeUtf8(_) | ScalarValue::Utf8View(_)))
+}
+
+/// A boolean argument; `None` for NULL.
+pub fn bool_arg(v: Option<&ScalarValue>) -> Option<bool> {
+    match v? {
+        ScalarValue::Boolean(b) => *b,
+        other => int_arg(Some(other)).map(|i| i != 0),
+    }
+}
+
+/// A text result.
+pub fn text(v: Option<String>) -> ScalarValue {
+    ScalarValue::Utf8(v)
+}
+
+/// An `oid` result.
+pub fn oid(v: Option<u32>) -> ScalarValue {
+    ScalarValue::Int32(v.map(|o| o as i32))
+}
+
+/// A user error raised from inside a function.
+pub fn user_error(code: &'static str, msg: String) -> DataFusionError {
+    DataFusionError::External(Box::new(eddy_common::EddyError::user(code, msg)))
+}
