@@ -5,6 +5,7 @@
 mod support;
 
 mod binary_types;
+mod differential;
 mod drivers;
 mod durability;
 mod protocol;
