@@ -63,3 +63,57 @@ impl StreamChunk {
         self.ops.is_empty()
     }
 }
+
+impl StreamChunk {
+    /// A chunk from a readable table, for tests and docs. The first line names the column
+    /// types (`I` = Int64, `i` = Int32, `T` = Utf8, `F` = Float64, `B` = Boolean); each
+    /// following line is an op (`+`, `-`, `U-`, `U+`) and the values, `.` for NULL:
+    ///
+    /// ```text
+    ///  I T
+    ///  + 1 foo
+    ///  - 2 .
+    /// ```
+    pub fn from_pretty(text: &str) -> crate::Result<StreamChunk> {
+        use std::sync::Arc;
+
+        use arrow::array::{ArrayRef, BooleanArray, Float64Array, Int32Array, Int64Array, StringArray};
+        use arrow::datatypes::{DataType, Field, Schema};
+
+        let mut lines = text.lines().map(str::trim).filter(|l| !l.is_empty());
+        let header: Vec<&str> = lines.next().map(|l| l.split_whitespace().collect()).unwrap_or_default();
+        let mut ops = Vec::new();
+        let mut cells: Vec<Vec<Option<String>>> = vec![Vec::new(); header.len()];
+        for line in lines {
+            let mut parts = line.split_whitespace();
+            ops.push(match parts.next() {
+                Some("+") => Op::Insert,
+                Some("-") => Op::Delete,
+                Some("U-") => Op::UpdateDelete,
+                Some("U+") => Op::UpdateInsert,
+                other => return Err(crate::internal_err!("bad op {other:?} in pretty chunk")),
+            });
+            for (i, c) in cells.iter_mut().enumerate() {
+                let v = parts.next().ok_or_else(|| crate::internal_err!("missing column {i} in {line:?}"))?;
+                c.push((v != ".").then(|| v.to_string()));
+            }
+        }
+        let bad = |v: &str| crate::internal_err!("bad value {v:?} in pretty chunk");
+        let mut fields = Vec::new();
+        let mut columns: Vec<ArrayRef> = Vec::new();
+        for (i, (t, vals)) in header.iter().zip(cells).enumerate() {
+            let name = format!("c{i}");
+            let (dt, arr): (DataType, ArrayRef) = match *t {
+                "I" => (DataType::Int64, Arc::new(vals.iter().map(|v| v.as_deref().map(|s| s.parse::<i64>().map_err(|_| bad(s))).transpose()).collect::<crate::Result<Int64Array>>()?)),
+                "i" => (DataType::Int32, Arc::new(vals.iter().map(|v| v.as_deref().map(|s| s.parse::<i32>().map_err(|_| bad(s))).transpose()).collect::<crate::Result<Int32Array>>()?)),
+                "F" => (DataType::Float64, Arc::new(vals.iter().map(|v| v.as_deref().map(|s| s.parse::<f64>().map_err(|_| bad(s))).transpose()).collect::<crate::Result<Float64Array>>()?)),
+                "B" => (DataType::Boolean, Arc::new(vals.iter().map(|v| v.as_deref().map(|s| s == "t" || s == "true")).collect::<BooleanArray>())),
+                _ => (DataType::Utf8, Arc::new(vals.iter().map(|v| v.as_deref()).collect::<StringArray>())),
+            };
+            fields.push(Field::new(name, dt, true));
+            columns.push(arr);
+        }
+        let batch = RecordBatch::try_new(Arc::new(Schema::new(fields)), columns)?;
+        StreamChunk::try_new(batch, ops)
+    }
+}

@@ -79,7 +79,13 @@ async fn rows_acknowledged_before_sigkill_survive_it() {
     let url = format!("file://{}", dir.display());
     let (proc1, addr) = spawn_eddy(&url);
     let c = connect(addr).await;
-    c.batch_execute("CREATE TABLE k (id BIGINT PRIMARY KEY, payload TEXT)").await.unwrap();
+    c.batch_execute(
+        "CREATE TABLE k (id BIGINT PRIMARY KEY, payload TEXT); \
+         CREATE MATERIALIZED VIEW k_stats AS SELECT count(*) AS n, sum(id) AS s, max(payload) AS top FROM k; \
+         CREATE MATERIALIZED VIEW k_even AS SELECT id, payload FROM k WHERE id % 2 = 0",
+    )
+    .await
+    .unwrap();
     let mut acknowledged = 0i64;
     for i in 0..50i64 {
         c.execute("INSERT INTO k VALUES ($1, $2)", &[&i, &format!("row {i}")]).await.unwrap();
@@ -94,6 +100,19 @@ async fn rows_acknowledged_before_sigkill_survive_it() {
     assert_eq!(n, acknowledged);
     let last: String = c.query_one("SELECT payload FROM k WHERE id = 49", &[]).await.unwrap().get(0);
     assert_eq!(last, "row 49");
+    // Views were rebuilt from their committed state and keep updating.
+    let r = c.query_one("SELECT n, s FROM k_stats", &[]).await.unwrap();
+    assert_eq!((r.get::<_, i64>(0), r.get::<_, i64>(1)), (50, (0..50).sum::<i64>()));
+    c.batch_execute("INSERT INTO k VALUES (100, 'row 100'); DELETE FROM k WHERE id = 0").await.unwrap();
+    let r = c.query_one("SELECT n, s FROM k_stats", &[]).await.unwrap();
+    assert_eq!((r.get::<_, i64>(0), r.get::<_, i64>(1)), (50, (1..50).sum::<i64>() + 100));
+    let evens: i64 = c.query_one("SELECT count(*) FROM k_even", &[]).await.unwrap().get(0);
+    assert_eq!(evens, 25);
+    for v in ["k_stats", "k_even"] {
+        let msgs = c.simple_query(&format!("VERIFY MATERIALIZED VIEW {v}")).await.unwrap();
+        let ok = msgs.iter().any(|m| matches!(m, tokio_postgres::SimpleQueryMessage::Row(r) if r.get(0) == Some("OK")));
+        assert!(ok, "{v} differs from its query after recovery");
+    }
     let _ = std::fs::remove_dir_all(dir);
 }
 

@@ -63,3 +63,38 @@ impl Operator for Filter {
         Ok(vec![])
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use datafusion::logical_expr::Operator as BinOp;
+    use datafusion::physical_expr::expressions::{BinaryExpr, Column, Literal};
+    use datafusion::scalar::ScalarValue;
+
+    use super::*;
+
+    #[test]
+    fn an_update_split_by_the_predicate_becomes_a_plain_delete() {
+        // c0 > 10
+        let pred = Arc::new(BinaryExpr::new(
+            Arc::new(Column::new("c0", 0)),
+            BinOp::Gt,
+            Arc::new(Literal::new(ScalarValue::Int64(Some(10)))),
+        ));
+        let mut f = Filter::new(pred);
+        let out = f.process(StreamChunk::from_pretty(" I T\n U- 20 a\n U+ 5 a\n + 11 b\n - 1 c").unwrap()).unwrap();
+        assert_eq!(out.len(), 1);
+        assert_eq!(out[0].ops, vec![Op::Delete, Op::Insert]);
+        assert_eq!(out[0].batch.num_rows(), 2);
+    }
+
+    #[test]
+    fn nulls_do_not_pass() {
+        let pred = Arc::new(BinaryExpr::new(
+            Arc::new(Column::new("c0", 0)),
+            BinOp::Gt,
+            Arc::new(Literal::new(ScalarValue::Int64(Some(0)))),
+        ));
+        let mut f = Filter::new(pred);
+        assert!(f.process(StreamChunk::from_pretty(" I\n + .").unwrap()).unwrap().is_empty());
+    }
+}

@@ -54,3 +54,26 @@ impl Operator for Materialize {
         Ok(vec![])
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use arrow::datatypes::{DataType, Field, Schema};
+    use eddy_storage::{StateStore, StoreOptions};
+
+    use super::*;
+
+    #[tokio::test]
+    async fn rows_are_written_at_the_barrier_keyed_by_the_stream_key() {
+        let schema = Arc::new(Schema::new(vec![Field::new("k", DataType::Int64, true), Field::new("v", DataType::Utf8, true)]));
+        let table = Arc::new(StateTable::try_new(42, schema, vec![0]).unwrap());
+        let mut m = Materialize::new(table.clone());
+        m.process(StreamChunk::from_pretty(" I T\n + 1 a\n + 2 b\n - 1 a\n U- 2 b\n U+ 2 c").unwrap()).unwrap();
+        let store = StateStore::open(&StoreOptions::default()).await.unwrap();
+        let mut batch = EpochBatch::default();
+        m.on_barrier(Epoch(1), &mut batch).await.unwrap();
+        store.commit(Epoch(1), batch).await.unwrap();
+        let rows = table.scan(&store.snapshot()).await.unwrap();
+        assert_eq!(rows.iter().map(|b| b.num_rows()).sum::<usize>(), 1);
+        assert_eq!(arrow::util::display::array_value_to_string(rows[0].column(1), 0).unwrap(), "c");
+    }
+}

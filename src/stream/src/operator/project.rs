@@ -66,3 +66,24 @@ impl Operator for Project {
         Ok(vec![])
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use arrow::array::{AsArray, Int64Array};
+    use arrow::datatypes::{DataType, Field, Int64Type, Schema};
+    use datafusion::logical_expr::Operator as BinOp;
+    use datafusion::physical_expr::expressions::{BinaryExpr, Column};
+
+    use super::*;
+    use eddy_common::Op;
+
+    #[test]
+    fn expressions_are_evaluated_per_chunk_and_ops_pass_through() {
+        let sum = Arc::new(BinaryExpr::new(Arc::new(Column::new("c0", 0)), BinOp::Plus, Arc::new(Column::new("c1", 1))));
+        let schema = Arc::new(Schema::new(vec![Field::new("s", DataType::Int64, true)]));
+        let mut p = Project::try_new(vec![sum], schema).unwrap();
+        let out = p.process(StreamChunk::from_pretty(" I I\n + 1 2\n - 3 4").unwrap()).unwrap();
+        assert_eq!(out[0].ops, vec![Op::Insert, Op::Delete]);
+        assert_eq!(out[0].batch.column(0).as_primitive::<Int64Type>(), &Int64Array::from(vec![3, 7]));
+    }
+}
