@@ -15,7 +15,7 @@ use eddy_stream::BarrierManager;
 use parking_lot::{Mutex, RwLock, RwLockReadGuard};
 
 use eddy_common::{EddyError, StreamChunk};
-use eddy_stream::{Output, SourceMsg, TableActor, ViewActor, CHANNEL_CAPACITY};
+use eddy_stream::{Branch, Output, SourceMsg, TableActor, ViewActor, CHANNEL_CAPACITY};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::catalog::{Catalog, CatalogChange, TableCatalog};
@@ -166,15 +166,17 @@ impl Engine {
         let mut views = Vec::new();
         let mut session = crate::Session::new(self.clone(), "root", 0);
         for v in relations.iter().filter(|t| t.is_view()) {
-            let (tx, rx) = mpsc::channel(CHANNEL_CAPACITY);
-            for up in &v.dependencies {
-                outputs.entry(*up).or_default().push(Output { actor: v.id, tx: tx.clone() });
+            let planned = session.view_operators(v, Some(&snapshot)).await?;
+            let mut branches = Vec::new();
+            for b in planned.branches {
+                let (tx, rx) = mpsc::channel(CHANNEL_CAPACITY);
+                outputs.entry(b.upstream.id).or_default().push(Output { actor: v.id, tx });
+                branches.push(Branch { input: rx, operators: b.operators, upstream: self.state_table(&b.upstream)? });
             }
-            let ops = session.view_operators(v, Some(&snapshot)).await?;
-            views.push((v.id, rx, ops));
+            views.push((v.id, branches, planned.tail));
         }
-        for (id, rx, ops) in views.into_iter().rev() {
-            let actor = ViewActor::new(id, rx, ops, outputs.remove(&id).unwrap_or_default(), self.barrier.collector(), None);
+        for (id, branches, tail) in views.into_iter().rev() {
+            let actor = ViewActor::new(id, branches, tail, outputs.remove(&id).unwrap_or_default(), self.barrier.collector(), None);
             self.barrier.add_actor(id).await;
             tokio::spawn(actor.run());
         }

@@ -20,14 +20,14 @@ use eddy_common::codec::table_prefix;
 use eddy_common::error::sqlstate;
 use eddy_common::{internal_err, user_err, Result};
 use eddy_storage::{EpochBatch, ReadSnapshot};
-use eddy_stream::operator::{Materialize, Operator};
-use eddy_stream::{Backfill, Mutation, Output, ViewActor, CHANNEL_CAPACITY};
+use eddy_stream::operator::Materialize;
+use eddy_stream::{Backfill, Branch, Mutation, Output, ViewActor, CHANNEL_CAPACITY};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::catalog::{CatalogChange, RelationKind, TableCatalog};
 use crate::ddl::resolve_name;
 use crate::session::Session;
-use crate::stream_plan::{check_deterministic, plan_view, TableIds};
+use crate::stream_plan::{check_deterministic, plan_view, PlannedView, TableIds};
 
 /// Adds deletes of every entry of state table `id` to `batch`.
 async fn clear_table(snapshot: &ReadSnapshot, id: u32, batch: &mut EpochBatch) -> Result<()> {
@@ -54,17 +54,17 @@ impl Session {
         }
     }
 
-    /// Recovery: the operators of an existing view, with state restored from `snapshot`.
-    pub(crate) async fn view_operators(&mut self, view: &TableCatalog, snapshot: Option<&ReadSnapshot>) -> Result<Vec<Box<dyn Operator>>> {
+    /// Recovery: the stream plan of an existing view, with state restored from `snapshot`;
+    /// its tail ends in `Materialize`.
+    pub(crate) async fn view_operators(&mut self, view: &TableCatalog, snapshot: Option<&ReadSnapshot>) -> Result<PlannedView> {
         let text = view.query.as_deref().ok_or_else(|| internal_err!("view {} has no query", view.name))?;
         let query = Self::parse_query(text)?;
         let (_, plan) = self.view_plan(&query).await?;
         let mut ids = TableIds::Reuse(view.internal_tables.iter());
-        let planned = plan_view(&plan, &mut ids, snapshot).await?;
-        let mut ops = planned.operators;
+        let mut planned = plan_view(&plan, &mut ids, snapshot).await?;
         let st = self.engine.state_table(view)?;
-        ops.push(Box::new(Materialize::new(st)));
-        Ok(ops)
+        planned.tail.push(Box::new(Materialize::new(st)));
+        Ok(planned)
     }
 
     /// `CREATE MATERIALIZED VIEW`.
@@ -88,6 +88,9 @@ impl Session {
         let mut ids = TableIds::Allocate(&mut alloc);
         let planned = plan_view(&plan, &mut ids, None).await?;
         let id = self.engine.allocate_id();
+        let mut dependencies: Vec<u32> = planned.branches.iter().map(|b| b.upstream.id).collect();
+        dependencies.sort_unstable();
+        dependencies.dedup();
         let view = TableCatalog {
             id,
             schema,
@@ -97,25 +100,23 @@ impl Session {
             pk: planned.pk,
             definition: sql.trim().trim_end_matches(';').to_string(),
             query: Some(query.to_string()),
-            dependencies: vec![planned.upstream.id],
+            dependencies,
             internal_tables: planned.internal_tables,
         };
-        let mut ops = planned.operators;
-        ops.push(Box::new(Materialize::new(self.engine.state_table(&view)?)));
-        let (tx, rx) = mpsc::channel(CHANNEL_CAPACITY);
+        let mut tail = planned.tail;
+        tail.push(Box::new(Materialize::new(self.engine.state_table(&view)?)));
         let (epoch_tx, epoch_rx) = oneshot::channel();
-        let backfill = Backfill {
-            upstream: self.engine.state_table(&planned.upstream)?,
-            epoch: epoch_rx,
-            store: self.engine.store.clone(),
-            completed: self.engine.barrier.completed(),
-        };
-        let actor = ViewActor::new(id, rx, ops, vec![], self.engine.barrier.collector(), Some(backfill));
+        let backfill = Backfill { epoch: epoch_rx, store: self.engine.store.clone(), completed: self.engine.barrier.completed() };
+        let mut add_outputs: HashMap<u32, Vec<Output>> = HashMap::new();
+        let mut branches = Vec::new();
+        for b in planned.branches {
+            let (tx, rx) = mpsc::channel(CHANNEL_CAPACITY);
+            add_outputs.entry(b.upstream.id).or_default().push(Output { actor: id, tx });
+            branches.push(Branch { input: rx, operators: b.operators, upstream: self.engine.state_table(&b.upstream)? });
+        }
+        let actor = ViewActor::new(id, branches, tail, vec![], self.engine.barrier.collector(), Some(backfill));
         tokio::spawn(actor.run());
-        let mutation = Mutation {
-            add_outputs: HashMap::from([(planned.upstream.id, vec![Output { actor: id, tx }])]),
-            stop: vec![],
-        };
+        let mutation = Mutation { add_outputs, stop: vec![] };
         let epoch = self.engine.barrier.inject(mutation, vec![id]).await?;
         let _ = epoch_tx.send(epoch);
         let result = self
@@ -124,7 +125,7 @@ impl Session {
                 if cat.table(&view.schema, &view.name).is_some() {
                     return Err(user_err!(sqlstate::DUPLICATE_TABLE, "relation \"{}\" already exists", view.name));
                 }
-                if cat.by_id(view.dependencies[0]).is_none() {
+                if view.dependencies.iter().any(|d| cat.by_id(*d).is_none()) {
                     return Err(user_err!(sqlstate::UNDEFINED_TABLE, "the relation the view reads was dropped"));
                 }
                 Ok((vec![CatalogChange::CreateTable(view.clone())], EpochBatch::default()))
@@ -265,12 +266,18 @@ impl Session {
         };
         let mut ids = TableIds::Allocate(&mut alloc);
         let planned = plan_view(&plan, &mut ids, None).await?;
-        let mut lines = vec![format!("StreamPlan (reads {})", planned.upstream.name)];
-        for (i, op) in planned.operators.iter().enumerate() {
-            lines.push(format!("{}{}", "  ".repeat(i + 1), op));
+        let mut lines = vec!["StreamPlan".to_string()];
+        for (b, branch) in planned.branches.iter().enumerate() {
+            lines.push(format!("  input {b}: reads {}", branch.upstream.name));
+            for op in &branch.operators {
+                lines.push(format!("    {op}"));
+            }
+        }
+        for op in &planned.tail {
+            lines.push(format!("  {op}"));
         }
         let key: Vec<&str> = planned.pk.iter().map(|&k| planned.columns[k].name.as_str()).collect();
-        lines.push(format!("{}Materialize key=[{}] distribution=single (vnode = hash(key) % 256)", "  ".repeat(planned.operators.len() + 1), key.join(", ")));
+        lines.push(format!("  Materialize key=[{}] distribution=single (vnode = hash(key) % 256)", key.join(", ")));
         lines.push(format!("state tables: view + {} operator table(s)", planned.internal_tables.len()));
         Ok(lines)
     }

@@ -19,7 +19,7 @@ use datafusion::datasource::source_as_provider;
 use datafusion::execution::context::ExecutionProps;
 use datafusion::logical_expr::{Expr, LogicalPlan};
 use datafusion::physical_expr::{create_physical_expr, PhysicalExpr};
-use datafusion::physical_expr::expressions::Column as PhysicalColumn;
+use datafusion::physical_expr::expressions::{Column as PhysicalColumn, Literal};
 use datafusion::scalar::ScalarValue;
 use eddy_common::error::sqlstate;
 use eddy_common::{not_supported, user_err, ColumnType, Result};
@@ -29,12 +29,20 @@ use eddy_stream::operator::{AggCall, AggKind, Filter, HashAgg, Operator, Project
 use crate::catalog::{ColumnCatalog, TableCatalog};
 use crate::provider::EddyTable;
 
+/// The operators applied to one input of a view.
+pub struct BranchPlan {
+    /// Operators, starting at the upstream's rows.
+    pub operators: Vec<Box<dyn Operator>>,
+    /// The relation this input reads.
+    pub upstream: Arc<TableCatalog>,
+}
+
 /// A view's stream plan, ready to run.
 pub struct PlannedView {
-    /// Operators from the source to (excluding) `Materialize`.
-    pub operators: Vec<Box<dyn Operator>>,
-    /// The relation the view reads.
-    pub upstream: Arc<TableCatalog>,
+    /// One chain per input (more than one for UNION ALL).
+    pub branches: Vec<BranchPlan>,
+    /// Operators after the inputs meet, up to (excluding) `Materialize`.
+    pub tail: Vec<Box<dyn Operator>>,
     /// The view's columns: visible ones, then hidden key columns.
     pub columns: Vec<ColumnCatalog>,
     /// Stream key (indices into `columns`).
@@ -43,15 +51,29 @@ pub struct PlannedView {
     pub internal_tables: Vec<u32>,
 }
 
-/// A partially planned chain.
+/// A partially planned view.
 struct Built {
+    /// Per-input chains.
+    branches: Vec<BranchPlan>,
+    /// Operators after the inputs meet.
     ops: Vec<Box<dyn Operator>>,
     /// Full row schema, hidden columns last.
     schema: SchemaRef,
     /// Stream key.
     key: Vec<usize>,
-    /// The relation at the bottom of the chain.
-    upstream: Arc<TableCatalog>,
+}
+
+impl Built {
+    /// The single chain of a one-input plan (a UNION ALL input).
+    fn into_branch(self) -> Result<(BranchPlan, SchemaRef, Vec<usize>)> {
+        let Built { mut branches, ops, schema, key } = self;
+        if branches.len() != 1 {
+            return Err(not_supported!("nested UNION ALL with operators in between is not supported in a materialized view yet"));
+        }
+        let mut b = branches.remove(0);
+        b.operators.extend(ops);
+        Ok((b, schema, key))
+    }
 }
 
 /// Where state-table ids of new operators come from.
@@ -189,7 +211,7 @@ pub async fn plan_view(plan: &LogicalPlan, ids: &mut TableIds<'_>, restore: Opti
             .ok_or_else(|| not_supported!("column \"{name}\" has type {} which a materialized view cannot store yet", f.data_type()))?;
         columns.push(ColumnCatalog { name, ty, not_null: false, default: None, hidden });
     }
-    Ok(PlannedView { operators: built.ops, upstream: built.upstream, columns, pk: built.key, internal_tables: internal })
+    Ok(PlannedView { branches: built.branches, tail: built.ops, columns, pk: built.key, internal_tables: internal })
 }
 
 /// PostgreSQL's name for an unaliased output column: the column, the function, or `?column?`.
@@ -249,7 +271,7 @@ fn build<'a>(
                     .collect();
                 let schema = Arc::new(Schema::new(fields));
                 let ops: Vec<Box<dyn Operator>> = vec![Box::new(Project::try_new(exprs, schema.clone())?)];
-                Ok(Built { ops, schema, key, upstream: rel })
+                Ok(Built { branches: vec![BranchPlan { operators: ops, upstream: rel }], ops: vec![], schema, key })
             }
             LogicalPlan::SubqueryAlias(a) => build(&a.input, ids, restore, internal).await,
             LogicalPlan::Filter(f) => {
@@ -313,6 +335,45 @@ fn build<'a>(
                 b.schema = schema;
                 b.key = (0..g).collect();
                 Ok(b)
+            }
+            LogicalPlan::Union(u) => {
+                let mut inputs = Vec::new();
+                for input in &u.inputs {
+                    inputs.push(build(input, ids, restore, internal).await?.into_branch()?);
+                }
+                let visible = u.schema.fields().len();
+                // Layout: visible columns, `_branch`, then every input's key columns (NULL in
+                // the other inputs' rows). Key: `_branch` plus all of them.
+                let mut fields: Vec<Field> =
+                    u.schema.fields().iter().map(|f| Field::new(f.name(), f.data_type().clone(), true).with_metadata(f.metadata().clone())).collect();
+                fields.push(Field::new("_branch", DataType::Int32, true));
+                let mut key_types = Vec::new();
+                for (i, (_, schema, key)) in inputs.iter().enumerate() {
+                    for (j, &k) in key.iter().enumerate() {
+                        let dt = schema.field(k).data_type().clone();
+                        fields.push(Field::new(format!("_key{i}_{j}"), dt.clone(), true));
+                        key_types.push((i, k, dt));
+                    }
+                }
+                let schema = Arc::new(Schema::new(fields));
+                let mut branches = Vec::new();
+                for (i, (mut branch, in_schema, _)) in inputs.into_iter().enumerate() {
+                    let mut exprs: Vec<Arc<dyn PhysicalExpr>> = (0..visible)
+                        .map(|c| Arc::new(PhysicalColumn::new(in_schema.field(c).name(), c)) as Arc<dyn PhysicalExpr>)
+                        .collect();
+                    exprs.push(Arc::new(Literal::new(ScalarValue::Int32(Some(i as i32)))));
+                    for (owner, k, dt) in &key_types {
+                        exprs.push(if *owner == i {
+                            Arc::new(PhysicalColumn::new(in_schema.field(*k).name(), *k))
+                        } else {
+                            Arc::new(Literal::new(ScalarValue::try_from(dt)?))
+                        });
+                    }
+                    branch.operators.push(Box::new(Project::try_new(exprs, schema.clone())?));
+                    branches.push(branch);
+                }
+                let key = (visible..schema.fields().len()).collect();
+                Ok(Built { branches, ops: vec![], schema, key })
             }
             other => Err(not_supported!("{} is not supported in a materialized view yet", node_name(other))),
         }

@@ -1,9 +1,10 @@
-//! [`ViewActor`]: runs one materialized view — its chain of operators, ending in
-//! `Materialize` — over its upstream's change stream, and reports each epoch.
+//! [`ViewActor`]: runs one materialized view — one operator chain per input ("branch", more
+//! than one for UNION ALL), then a shared chain ending in `Materialize` — over its upstreams'
+//! change streams with aligned barriers, and reports each epoch.
 //!
-//! A new view first backfills: it waits for the epoch whose barrier subscribed it, reads the
+//! A new view first backfills: it waits for the epoch whose barrier subscribed it, reads each
 //! upstream's rows from that epoch's snapshot as inserts, then continues with the changes of
-//! later epochs (which queue up in its input channel meanwhile). Nothing is missed or seen
+//! later epochs (which queue up in its input channels meanwhile). Nothing is missed or seen
 //! twice, because the subscription takes effect exactly at that barrier.
 
 use std::panic::AssertUnwindSafe;
@@ -12,32 +13,45 @@ use std::sync::Arc;
 use eddy_common::{internal_err, Epoch, Result, StreamChunk};
 use eddy_storage::{EpochBatch, StateStore, StateTable};
 use futures::FutureExt;
-use tokio::sync::{mpsc, watch};
+use tokio::sync::{mpsc, oneshot, watch};
 
 use crate::barrier::Collected;
+use crate::merge::{Aligned, AlignedInputs};
 use crate::message::{ActorId, Dispatcher, Message, Output};
 use crate::operator::Operator;
 
 /// Where a new view reads its initial rows.
 pub struct Backfill {
-    /// The upstream relation's rows.
-    pub upstream: Arc<StateTable>,
     /// The epoch at whose barrier the view subscribed (known once that barrier is cut).
-    pub epoch: tokio::sync::oneshot::Receiver<Epoch>,
+    pub epoch: oneshot::Receiver<Epoch>,
     /// Committed state.
     pub store: Arc<StateStore>,
     /// Completed epochs.
     pub completed: watch::Receiver<Epoch>,
 }
 
+/// One input of a view: its channel, its own operators, and the upstream it backfills from.
+pub struct Branch {
+    /// Upstream changes.
+    pub input: mpsc::Receiver<Message>,
+    /// Operators applied to this input only.
+    pub operators: Vec<Box<dyn Operator>>,
+    /// The upstream's rows (for backfill).
+    pub upstream: Arc<StateTable>,
+}
+
 /// The actor of one materialized view.
 pub struct ViewActor {
     /// Actor id (the view's relation id).
     id: ActorId,
-    /// Upstream changes.
-    input: mpsc::Receiver<Message>,
-    /// Operators, the last one being `Materialize`.
-    operators: Vec<Box<dyn Operator>>,
+    /// Per-input operator chains.
+    branches: Vec<Vec<Box<dyn Operator>>>,
+    /// Upstream rows per branch (backfill).
+    upstreams: Vec<Arc<StateTable>>,
+    /// Inputs, read with aligned barriers.
+    inputs: Option<AlignedInputs>,
+    /// Operators after the branches meet; the last one is `Materialize`.
+    tail: Vec<Box<dyn Operator>>,
     /// Views defined on this view.
     outputs: Dispatcher,
     /// Where epoch reports go.
@@ -50,8 +64,8 @@ impl ViewActor {
     /// A view actor.
     pub fn new(
         id: ActorId,
-        input: mpsc::Receiver<Message>,
-        operators: Vec<Box<dyn Operator>>,
+        branches: Vec<Branch>,
+        tail: Vec<Box<dyn Operator>>,
         outputs: Vec<Output>,
         collector: mpsc::UnboundedSender<Collected>,
         backfill: Option<Backfill>,
@@ -60,7 +74,24 @@ impl ViewActor {
         for o in outputs {
             dispatcher.add(o);
         }
-        Self { id, input, operators, outputs: dispatcher, collector, backfill }
+        let mut inputs = Vec::new();
+        let mut chains = Vec::new();
+        let mut upstreams = Vec::new();
+        for b in branches {
+            inputs.push(b.input);
+            chains.push(b.operators);
+            upstreams.push(b.upstream);
+        }
+        Self {
+            id,
+            branches: chains,
+            upstreams,
+            inputs: Some(AlignedInputs::new(inputs)),
+            tail,
+            outputs: dispatcher,
+            collector,
+            backfill,
+        }
     }
 
     /// Runs until the view is dropped; failures and panics are reported, not propagated.
@@ -80,10 +111,9 @@ impl ViewActor {
         let _ = collector.send(Collected::failed(id, error));
     }
 
-    /// Pushes `chunk` through operators `from..` and sends what comes out downstream.
-    async fn push(&mut self, from: usize, chunk: StreamChunk) -> Result<()> {
-        let mut chunks = vec![chunk];
-        for op in &mut self.operators[from..] {
+    fn apply(ops: &mut [Box<dyn Operator>], chunks: Vec<StreamChunk>) -> Result<Vec<StreamChunk>> {
+        let mut chunks = chunks;
+        for op in ops {
             let mut next = Vec::new();
             for c in chunks {
                 if !c.is_empty() {
@@ -92,6 +122,16 @@ impl ViewActor {
             }
             chunks = next;
         }
+        Ok(chunks)
+    }
+
+    /// Pushes chunks through branch `branch` from operator `from`, then the tail from `tail_from`.
+    async fn push(&mut self, branch: Option<(usize, usize)>, tail_from: usize, chunks: Vec<StreamChunk>) -> Result<()> {
+        let mut chunks = chunks;
+        if let Some((b, from)) = branch {
+            chunks = Self::apply(&mut self.branches[b][from..], chunks)?;
+        }
+        let chunks = Self::apply(&mut self.tail[tail_from..], chunks)?;
         for c in chunks {
             if !c.is_empty() {
                 self.outputs.send(Message::Chunk(c)).await;
@@ -101,39 +141,43 @@ impl ViewActor {
     }
 
     async fn run_inner(&mut self) -> Result<()> {
-        if let Some(mut bf) = self.backfill.take() {
+        if let Some(bf) = self.backfill.take() {
             let epoch = bf.epoch.await.map_err(|_| internal_err!("view creation was abandoned"))?;
-            let _ = bf.completed.wait_for(|e| *e >= epoch).await;
+            let mut completed = bf.completed;
+            let _ = completed.wait_for(|e| *e >= epoch).await;
             let snapshot = bf.store.snapshot();
-            for batch in bf.upstream.scan(&snapshot).await? {
-                self.push(0, StreamChunk::inserts(batch)).await?;
+            for b in 0..self.upstreams.len() {
+                let upstream = self.upstreams[b].clone();
+                for batch in upstream.scan(&snapshot).await? {
+                    self.push(Some((b, 0)), 0, vec![StreamChunk::inserts(batch)]).await?;
+                }
             }
         }
-        while let Some(msg) = self.input.recv().await {
-            match msg {
-                Message::Chunk(c) => self.push(0, c).await?,
-                Message::Barrier(b) => {
+        let mut inputs = self.inputs.take().ok_or_else(|| internal_err!("view actor started twice"))?;
+        while let Some(item) = inputs.next().await? {
+            match item {
+                Aligned::Chunk(b, c) => self.push(Some((b, 0)), 0, vec![c]).await?,
+                Aligned::Barrier(barrier) => {
                     let mut batch = EpochBatch::default();
-                    for i in 0..self.operators.len() {
-                        let out = self.operators[i].on_barrier(b.epoch, &mut batch).await?;
-                        for c in out {
-                            self.push(i + 1, c).await?;
+                    for b in 0..self.branches.len() {
+                        for i in 0..self.branches[b].len() {
+                            let out = self.branches[b][i].on_barrier(barrier.epoch, &mut batch).await?;
+                            self.push(Some((b, i + 1)), 0, out).await?;
                         }
                     }
-                    let report = Collected { actor: self.id, epoch: b.epoch, batch, waiters: vec![], failed: None };
+                    for i in 0..self.tail.len() {
+                        let out = self.tail[i].on_barrier(barrier.epoch, &mut batch).await?;
+                        self.push(None, i + 1, out).await?;
+                    }
+                    let report = Collected { actor: self.id, epoch: barrier.epoch, batch, waiters: vec![], failed: None };
                     let _ = self.collector.send(report);
-                    self.outputs.send_barrier(self.id, &b).await;
-                    if b.stops(self.id) {
+                    self.outputs.send_barrier(self.id, &barrier).await;
+                    if barrier.stops(self.id) {
                         break;
                     }
                 }
             }
         }
         Ok(())
-    }
-
-    /// One line per operator, for EXPLAIN.
-    pub fn describe(operators: &[Box<dyn Operator>]) -> Vec<String> {
-        operators.iter().map(|o| o.to_string()).collect()
     }
 }

@@ -5,11 +5,12 @@
 
 pub mod actor;
 pub mod barrier;
+pub mod merge;
 pub mod message;
 pub mod operator;
 pub mod table_actor;
 
-pub use actor::{Backfill, ViewActor};
+pub use actor::{Backfill, Branch, ViewActor};
 pub use barrier::{BarrierManager, Collected, SourceMsg};
 pub use message::{ActorId, Barrier, Message, Mutation, Output, CHANNEL_CAPACITY};
 pub use table_actor::TableActor;

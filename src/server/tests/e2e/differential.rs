@@ -4,7 +4,7 @@
 //! query in batch over the same snapshot and compares multisets. A second test checks that a
 //! run with a restart in the middle ends with exactly the view contents of an uninterrupted run.
 //!
-//! `EDDY_DIFF_STEPS` sets the number of statements (default 400, i.e. 2,400 view checks) and
+//! `EDDY_DIFF_STEPS` sets the number of statements (default 400, i.e. 2,800 view checks) and
 //! `EDDY_DIFF_SEED` the seed; a failing run prints its seed.
 
 use rand::rngs::StdRng;
@@ -22,9 +22,10 @@ CREATE MATERIALIZED VIEW v_global AS SELECT count(*) AS n, sum(a) AS sa, count(D
 CREATE MATERIALIZED VIEW v_having AS SELECT a, count(*) AS c, count(DISTINCT s) AS ds, min(s) AS ms FROM (SELECT a, CAST(b AS TEXT) AS s FROM t2) x GROUP BY a HAVING count(*) > 1;
 CREATE MATERIALIZED VIEW v_on_view AS SELECT count(*) AS groups, sum(c) AS rows_in_groups, max(hi) AS top FROM v_groups;
 CREATE MATERIALIZED VIEW v_project AS SELECT s, g FROM t1;
+CREATE MATERIALIZED VIEW v_union AS SELECT x, count(*) AS n, sum(y) AS sy FROM (SELECT g AS x, v AS y FROM t1 UNION ALL SELECT a, b FROM t2) u GROUP BY x;
 ";
 
-const VIEWS: [&str; 6] = ["v_groups", "v_filter", "v_global", "v_having", "v_on_view", "v_project"];
+const VIEWS: [&str; 7] = ["v_groups", "v_filter", "v_global", "v_having", "v_on_view", "v_project", "v_union"];
 
 fn opt_int(rng: &mut StdRng, max: i32) -> String {
     if rng.gen_ratio(1, 10) { "NULL".into() } else { rng.gen_range(0..max).to_string() }
