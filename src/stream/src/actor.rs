@@ -20,6 +20,26 @@ use crate::merge::{Aligned, AlignedInputs};
 use crate::message::{ActorId, Dispatcher, Message, Output};
 use crate::operator::Operator;
 
+/// Runs an actor's main loop; an error or panic becomes a failure report to the barrier
+/// manager (which drops the actor from the graph) instead of taking the server down.
+pub(crate) async fn run_reporting(
+    id: ActorId,
+    what: &str,
+    collector: mpsc::UnboundedSender<Collected>,
+    body: impl std::future::Future<Output = Result<()>>,
+) {
+    let error = match AssertUnwindSafe(body).catch_unwind().await {
+        Ok(Ok(())) => return,
+        Ok(Err(e)) => e,
+        Err(p) => {
+            let msg = p.downcast_ref::<&str>().map(|s| s.to_string()).or_else(|| p.downcast_ref::<String>().cloned());
+            internal_err!("{what} {id} panicked: {}", msg.unwrap_or_default())
+        }
+    };
+    tracing::error!("{what} {id} failed: {error}");
+    let _ = collector.send(Collected::failed(id, error));
+}
+
 /// Where a new view reads its initial rows.
 pub struct Backfill {
     /// The epoch at whose barrier the view subscribed (known once that barrier is cut).
@@ -96,19 +116,8 @@ impl ViewActor {
 
     /// Runs until the view is dropped; failures and panics are reported, not propagated.
     pub async fn run(mut self) {
-        let id = self.id;
-        let collector = self.collector.clone();
-        let result = AssertUnwindSafe(self.run_inner()).catch_unwind().await;
-        let error = match result {
-            Ok(Ok(())) => return,
-            Ok(Err(e)) => e,
-            Err(p) => {
-                let msg = p.downcast_ref::<&str>().map(|s| s.to_string()).or_else(|| p.downcast_ref::<String>().cloned());
-                internal_err!("view actor {id} panicked: {}", msg.unwrap_or_default())
-            }
-        };
-        tracing::error!("materialized view {id} failed: {error}");
-        let _ = collector.send(Collected::failed(id, error));
+        let (id, collector) = (self.id, self.collector.clone());
+        run_reporting(id, "materialized view", collector, self.run_inner()).await;
     }
 
     fn apply(ops: &mut [Box<dyn Operator>], chunks: Vec<StreamChunk>) -> Result<Vec<StreamChunk>> {

@@ -8,15 +8,13 @@
 //! Without downstream views it only writes, which keeps bulk loads cheap.
 
 use std::collections::HashMap;
-use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 
 use arrow::array::{ArrayRef, RecordBatch};
 use arrow::compute::interleave;
 use eddy_common::codec::RowCodec;
-use eddy_common::{internal_err, Epoch, Op, Result, StreamChunk};
+use eddy_common::{Epoch, Op, Result, StreamChunk};
 use eddy_storage::{EpochBatch, StateStore, StateTable};
-use futures::FutureExt;
 use tokio::sync::{mpsc, watch};
 
 use crate::barrier::{Collected, SourceMsg, Waiter};
@@ -91,15 +89,8 @@ impl TableActor {
 
     /// Runs until the table is dropped; failures are reported to the barrier manager.
     pub async fn run(mut self) {
-        let id = self.id;
-        let collector = self.collector.clone();
-        let result = AssertUnwindSafe(self.run_inner()).catch_unwind().await;
-        let error = match result {
-            Ok(Ok(())) => return,
-            Ok(Err(e)) => e,
-            Err(_) => internal_err!("table actor {id} panicked"),
-        };
-        let _ = collector.send(Collected::failed(id, error));
+        let (id, collector) = (self.id, self.collector.clone());
+        crate::actor::run_reporting(id, "table source", collector, self.run_inner()).await;
     }
 
     async fn run_inner(&mut self) -> Result<()> {

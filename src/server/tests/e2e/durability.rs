@@ -47,30 +47,7 @@ impl Drop for Process {
 }
 
 fn spawn_eddy(state: &str) -> (Process, std::net::SocketAddr) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_eddy"))
-        .args(["--listen", "127.0.0.1:0", "--state-store", state])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("eddy binary starts");
-    let stdout = child.stdout.take().expect("stdout");
-    let mut line = String::new();
-    let mut reader = BufReader::new(stdout);
-    reader.read_line(&mut line).expect("startup line");
-    // Keep draining stdout so the server never writes into a closed pipe.
-    std::thread::spawn(move || {
-        let mut sink = String::new();
-        while reader.read_line(&mut sink).map(|n| n > 0).unwrap_or(false) {
-            sink.clear();
-        }
-    });
-    let addr = line
-        .split_whitespace()
-        .skip_while(|w| *w != "on")
-        .nth(1)
-        .and_then(|a| a.parse().ok())
-        .unwrap_or_else(|| panic!("no address in startup line {line:?}"));
-    (Process(child), addr)
+    spawn_eddy_env(state, &[])
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
