@@ -109,6 +109,17 @@ impl ReadSnapshot {
         self.inner.get(key).await.map_err(storage_err)
     }
 
+    /// True if no key starts with `prefix`.
+    pub async fn is_prefix_empty(&self, prefix: &[u8]) -> Result<bool> {
+        let start = Bound::Included(Bytes::copy_from_slice(prefix));
+        let end = match prefix_end(prefix) {
+            Some(e) => Bound::Excluded(Bytes::from(e)),
+            None => Bound::Unbounded,
+        };
+        let mut iter = self.inner.scan((start, end)).await.map_err(storage_err)?;
+        Ok(iter.next().await.map_err(storage_err)?.is_none())
+    }
+
     /// All entries whose key starts with `prefix`, in key order.
     pub async fn scan_prefix(&self, prefix: &[u8]) -> Result<Vec<(Bytes, Bytes)>> {
         let start = Bound::Included(Bytes::copy_from_slice(prefix));

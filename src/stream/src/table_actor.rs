@@ -49,6 +49,9 @@ pub struct TableActor {
     dirty: HashMap<Vec<u8>, Option<Vec<u8>>>,
     /// The epoch the next barrier closes.
     epoch: Epoch,
+    /// Whether the committed table was empty at this epoch's first write (then only this
+    /// epoch's own writes can conflict, and no lookups are needed); `None` until checked.
+    committed_empty: Option<bool>,
 }
 
 impl TableActor {
@@ -84,6 +87,7 @@ impl TableActor {
             waiters: Vec::new(),
             dirty: HashMap::new(),
             epoch,
+            committed_empty: None,
         })
     }
 
@@ -114,6 +118,7 @@ impl TableActor {
                     let _ = self.collector.send(report);
                     self.outputs.send_barrier(self.id, &b).await;
                     self.dirty.clear();
+                    self.committed_empty = None;
                     self.epoch = b.epoch.next();
                     if b.stops(self.id) {
                         break;
@@ -132,6 +137,14 @@ impl TableActor {
         let before = Epoch(self.epoch.0.saturating_sub(1));
         let _ = self.completed.wait_for(|e| *e >= before).await;
         let snapshot = self.store.snapshot();
+        let committed_empty = match self.committed_empty {
+            Some(e) => e,
+            None => {
+                let e = snapshot.is_prefix_empty(&eddy_common::codec::table_prefix(self.table.table_id())).await?;
+                self.committed_empty = Some(e);
+                e
+            }
+        };
         let keys = self.codec.encode_keys(self.table.table_id(), &chunk.batch)?;
         let values = self.codec.encode_values(&chunk.batch)?;
         // Output rows: (0, i) = row i of the input, (1, j) = j-th old row.
@@ -145,6 +158,7 @@ impl TableActor {
             } else {
                 match self.dirty.get(&key) {
                     Some(v) => v.clone(),
+                    None if committed_empty => None,
                     None => snapshot.get(&key).await?.map(|b| b.to_vec()),
                 }
             };
