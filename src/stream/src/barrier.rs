@@ -11,7 +11,8 @@
 //!   after its epoch is durable ("acknowledged means durable", DESIGN.md "Durable DML").
 //! * Group commit: a waiting writer asks for an early barrier ([`BarrierManager::request`]);
 //!   everything submitted before the barrier is cut shares its one commit.
-//! * An epoch without changes writes nothing; an idle server does no I/O.
+//! * A barrier is cut every barrier interval while any actor exists, and early on request; an
+//!   epoch without changes writes nothing, so an idle server does no I/O.
 //! * Graph changes ride on barriers ([`Mutation`]): outputs added at E receive epoch E+1 onwards,
 //!   actors registered with E report from E+1 on, stopped actors report E and leave.
 //! * An actor that fails reports [`Collected::failed`]; it is dropped from the graph and no later
@@ -132,11 +133,14 @@ impl BarrierManager {
             loop {
                 let Some(mgr) = weak.upgrade() else { break };
                 let wait = Duration::from_millis(mgr.interval_ms.load(Ordering::Relaxed));
-                tokio::select! {
-                    _ = tokio::time::sleep(wait) => {}
-                    _ = mgr.wake.notified() => {}
-                }
-                if mgr.pending.lock().requested {
+                let ticked = tokio::select! {
+                    _ = tokio::time::sleep(wait) => true,
+                    _ = mgr.wake.notified() => false,
+                };
+                // A tick cuts a barrier whenever there are actors for it to flow through; an
+                // epoch without changes writes nothing, so an idle server stays I/O-free.
+                let has_actors = ticked && mgr.graph.try_lock().map(|g| !g.actors.is_empty()).unwrap_or(false);
+                if mgr.pending.lock().requested || has_actors {
                     let _ = mgr.cut_and_commit(None).await;
                 }
             }
@@ -386,6 +390,22 @@ mod tests {
         assert!(snap.get(&[0, 0, 0, 7, e.0 as u8]).await.unwrap().is_some());
         drop(mgr);
         actor.abort();
+    }
+
+    #[tokio::test]
+    async fn barriers_flow_every_interval_while_actors_exist_without_writing() {
+        let mgr = manager(Duration::from_millis(10)).await;
+        let (tx, mut rx) = mpsc::channel(4);
+        mgr.add_source(5, tx).await;
+        let collector = mgr.collector();
+        tokio::spawn(async move {
+            while let Some(SourceMsg::Barrier(b)) = rx.recv().await {
+                let _ = collector.send(Collected { actor: 5, epoch: b.epoch, batch: EpochBatch::default(), waiters: vec![], failed: None });
+            }
+        });
+        let mut completed = mgr.completed();
+        tokio::time::timeout(Duration::from_secs(30), completed.wait_for(|e| *e >= Epoch(3))).await.unwrap().unwrap();
+        assert_eq!(mgr.store().committed_epoch(), Epoch::ZERO, "empty epochs write nothing");
     }
 
     #[tokio::test]
