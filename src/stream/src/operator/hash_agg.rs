@@ -128,31 +128,6 @@ fn initial_acc(kind: &AggKind, arg_type: Option<&DataType>) -> Acc {
     }
 }
 
-/// Integer view of a numeric scalar (decimals unscaled), for exact sums.
-fn as_i128(v: &ScalarValue) -> Option<i128> {
-    Some(match v {
-        ScalarValue::Int8(Some(x)) => i128::from(*x),
-        ScalarValue::Int16(Some(x)) => i128::from(*x),
-        ScalarValue::Int32(Some(x)) => i128::from(*x),
-        ScalarValue::Int64(Some(x)) => i128::from(*x),
-        ScalarValue::UInt8(Some(x)) => i128::from(*x),
-        ScalarValue::UInt16(Some(x)) => i128::from(*x),
-        ScalarValue::UInt32(Some(x)) => i128::from(*x),
-        ScalarValue::UInt64(Some(x)) => i128::from(*x),
-        ScalarValue::Decimal128(Some(x), _, _) => *x,
-        _ => return None,
-    })
-}
-
-fn as_f64(v: &ScalarValue) -> Option<f64> {
-    match v {
-        ScalarValue::Float32(Some(x)) => Some(f64::from(*x)),
-        ScalarValue::Float64(Some(x)) => Some(*x),
-        ScalarValue::Float16(Some(x)) => Some(f64::from(x.to_f32())),
-        _ => None,
-    }
-}
-
 impl HashAgg {
     /// An aggregation over `input_schema` producing `schema` (group columns, then one column per call).
     pub fn try_new(
@@ -223,16 +198,6 @@ impl HashAgg {
             self.dirty.insert(Vec::new());
         }
         Ok(())
-    }
-
-    fn group_keys(&self, batch: &RecordBatch) -> Result<Vec<Vec<u8>>> {
-        let n = batch.num_rows();
-        if self.is_global() {
-            return Ok(vec![Vec::new(); n]);
-        }
-        let cols = self.group_exprs.iter().map(|e| Ok(e.evaluate(batch)?.into_array(n)?)).collect::<Result<Vec<ArrayRef>>>()?;
-        let rows = self.key_converter.convert_columns(&cols)?;
-        Ok(rows.iter().map(|r| r.as_ref().to_vec()).collect())
     }
 
     /// The output value of call `i` for `group`.
@@ -314,78 +279,46 @@ impl Operator for HashAgg {
     fn process(&mut self, chunk: StreamChunk) -> Result<Vec<StreamChunk>> {
         let batch = &chunk.batch;
         let n = batch.num_rows();
-        let keys = self.group_keys(batch)?;
-        let args: Vec<Option<ArrayRef>> = self
+        // Group keys, memcomparable, without a per-row allocation.
+        let key_rows = if self.is_global() {
+            None
+        } else {
+            let cols = self.group_exprs.iter().map(|e| Ok(e.evaluate(batch)?.into_array(n)?)).collect::<Result<Vec<ArrayRef>>>()?;
+            Some(self.key_converter.convert_columns(&cols)?)
+        };
+        // Arguments, decoded once per chunk into the accumulators' native form.
+        let inputs = self
             .calls
             .iter()
-            .map(|c| c.arg.as_ref().map(|a| Ok(a.evaluate(batch)?.into_array(n)?)).transpose())
-            .collect::<Result<_>>()?;
-        let encoded: Vec<Option<arrow::row::Rows>> = self
-            .value_converters
-            .iter()
-            .zip(&args)
-            .map(|(conv, arr)| match (conv, arr) {
-                (Some(c), Some(a)) => Ok(Some(c.convert_columns(&[a.clone()])?)),
-                _ => Ok(None),
+            .zip(&self.value_converters)
+            .zip(&self.arg_types)
+            .map(|((c, conv), t)| {
+                let Some(expr) = &c.arg else { return Ok(ArgInput::Star) };
+                let arr = expr.evaluate(batch)?.into_array(n)?;
+                ArgInput::decode(&c.kind, arr, conv.as_ref(), t.as_ref())
             })
-            .collect::<Result<_>>()?;
-        for (row, key) in keys.into_iter().enumerate() {
+            .collect::<Result<Vec<_>>>()?;
+        for row in 0..n {
             let sign: i64 = if chunk.ops[row].is_insert() { 1 } else { -1 };
-            if !self.groups.contains_key(&key) {
+            let key: &[u8] = match &key_rows {
+                Some(r) => r.row(row).data(),
+                None => &[],
+            };
+            if !self.groups.contains_key(key) {
                 let g = self.new_group();
-                self.groups.insert(key.clone(), g);
+                self.groups.insert(key.to_vec(), g);
             }
-            let group = self.groups.get_mut(&key).ok_or_else(|| internal_err!("group vanished"))?;
+            let group = self.groups.get_mut(key).ok_or_else(|| internal_err!("group vanished"))?;
             group.rows += sign;
             if group.rows < 0 {
                 return Err(internal_err!("aggregation retracted a row it never saw"));
             }
-            for (i, acc) in group.accs.iter_mut().enumerate() {
-                let arr = match &args[i] {
-                    None => {
-                        if let Acc::Count(c) = acc {
-                            *c += sign;
-                        }
-                        continue;
-                    }
-                    Some(a) => a,
-                };
-                if arr.is_null(row) {
-                    continue;
-                }
-                match acc {
-                    Acc::Count(c) => *c += sign,
-                    Acc::SumInt { sum, n } => {
-                        let v = ScalarValue::try_from_array(arr, row)?;
-                        let x = as_i128(&v).ok_or_else(|| internal_err!("sum of non-integer {v:?}"))?;
-                        *sum += i128::from(sign) * x;
-                        *n += sign;
-                    }
-                    Acc::SumFloat { sum, n } => {
-                        let v = ScalarValue::try_from_array(arr, row)?;
-                        let x = as_f64(&v).ok_or_else(|| internal_err!("float sum of {v:?}"))?;
-                        *sum += sign as f64 * x;
-                        *n += sign;
-                    }
-                    Acc::Bools { trues, falses } => {
-                        if matches!(ScalarValue::try_from_array(arr, row)?, ScalarValue::Boolean(Some(true))) {
-                            *trues += sign;
-                        } else {
-                            *falses += sign;
-                        }
-                    }
-                    Acc::Values(m) => {
-                        let rows = encoded[i].as_ref().ok_or_else(|| internal_err!("missing encoded values"))?;
-                        let k = rows.row(row).as_ref().to_vec();
-                        let e = m.entry(k.clone()).or_insert(0);
-                        *e += sign;
-                        if *e == 0 {
-                            m.remove(&k);
-                        }
-                    }
-                }
+            for (acc, input) in group.accs.iter_mut().zip(&inputs) {
+                input.apply(acc, row, sign)?;
             }
-            self.dirty.insert(key);
+            if !self.dirty.contains(key) {
+                self.dirty.insert(key.to_vec());
+            }
         }
         Ok(vec![])
     }
@@ -455,6 +388,102 @@ impl Operator for HashAgg {
         let columns = self.output_converter.convert_rows(out.iter().map(|(_, r)| parser.parse(r)))?;
         let batch = RecordBatch::try_new(self.schema.clone(), columns)?;
         Ok(vec![StreamChunk::try_new(batch, out.into_iter().map(|(op, _)| op).collect())?])
+    }
+}
+
+/// One call's argument for one chunk, decoded for fast per-row accumulation.
+enum ArgInput {
+    /// `count(*)`: no argument.
+    Star,
+    /// Integers and decimals (unscaled), widened to i128.
+    Int(ArrayRef),
+    /// Floats, as f64.
+    Float(arrow::array::Float64Array),
+    /// Booleans.
+    Bool(arrow::array::BooleanArray),
+    /// Encoded values for multiset accumulators, with the input's null mask.
+    Encoded(arrow::row::Rows, ArrayRef),
+    /// Anything else only needs its null mask (`count(x)`).
+    Any(ArrayRef),
+}
+
+impl ArgInput {
+    fn decode(kind: &AggKind, arr: ArrayRef, conv: Option<&RowConverter>, ty: Option<&DataType>) -> Result<Self> {
+        use arrow::array::AsArray;
+        Ok(match (kind, conv) {
+            (_, Some(c)) => ArgInput::Encoded(c.convert_columns(&[arr.clone()])?, arr),
+            (AggKind::Sum | AggKind::Avg, None) => match ty {
+                Some(DataType::Float16 | DataType::Float32 | DataType::Float64) => {
+                    ArgInput::Float(arrow::compute::cast(&arr, &DataType::Float64)?.as_primitive::<arrow::datatypes::Float64Type>().clone())
+                }
+                Some(DataType::Decimal128(_, _)) => ArgInput::Int(arr),
+                _ => ArgInput::Int(arrow::compute::cast(&arr, &DataType::Int64)?),
+            },
+            (AggKind::BoolAnd | AggKind::BoolOr, None) => ArgInput::Bool(arr.as_boolean().clone()),
+            _ => ArgInput::Any(arr),
+        })
+    }
+
+    fn apply(&self, acc: &mut Acc, row: usize, sign: i64) -> Result<()> {
+        use arrow::array::AsArray;
+        use arrow::datatypes::{Decimal128Type, Int64Type};
+        match (self, acc) {
+            (ArgInput::Star, Acc::Count(c)) => *c += sign,
+            (ArgInput::Any(a), Acc::Count(c)) | (ArgInput::Int(a), Acc::Count(c)) => {
+                if a.is_valid(row) {
+                    *c += sign;
+                }
+            }
+            (ArgInput::Int(a), Acc::SumInt { sum, n }) => {
+                if a.is_valid(row) {
+                    let x = match a.data_type() {
+                        DataType::Decimal128(_, _) => a.as_primitive::<Decimal128Type>().value(row),
+                        _ => i128::from(a.as_primitive::<Int64Type>().value(row)),
+                    };
+                    *sum += i128::from(sign) * x;
+                    *n += sign;
+                }
+            }
+            (ArgInput::Float(a), Acc::SumFloat { sum, n }) => {
+                if a.is_valid(row) {
+                    *sum += sign as f64 * a.value(row);
+                    *n += sign;
+                }
+            }
+            (ArgInput::Bool(a), Acc::Bools { trues, falses }) => {
+                if a.is_valid(row) {
+                    if a.value(row) {
+                        *trues += sign;
+                    } else {
+                        *falses += sign;
+                    }
+                }
+            }
+            (ArgInput::Encoded(rows, a), Acc::Values(m)) => {
+                if a.is_valid(row) {
+                    let k = rows.row(row);
+                    let k = k.as_ref();
+                    match m.get_mut(k) {
+                        Some(c) => {
+                            *c += sign;
+                            if *c == 0 {
+                                m.remove(k);
+                            }
+                        }
+                        None => {
+                            m.insert(k.to_vec(), sign);
+                        }
+                    }
+                }
+            }
+            (ArgInput::Encoded(_, a), Acc::Count(c)) => {
+                if a.is_valid(row) {
+                    *c += sign;
+                }
+            }
+            (_, acc) => return Err(internal_err!("aggregate input does not fit accumulator {acc:?}")),
+        }
+        Ok(())
     }
 }
 
