@@ -37,8 +37,8 @@ impl Session {
     /// `CREATE TABLE`.
     pub(crate) async fn create_table(&mut self, ct: &CreateTable, sql: &str) -> Result<()> {
         let (schema, name) = resolve_name(self, &ct.name)?;
-        if ct.query.is_some() {
-            return Err(not_supported!("CREATE TABLE ... AS is not supported yet"));
+        if let Some(q) = &ct.query {
+            return self.create_table_as(ct, q, sql).await.map(|_| ());
         }
         let mut columns = Vec::with_capacity(ct.columns.len());
         let mut pk_names: Vec<String> = Vec::new();
@@ -150,6 +150,78 @@ impl Session {
             self.engine.start_table_actor(&t, vec![]).await?;
         }
         Ok(())
+    }
+
+    /// `CREATE TABLE name AS query`: a table (without primary key) holding the query's rows.
+    pub(crate) async fn create_table_as(
+        &mut self,
+        ct: &CreateTable,
+        query: &datafusion::sql::sqlparser::ast::Query,
+        sql: &str,
+    ) -> Result<usize> {
+        let (schema, name) = resolve_name(self, &ct.name)?;
+        let stmt = datafusion::sql::sqlparser::ast::Statement::Query(Box::new(query.clone()));
+        let (state, plan) = self.plan(&stmt, false).await?;
+        let batches = datafusion::physical_plan::collect(state.create_physical_plan(&plan).await?, state.task_ctx()).await?;
+        let mut columns = Vec::new();
+        for f in plan.schema().fields() {
+            let ty = eddy_common::ColumnType::from_arrow_field(f)
+                .ok_or_else(|| not_supported!("column \"{}\" has type {} which a table cannot store yet", f.name(), f.data_type()))?;
+            columns.push(ColumnCatalog { name: f.name().clone(), ty, not_null: false, default: None, hidden: false });
+        }
+        let mut created = true;
+        let if_not_exists = ct.if_not_exists;
+        let definition = sql.trim().trim_end_matches(';').to_string();
+        let (s2, n2) = (schema.clone(), name.clone());
+        self.engine
+            .ddl(|cat| {
+                cat.require_schema(&schema)?;
+                if cat.table(&schema, &name).is_some() {
+                    if if_not_exists {
+                        created = false;
+                        return Ok((vec![], EpochBatch::default()));
+                    }
+                    return Err(user_err!(sqlstate::DUPLICATE_TABLE, "relation \"{name}\" already exists"));
+                }
+                let id = cat.allocate_id();
+                let table = TableCatalog {
+                    id,
+                    schema,
+                    name,
+                    kind: RelationKind::Table,
+                    columns,
+                    pk: vec![],
+                    definition,
+                    query: None,
+                    dependencies: vec![],
+                    internal_tables: vec![],
+                };
+                Ok((vec![CatalogChange::CreateTable(table)], EpochBatch::default()))
+            })
+            .await?;
+        if !created {
+            self.notice("relation already exists, skipping");
+            return Ok(0);
+        }
+        let table = self.engine.catalog().table(&s2, &n2).cloned().ok_or_else(|| eddy_common::internal_err!("created table vanished"))?;
+        self.engine.start_table_actor(&table, vec![]).await?;
+        let target = table.planning_schema(false);
+        let mut n = 0;
+        for b in batches {
+            if b.num_rows() == 0 {
+                continue;
+            }
+            let cols = b
+                .columns()
+                .iter()
+                .zip(target.fields())
+                .map(|(c, f)| Ok(arrow::compute::cast(c, f.data_type())?))
+                .collect::<Result<Vec<_>>>()?;
+            let rows = self.prepare_insert(&table, arrow::array::RecordBatch::try_new(target.clone(), cols)?)?;
+            n += rows.num_rows();
+            self.engine.write_table(table.id, eddy_common::StreamChunk::inserts(rows)).await?;
+        }
+        Ok(n)
     }
 
     /// `DROP TABLE` / `DROP SCHEMA`.
