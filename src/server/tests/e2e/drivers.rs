@@ -1,10 +1,12 @@
 //! Real client drivers against an in-process server: the Python drivers (psycopg 3,
-//! psycopg2, SQLAlchemy, asyncpg) run `e2e_test/clients/python_drivers.py`. A missing
-//! interpreter or package fails under CI (env `CI`) and is skipped with a message otherwise;
-//! `.ci/run` installs them.
+//! psycopg2, SQLAlchemy, asyncpg) run `e2e_test/clients/python_drivers.py`, pgjdbc (Debian's
+//! `libpostgresql-jdbc-java`) runs `e2e_test/clients/jdbc/JdbcDriver.java`, and node-postgres
+//! runs `e2e_test/clients/node/node_pg.js`. Each creates a table and a materialized view,
+//! inserts, and reads both back with type checks. A missing interpreter, JDK, jar or package
+//! fails under CI (env `CI`) and is skipped with a message otherwise; `.ci/run` installs them.
 
 use std::path::PathBuf;
-use std::process::Command;
+use std::process::{Command, Output};
 
 use crate::support::server;
 
@@ -12,35 +14,49 @@ fn clients_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../e2e_test/clients")
 }
 
-/// Runs the Python driver script for `driver`; `false` when it had to be skipped.
-async fn run_python(driver: &'static str) -> bool {
+/// Skips (or, under CI, fails) a client test whose tooling is missing.
+fn skip(label: &str, why: &str) -> bool {
+    assert!(std::env::var("CI").is_err(), "{label} is required in CI: {why}");
+    eprintln!("skipping {label}: {why} (.ci/run installs it)");
+    false
+}
+
+/// Starts a server, runs `program args... HOST PORT extra...` against it, and checks that it
+/// printed `expect`. Exit status 3 means "a module is missing". `false` when skipped.
+async fn run_client(label: &str, program: &str, args: Vec<String>, extra: Vec<String>, expect: &str) -> bool {
     let srv = server("memory://").await;
     let addr = srv.addr;
-    let script = clients_dir().join("python_drivers.py");
-    let out = tokio::task::spawn_blocking(move || {
-        Command::new("python3").arg(script).arg(addr.ip().to_string()).arg(addr.port().to_string()).arg(driver).output()
+    let program_owned = program.to_string();
+    let out: std::io::Result<Output> = tokio::task::spawn_blocking(move || {
+        Command::new(program_owned)
+            .args(args)
+            .arg(addr.ip().to_string())
+            .arg(addr.port().to_string())
+            .args(extra)
+            .current_dir(clients_dir())
+            .output()
     })
     .await
     .unwrap();
     srv.shutdown().await.unwrap();
     let out = match out {
         Ok(o) => o,
-        Err(e) => {
-            assert!(std::env::var("CI").is_err(), "python3 is required in CI: {e}");
-            eprintln!("skipping {driver}: python3 not available ({e})");
-            return false;
-        }
+        Err(e) => return skip(label, &format!("{program} not available ({e})")),
     };
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     if out.status.code() == Some(3) {
-        assert!(std::env::var("CI").is_err(), "{driver} is required in CI: {stdout}");
-        eprintln!("skipping {driver}: {stdout} (.ci/run installs it)");
-        return false;
+        return skip(label, &stdout);
     }
-    assert!(out.status.success(), "{driver} failed:\n{stdout}\n{stderr}");
-    assert!(stdout.contains(&format!("{driver} ok")), "{stdout}");
+    assert!(out.status.success(), "{label} failed:\n{stdout}\n{stderr}");
+    assert!(stdout.contains(expect), "{stdout}");
     true
+}
+
+/// Runs the Python driver script for `driver`.
+async fn run_python(driver: &'static str) -> bool {
+    let script = clients_dir().join("python_drivers.py").display().to_string();
+    run_client(driver, "python3", vec![script], vec![driver.to_string()], &format!("{driver} ok")).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -61,4 +77,25 @@ async fn sqlalchemy_inspector_lists_schemas_tables_and_primary_keys() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn asyncpg_with_binary_results() {
     run_python("asyncpg").await;
+}
+
+/// pgjdbc: PreparedStatement insert/select with type checks, fetch-size portals, and
+/// DatabaseMetaData getSchemas/getTables/getColumns/getPrimaryKeys. The jar is Debian's
+/// (`EDDY_PGJDBC_JAR` overrides the path); `java` runs the single source file directly.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pgjdbc_prepared_statements_and_database_metadata() {
+    let jar = std::env::var("EDDY_PGJDBC_JAR").unwrap_or_else(|_| "/usr/share/java/postgresql.jar".into());
+    if !std::path::Path::new(&jar).exists() {
+        skip("pgjdbc", &format!("{jar} is missing (apt-get install libpostgresql-jdbc-java)"));
+        return;
+    }
+    let source = clients_dir().join("jdbc/JdbcDriver.java").display().to_string();
+    run_client("pgjdbc", "java", vec!["-cp".into(), jar, source], vec![], "jdbc ok").await;
+}
+
+/// node-postgres from `e2e_test/clients/node` (`npm ci` there installs it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn node_postgres_parameters_and_materialized_views() {
+    let script = clients_dir().join("node/node_pg.js").display().to_string();
+    run_client("node-postgres", "node", vec![script], vec![], "node-postgres ok").await;
 }
