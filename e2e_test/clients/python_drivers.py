@@ -137,11 +137,93 @@ def run_asyncpg():
     print("asyncpg ok")
 
 
-RUNNERS = {"psycopg": run_psycopg, "psycopg2": run_psycopg2, "sqlalchemy": run_sqlalchemy, "asyncpg": run_asyncpg}
+def run_protocol():
+    """Protocol details seen through psycopg 3: the transaction status byte of ReadyForQuery
+    (I/T/E), DEALLOCATE [ALL], DISCARD ALL, RESET ALL, LISTEN/UNLISTEN."""
+    import psycopg
+    from psycopg import errors, pq
+
+    TS = pq.TransactionStatus
+    with psycopg.connect(DSN) as conn:  # not autocommit: psycopg sends BEGIN first
+        assert conn.info.transaction_status == TS.IDLE, conn.info.transaction_status
+        conn.execute("SELECT 1")
+        assert conn.info.transaction_status == TS.INTRANS, conn.info.transaction_status
+        try:
+            conn.execute("SELECT * FROM no_such_table")
+            raise AssertionError("expected an error")
+        except errors.UndefinedTable:
+            pass
+        assert conn.info.transaction_status == TS.INERROR, conn.info.transaction_status
+        conn.rollback()
+        assert conn.info.transaction_status == TS.IDLE, conn.info.transaction_status
+        conn.execute("SELECT 1")
+        conn.commit()
+        assert conn.info.transaction_status == TS.IDLE, conn.info.transaction_status
+
+    with psycopg.connect(DSN, autocommit=True) as conn:
+        # An error outside a transaction block leaves the session idle.
+        try:
+            conn.execute("SELECT 1/0")
+            raise AssertionError("expected an error")
+        except errors.DivisionByZero:
+            pass
+        assert conn.info.transaction_status == TS.IDLE, conn.info.transaction_status
+        conn.execute("BEGIN")
+        assert conn.info.transaction_status == TS.INTRANS
+        conn.execute("COMMIT")
+        assert conn.info.transaction_status == TS.IDLE
+
+        # DEALLOCATE removes a named statement; a second DEALLOCATE is 26000.
+        pg = conn.pgconn
+        for name in (b"st_a", b"st_b", b"st_c"):
+            res = pg.prepare(name, b"SELECT 41 + 1")
+            assert res.status == pq.ExecStatus.COMMAND_OK, res.error_message
+        res = pg.exec_prepared(b"st_a", [])
+        assert res.status == pq.ExecStatus.TUPLES_OK and res.get_value(0, 0) == b"42", res.error_message
+        assert conn.execute("DEALLOCATE st_a").statusmessage == "DEALLOCATE"
+        try:
+            conn.execute("DEALLOCATE st_a")
+            raise AssertionError("expected an error")
+        except errors.InvalidSqlStatementName:
+            pass
+        res = pg.exec_prepared(b"st_a", [])
+        assert res.status == pq.ExecStatus.FATAL_ERROR, res.status
+        res = pg.exec_prepared(b"st_b", [])
+        assert res.status == pq.ExecStatus.TUPLES_OK, res.error_message
+        assert conn.execute("DEALLOCATE ALL").statusmessage == "DEALLOCATE ALL"
+        for name in (b"st_b", b"st_c"):
+            assert pg.exec_prepared(name, []).status == pq.ExecStatus.FATAL_ERROR, name
+        # DISCARD ALL drops prepared statements and settings.
+        assert pg.prepare(b"st_d", b"SELECT 1").status == pq.ExecStatus.COMMAND_OK
+        conn.execute("SET application_name = 'before'")
+        assert conn.execute("DISCARD ALL").statusmessage == "DISCARD ALL"
+        assert pg.exec_prepared(b"st_d", []).status == pq.ExecStatus.FATAL_ERROR
+        assert conn.execute("SHOW application_name").fetchone() == ("",)
+        # RESET ALL / RESET x restore defaults.
+        default_digits = conn.execute("SHOW extra_float_digits").fetchone()
+        conn.execute("SET extra_float_digits = 0")
+        conn.execute("SET application_name = 'x'")
+        assert conn.execute("RESET ALL").statusmessage == "RESET"
+        assert conn.execute("SHOW extra_float_digits").fetchone() == default_digits
+        assert conn.execute("SHOW application_name").fetchone() == ("",)
+        # LISTEN / UNLISTEN are accepted (no notifications are ever sent).
+        assert conn.execute("LISTEN chan").statusmessage == "LISTEN"
+        assert conn.execute("UNLISTEN chan").statusmessage == "UNLISTEN"
+        assert conn.execute("UNLISTEN *").statusmessage == "UNLISTEN"
+        # psycopg's own prepared-statement cache follows DEALLOCATE ALL: it watches the command
+        # tag, but only of a statement text it has not run before (hence the lower case here).
+        for _ in range(3):
+            assert conn.execute("SELECT %s::int + 1", (1,), prepare=True).fetchone() == (2,)
+        conn.execute("deallocate all")
+        assert conn.execute("SELECT %s::int + 1", (1,), prepare=True).fetchone() == (2,)
+    print("protocol ok")
+
+
+RUNNERS = {"protocol": run_protocol, "psycopg": run_psycopg, "psycopg2": run_psycopg2, "sqlalchemy": run_sqlalchemy, "asyncpg": run_asyncpg}
 
 if __name__ == "__main__":
     for name in sys.argv[3:]:
-        module = {"sqlalchemy": "sqlalchemy"}.get(name, name)
+        module = {"protocol": "psycopg"}.get(name, name)
         if importlib.util.find_spec(module) is None:
             print(f"missing python module {module}")
             sys.exit(3)

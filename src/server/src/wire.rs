@@ -3,7 +3,7 @@
 //! [`Session`]; every statement runs under `catch_unwind`, so a panic becomes an `XX000` error
 //! for that statement and the connection and server carry on.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::fmt::Debug;
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicI32, Ordering};
@@ -31,13 +31,18 @@ use pgwire::api::query::{ExtendedQueryHandler, SimpleQueryHandler};
 use pgwire::api::results::{CopyResponse, FieldFormat, FieldInfo, QueryResponse, Response, Tag};
 use pgwire::api::stmt::QueryParser;
 use pgwire::api::store::PortalStore;
-use pgwire::api::{ClientInfo, ClientPortalStore, ConnectionManager, PgWireConnectionState, PgWireServerHandlers, Type};
+use pgwire::api::stmt::StoredStatement;
+use pgwire::api::{
+    ClientInfo, ClientPortalStore, ConnectionManager, PgWireConnectionState, PgWireServerHandlers, Type, DEFAULT_NAME,
+};
 use pgwire::error::{ErrorInfo, PgWireError, PgWireResult};
 use pgwire::messages::copy::{CopyData, CopyDone};
 use pgwire::messages::data::DataRow;
+use pgwire::messages::extendedquery::{Parse, ParseComplete};
 use pgwire::messages::response::{CommandComplete, NoticeResponse, ReadyForQuery, TransactionStatus};
 use pgwire::messages::startup::{Authentication, BackendKeyData, ParameterStatus, SecretKey};
 use pgwire::messages::{PgWireBackendMessage, PgWireFrontendMessage};
+use datafusion::sql::sqlparser::ast::{DiscardObject, Statement};
 use tokio::sync::Mutex;
 
 use crate::encode::{decode_param, pg_type_of, write_binary, write_text};
@@ -47,6 +52,49 @@ type SessionSlot = Mutex<Session>;
 
 /// COPY data received so far, kept in the per-connection extensions.
 struct CopyBuffer(parking_lot::Mutex<Option<(CopyIn, Vec<u8>)>>);
+
+/// Names of the connection's named prepared statements (for `DEALLOCATE ALL` / `DISCARD ALL`,
+/// which pgwire's statement store cannot enumerate).
+#[derive(Default)]
+struct StatementNames(parking_lot::Mutex<BTreeSet<String>>);
+
+/// The statement-store side of `DEALLOCATE name`, `DEALLOCATE ALL` and `DISCARD ALL`, applied
+/// before the session runs the statement (which resets settings and returns the tag).
+/// Deallocating an unknown name is `26000`, like PostgreSQL.
+fn release_prepared<C>(client: &C, stmt: &EddyStatement) -> Result<()>
+where
+    C: ClientInfo + ClientPortalStore,
+    C::PortalStore: PortalStore,
+{
+    let EddyStatement::Sql(sql, _) = stmt else { return Ok(()) };
+    let names = client.session_extensions().get_or_insert_with(StatementNames::default);
+    let all = match sql.as_ref() {
+        Statement::Deallocate { name, .. } if name.quote_style.is_none() && name.value.eq_ignore_ascii_case("all") => true,
+        Statement::Discard { object_type: DiscardObject::ALL } => {
+            client.portal_store().clear_portals();
+            true
+        }
+        Statement::Deallocate { name, .. } => {
+            // Unquoted names fold to lower case, as in PostgreSQL.
+            let name = if name.quote_style.is_none() { name.value.to_lowercase() } else { name.value.clone() };
+            if !names.0.lock().remove(&name) {
+                return Err(EddyError::user(
+                    sqlstate::UNDEFINED_PREPARED_STATEMENT,
+                    format!("prepared statement \"{name}\" does not exist"),
+                ));
+            }
+            client.portal_store().rm_statement(&name);
+            return Ok(());
+        }
+        _ => return Ok(()),
+    };
+    if all {
+        for name in std::mem::take(&mut *names.0.lock()) {
+            client.portal_store().rm_statement(&name);
+        }
+    }
+    Ok(())
+}
 
 /// What a prepared statement remembers.
 #[derive(Debug)]
@@ -359,6 +407,10 @@ impl SimpleQueryHandler for Handlers {
         }
         let mut responses = Vec::with_capacity(stmts.len());
         for stmt in &stmts {
+            if let Err(e) = release_prepared(client, stmt) {
+                responses.push(Response::Error(Box::new(error_info(e))));
+                break;
+            }
             let result = guarded(session.execute(stmt, vec![])).await;
             send_side_messages(client, &mut session).await?;
             match result {
@@ -434,6 +486,27 @@ impl ExtendedQueryHandler for Handlers {
         Arc::new(EddyQueryParser { engine: self.engine.clone() })
     }
 
+    /// pgwire's default Parse handling, plus remembering the statement's name for
+    /// `DEALLOCATE ALL` / `DISCARD ALL`.
+    async fn on_parse<C>(&self, client: &mut C, message: Parse) -> PgWireResult<()>
+    where
+        C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::PortalStore: PortalStore<Statement = Self::Statement>,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        let name = message.name.clone().filter(|n| !n.is_empty()).unwrap_or_else(|| DEFAULT_NAME.to_owned());
+        match StoredStatement::parse(client, &message, self.query_parser()).await? {
+            Some(stmt) => client.portal_store().put_statement(Arc::new(stmt)),
+            None => client.portal_store().put_empty_statement(&name),
+        }
+        if name != DEFAULT_NAME {
+            client.session_extensions().get_or_insert_with(StatementNames::default).0.lock().insert(name);
+        }
+        client.send(PgWireBackendMessage::ParseComplete(ParseComplete::new())).await?;
+        Ok(())
+    }
+
     async fn do_query<C>(&self, client: &mut C, portal: &Portal<Self::Statement>, _max_rows: usize) -> PgWireResult<Response>
     where
         C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
@@ -461,6 +534,7 @@ impl ExtendedQueryHandler for Handlers {
             let binary = portal.parameter_format.is_binary(i);
             params.push(decode_param(p.as_deref(), binary, &ty, inferred[i].as_ref()).map_err(to_pg)?);
         }
+        release_prepared(client, &prepared.stmt).map_err(to_pg)?;
         let slot = session_of(&self.engine, client);
         let mut session = slot.lock().await;
         let result = guarded(session.execute(&prepared.stmt, params)).await;

@@ -525,7 +525,10 @@ impl Session {
                 *self.vars.write() = default_vars(&self.user);
                 Ok(command("DISCARD ALL"))
             }
-            Statement::Deallocate { .. } => Ok(command("DEALLOCATE")),
+            Statement::Deallocate { name, .. } => {
+                let all = name.quote_style.is_none() && name.value.eq_ignore_ascii_case("all");
+                Ok(command(if all { "DEALLOCATE ALL" } else { "DEALLOCATE" }))
+            }
             Statement::LISTEN { .. } => Ok(command("LISTEN")),
             Statement::UNLISTEN { .. } => Ok(command("UNLISTEN")),
             Statement::Copy { source, to, target, options, legacy_options, .. } => {

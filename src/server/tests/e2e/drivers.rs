@@ -99,3 +99,11 @@ async fn node_postgres_parameters_and_materialized_views() {
     let script = clients_dir().join("node/node_pg.js").display().to_string();
     run_client("node-postgres", "node", vec![script], vec![], "node-postgres ok").await;
 }
+
+/// Protocol details through psycopg 3: the ReadyForQuery status byte (I/T/E, E after an error
+/// inside BEGIN until ROLLBACK), DEALLOCATE name/ALL (26000 for an unknown name), DISCARD ALL,
+/// RESET ALL, LISTEN/UNLISTEN.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn transaction_status_byte_deallocate_discard_reset_listen() {
+    run_python("protocol").await;
+}

@@ -102,3 +102,32 @@ async fn password_mode_requires_the_password() {
     assert_eq!(v, 1);
     srv.shutdown().await.unwrap();
 }
+
+/// Execute with max_rows > 0 returns that many rows and PortalSuspended; the next Execute on
+/// the same portal continues where it stopped (tokio-postgres `query_portal`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn portal_suspension_returns_rows_in_batches() {
+    let srv = server("memory://").await;
+    let mut c = connect(srv.addr).await;
+    c.batch_execute("CREATE TABLE ps (id INT PRIMARY KEY, v TEXT)").await.unwrap();
+    let values: Vec<String> = (1..=7).map(|i| format!("({i}, 'v{i}')")).collect();
+    c.batch_execute(&format!("INSERT INTO ps VALUES {}", values.join(", "))).await.unwrap();
+    let tx = c.transaction().await.unwrap();
+    let stmt = tx.prepare("SELECT id, v FROM ps WHERE id > $1 ORDER BY id").await.unwrap();
+    let portal = tx.bind(&stmt, &[&1i32]).await.unwrap();
+    let mut batches = Vec::new();
+    loop {
+        let rows = tx.query_portal(&portal, 2).await.unwrap();
+        if rows.is_empty() {
+            break;
+        }
+        batches.push(rows.iter().map(|r| r.get::<_, i32>(0)).collect::<Vec<_>>());
+    }
+    assert_eq!(batches, vec![vec![2, 3], vec![4, 5], vec![6, 7]]);
+    // A second portal over the same statement starts from the beginning.
+    let portal = tx.bind(&stmt, &[&5i32]).await.unwrap();
+    let rows = tx.query_portal(&portal, 10).await.unwrap();
+    assert_eq!(rows.iter().map(|r| r.get::<_, String>(1)).collect::<Vec<_>>(), ["v6", "v7"]);
+    tx.commit().await.unwrap();
+    srv.shutdown().await.unwrap();
+}
