@@ -94,3 +94,32 @@ async fn psql_describe_commands_list_and_describe_relations() {
     assert!(out.contains(" oid                 | oid"), "{out}");
     srv.shutdown().await.unwrap();
 }
+
+/// `\d+` on a table and on a materialized view: storage columns, and the view's definition.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn psql_describe_plus_shows_storage_and_the_view_definition() {
+    let srv = server("memory://").await;
+    let c = crate::support::connect(srv.addr).await;
+    c.batch_execute(
+        "CREATE TABLE t1 (id INT PRIMARY KEY, name TEXT NOT NULL, amount NUMERIC(10,2)); \
+         CREATE MATERIALIZED VIEW m1 AS SELECT name, count(*) AS n, sum(amount) AS total FROM t1 GROUP BY name",
+    )
+    .await
+    .unwrap();
+    let out = psql_commands(srv.addr, &["\\d+ t1", "\\d+ m1", "\\dm"]).await;
+    for want in [
+        "Table \"public.t1\"",
+        " id     | integer       |           | not null |         | plain    |",
+        " amount | numeric(10,2) |           |          |         | extended |",
+        "\"t1_pkey\" PRIMARY KEY, btree (id)",
+        "Materialized view \"public.m1\"",
+        " n      | bigint        |           |          |         | plain    |",
+        " total  | numeric(20,2) |",
+        "View definition:",
+        " SELECT name, count(*) AS n, sum(amount) AS total FROM t1 GROUP BY name;",
+        " public | m1   | materialized view | root",
+    ] {
+        assert!(out.contains(want), "missing {want:?} in:\n{out}");
+    }
+    srv.shutdown().await.unwrap();
+}

@@ -6,7 +6,9 @@
 //!   OID-valued `eddy_regX(..)`, and `::regX::text` → the name `eddy_regX_name(..)`;
 //!   `::regproc` → the function name; `pg_catalog.int2[]`, `"char"`, `name` → Arrow-backed types.
 //! * `OPERATOR(pg_catalog.~)` → `~` (any operator); `COLLATE x` is dropped (one collation).
-//! * `ARRAY(SELECT e FROM ... ORDER BY o)` → `(SELECT array_agg(e ORDER BY o) FROM ...)`.
+//! * `ARRAY(SELECT e FROM ... ORDER BY o)` → `(SELECT array_agg(e ORDER BY o) FROM ...)`;
+//!   `ARRAY(SELECT e(x) FROM unnest(a) x WHERE w(x))` → `array_transform(array_filter(a, x -> w),
+//!   x -> e)`, which needs no decorrelation when `a` is an outer column.
 //! * `(expr).field` → `get_field(expr, 'field')`.
 //! * Set-returning calls in a select list: `_pg_expandarray(a)` → `unnest(_pg_expandarray(a))`,
 //!   `generate_subscripts(a, 1)` → `unnest(range(1, cardinality(a) + 1))`.
@@ -21,10 +23,11 @@
 use std::ops::ControlFlow;
 
 use datafusion::sql::sqlparser::ast::{
-    AccessExpr, ArrayElemTypeDef, BinaryOperator, DataType as SqlType, ExactNumberInfo, Expr, Function,
-    FunctionArg, FunctionArgExpr, FunctionArgumentClause, FunctionArgumentList, FunctionArguments, Ident, ObjectName,
-    ObjectNamePart, OrderByKind, Query, Select, SelectItem, SetExpr, Statement, TableAlias, TableAliasColumnDef, TableFactor,
-    Value, VisitMut, VisitorMut,
+    visit_expressions_mut, AccessExpr, ArrayElemTypeDef, BinaryOperator, DataType as SqlType, ExactNumberInfo, Expr,
+    Function, FunctionArg, FunctionArgExpr, FunctionArgumentClause, FunctionArgumentList, FunctionArguments, GroupByExpr,
+    Ident, LambdaFunction, LambdaFunctionParameter, LambdaSyntax, ObjectName, ObjectNamePart, OneOrManyWithParens,
+    OrderByKind, Query, Select, SelectItem, SetExpr, Statement, TableAlias, TableAliasColumnDef, TableFactor, Value,
+    VisitMut, VisitorMut,
 };
 use eddy_common::Result;
 
@@ -215,8 +218,76 @@ fn operator_of(names: &[String]) -> Option<BinaryOperator> {
     })
 }
 
-/// `ARRAY(SELECT e FROM ... ORDER BY o)` → `(SELECT array_agg(e ORDER BY o) FROM ...)`.
+/// `ARRAY(SELECT e(x) FROM unnest(a) x [WHERE w(x)])` → `array_transform(array_filter(a,
+/// x -> w), x -> e)`: a map over one array, with no correlated subquery left for DataFusion to
+/// decorrelate (psql's `\d+` builds `array(select 'toast.' || x from unnest(tc.reloptions) x)`).
+/// A NULL array gives an empty one, as the subquery over no rows does in PostgreSQL.
+fn array_map(q: &Query) -> Option<Expr> {
+    if q.with.is_some() || q.limit_clause.is_some() || q.fetch.is_some() || q.order_by.is_some() {
+        return None;
+    }
+    let SetExpr::Select(select) = q.body.as_ref() else { return None };
+    let no_grouping = matches!(&select.group_by, GroupByExpr::Expressions(g, m) if g.is_empty() && m.is_empty());
+    if select.from.len() != 1
+        || !select.from[0].joins.is_empty()
+        || select.projection.len() != 1
+        || select.distinct.is_some()
+        || select.having.is_some()
+        || !no_grouping
+    {
+        return None;
+    }
+    let TableFactor::UNNEST { alias: Some(alias), array_exprs, with_offset: false, with_ordinality: false, .. } =
+        &select.from[0].relation
+    else {
+        return None;
+    };
+    if array_exprs.len() != 1 || alias.columns.len() != 1 {
+        return None;
+    }
+    let item = match &select.projection[0] {
+        SelectItem::UnnamedExpr(e) | SelectItem::ExprWithAlias { expr: e, .. } => e.clone(),
+        _ => return None,
+    };
+    let table = alias.name.value.to_ascii_lowercase();
+    let column = alias.columns[0].name.value.to_ascii_lowercase();
+    let mut simple = true;
+    let lambda = |mut body: Expr, simple: &mut bool| -> Expr {
+        let _ = visit_expressions_mut(&mut body, |e| {
+            match e {
+                Expr::CompoundIdentifier(parts)
+                    if parts.len() == 2
+                        && parts[0].value.to_ascii_lowercase() == table
+                        && parts[1].value.to_ascii_lowercase() == column =>
+                {
+                    *e = Expr::Identifier(Ident::new(column.clone()));
+                }
+                Expr::Subquery(_) | Expr::Exists { .. } | Expr::InSubquery { .. } => *simple = false,
+                Expr::Function(f) if is_aggregate_call(&Expr::Function(f.clone())) => *simple = false,
+                _ => {}
+            }
+            ControlFlow::<()>::Continue(())
+        });
+        Expr::Lambda(LambdaFunction {
+            params: OneOrManyWithParens::One(LambdaFunctionParameter { name: Ident::new(column.clone()), data_type: None }),
+            body: Box::new(body),
+            syntax: LambdaSyntax::Arrow,
+        })
+    };
+    let mut array = array_exprs[0].clone();
+    if let Some(w) = &select.selection {
+        array = call("array_filter", vec![array, lambda(w.clone(), &mut simple)]);
+    }
+    let mapped = call("array_transform", vec![array, lambda(item, &mut simple)]);
+    simple.then(|| call("coalesce", vec![mapped, call("make_array", vec![])]))
+}
+
+/// `ARRAY(SELECT e FROM ... ORDER BY o)` → `(SELECT array_agg(e ORDER BY o) FROM ...)`, or a
+/// map over one array ([`array_map`]).
 fn array_subquery(mut q: Query) -> Option<Expr> {
+    if let Some(mapped) = array_map(&q) {
+        return Some(mapped);
+    }
     let order = match q.order_by.take() {
         Some(o) => match o.kind {
             OrderByKind::Expressions(exprs) => exprs,
@@ -464,6 +535,18 @@ mod tests {
     fn array_subqueries_become_array_agg() {
         let out = rw("SELECT ARRAY(SELECT b.rolname FROM pg_roles b WHERE b.oid = r.oid ORDER BY 1) FROM pg_roles r");
         assert!(out.contains("(SELECT array_agg(b.rolname ORDER BY 1) FROM pg_roles b"), "{out}");
+    }
+
+    #[test]
+    fn array_subqueries_over_one_unnest_become_array_transform() {
+        let out = rw("SELECT array(SELECT 'toast.' || x FROM pg_catalog.unnest(tc.reloptions) x WHERE x <> '') FROM pg_class tc");
+        assert!(
+            out.contains("coalesce(array_transform(array_filter(tc.reloptions, x -> x <> ''), x -> 'toast.' || x), make_array())"),
+            "{out}"
+        );
+        // Anything else keeps the array_agg form.
+        let out = rw("SELECT array(SELECT x FROM unnest(a) x ORDER BY x) FROM t");
+        assert!(out.contains("array_agg(x ORDER BY x)"), "{out}");
     }
 
     #[test]
