@@ -131,6 +131,9 @@ def run_asyncpg():
         check_row(tuple(row), "asyncpg")
         rows = await conn.fetch("SELECT name, n, total, last_ts FROM apg_mv WHERE total > $1", decimal.Decimal("0"))
         check_mv_rows(rows, "asyncpg mv")
+        # Arrays arrive in PostgreSQL's binary array format (asyncpg asks for binary results).
+        assert await conn.fetchval("SELECT current_schemas(true)") == ["pg_catalog", "public"]
+        assert await conn.fetchval("SELECT make_array('a', NULL, 'b c')") == ["a", None, "b c"]
         await conn.close()
 
     asyncio.run(main())

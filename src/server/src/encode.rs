@@ -43,6 +43,7 @@ pub fn pg_type_of(field: &Field) -> Type {
             DataType::Float32 => Type::FLOAT4_ARRAY,
             DataType::Float64 => Type::FLOAT8_ARRAY,
             DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => Type::TEXT_ARRAY,
+            DataType::Decimal128(_, _) | DataType::Decimal256(_, _) => Type::NUMERIC_ARRAY,
             _ => Type::TEXT,
         };
     }
@@ -154,6 +155,10 @@ pub fn write_binary(array: &ArrayRef, row: usize, ty: &Type, field: &Field, out:
             DataType::BinaryView => out.put_slice(array.as_binary_view().value(row)),
             _ => out.put_slice(array.as_fixed_size_binary().value(row)),
         },
+        _ if array_element(ty).is_some() && matches!(array.data_type(), DataType::List(_) | DataType::LargeList(_)) => {
+            let Some(elem) = array_element(ty) else { return Ok(true) };
+            write_array_binary(array, row, &elem, out)?
+        }
         Type::JSONB => {
             out.put_u8(1);
             let mut s = String::new();
@@ -387,6 +392,49 @@ pub fn write_interval(months: i32, days: i32, us: i64, out: &mut String) {
         parts.push(t);
     }
     out.push_str(&parts.join(" "));
+}
+
+/// The element type of the array types [`pg_type_of`] reports.
+fn array_element(ty: &Type) -> Option<Type> {
+    Some(match *ty {
+        Type::BOOL_ARRAY => Type::BOOL,
+        Type::INT2_ARRAY => Type::INT2,
+        Type::INT4_ARRAY => Type::INT4,
+        Type::INT8_ARRAY => Type::INT8,
+        Type::FLOAT4_ARRAY => Type::FLOAT4,
+        Type::FLOAT8_ARRAY => Type::FLOAT8,
+        Type::TEXT_ARRAY => Type::TEXT,
+        Type::NUMERIC_ARRAY => Type::NUMERIC,
+        _ => return None,
+    })
+}
+
+/// Writes a one-dimensional array in PostgreSQL's binary array format: dimensions, a has-NULLs
+/// flag, the element type OID, then (length, lower bound 1) and each element as a
+/// length-prefixed binary value (-1 for NULL). An empty array has zero dimensions.
+fn write_array_binary(array: &ArrayRef, row: usize, elem: &Type, out: &mut BytesMut) -> Result<()> {
+    let values: ArrayRef = match array.data_type() {
+        DataType::LargeList(_) => array.as_list::<i64>().value(row),
+        _ => array.as_list::<i32>().value(row),
+    };
+    let field = Field::new("item", values.data_type().clone(), true);
+    let n = values.len();
+    out.put_i32(i32::from(n > 0));
+    out.put_i32(i32::from(values.null_count() > 0));
+    out.put_u32(elem.oid());
+    if n > 0 {
+        out.put_i32(n as i32);
+        out.put_i32(1);
+    }
+    for i in 0..n {
+        let len_at = out.len();
+        out.put_i32(-1);
+        if write_binary(&values, i, elem, &field, out)? {
+            let len = (out.len() - len_at - 4) as i32;
+            out[len_at..len_at + 4].copy_from_slice(&len.to_be_bytes());
+        }
+    }
+    Ok(())
 }
 
 fn write_list(array: &ArrayRef, row: usize, out: &mut String) -> Result<()> {

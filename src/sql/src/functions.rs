@@ -1,5 +1,7 @@
 //! PostgreSQL session functions clients call on connect: `version()`, `current_schema()`,
-//! `current_database()`, `current_user`, `current_setting(name)`, `pg_backend_pid()`.
+//! `current_database()`, `current_user`, `current_setting(name)`, `set_config(name, value,
+//! is_local)` (sets the session setting; `is_local` is ignored, as transactions are no-ops),
+//! `pg_backend_pid()`.
 
 use std::collections::BTreeMap;
 use std::hash::{Hash, Hasher};
@@ -120,6 +122,14 @@ pub fn register_session_functions(ctx: &SessionContext, info: &SessionInfo) {
     let vars = info.vars.clone();
     register(
         ctx,
+        "set_config",
+        Signature::any(3, Volatility::Volatile),
+        DataType::Utf8,
+        Arc::new(move |args, rows| set_config(&vars, args, rows)),
+    );
+    let vars = info.vars.clone();
+    register(
+        ctx,
         "current_setting",
         Signature::uniform(1, vec![DataType::Utf8], Volatility::Stable),
         DataType::Utf8,
@@ -152,6 +162,35 @@ pub fn register_session_functions(ctx: &SessionContext, info: &SessionInfo) {
             }
         }),
     );
+}
+
+/// `set_config(name, value, is_local)` over scalars or columns: stores each setting and returns
+/// the new value.
+fn set_config(vars: &RwLock<BTreeMap<String, String>>, args: &[ColumnarValue], rows: usize) -> DfResult<ColumnarValue> {
+    let all_scalar = args.iter().all(|a| matches!(a, ColumnarValue::Scalar(_)));
+    let n = if all_scalar { 1 } else { rows };
+    let names = args[0].to_array(n)?;
+    let values = args[1].to_array(n)?;
+    let names = arrow::compute::cast(&names, &DataType::Utf8)?;
+    let values = arrow::compute::cast(&values, &DataType::Utf8)?;
+    let (names, values) = (names.as_string::<i32>(), values.as_string::<i32>());
+    let mut out = Vec::with_capacity(n);
+    for i in 0..n {
+        if names.is_null(i) {
+            return Err(DataFusionError::External(Box::new(eddy_common::user_err!(
+                eddy_common::error::sqlstate::INVALID_PARAMETER_VALUE,
+                "SET requires parameter name"
+            ))));
+        }
+        let value = if values.is_null(i) { String::new() } else { values.value(i).to_string() };
+        vars.write().insert(crate::session::canonical_var(names.value(i)), value.clone());
+        out.push(Some(value));
+    }
+    Ok(if all_scalar {
+        ColumnarValue::Scalar(ScalarValue::Utf8(out.pop().flatten()))
+    } else {
+        ColumnarValue::Array(Arc::new(StringArray::from(out)))
+    })
 }
 
 /// The first existing schema named by `search_path` (`"$user"` skipped), or `public`.

@@ -67,3 +67,36 @@ async fn every_type_round_trips_in_binary_format() {
     assert_eq!(r.get::<_, Vec<u8>>(0), vec![1u8, 2, 3]);
     srv.shutdown().await.unwrap();
 }
+
+/// List columns go out in PostgreSQL's binary array format (dimensions, NULL flag, element OID,
+/// bounds, length-prefixed elements): tokio-postgres decodes them into vectors.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn arrays_round_trip_in_binary_format() {
+    let srv = server("memory://").await;
+    let c = connect(srv.addr).await;
+    let row = c
+        .query_one(
+            "SELECT make_array(1, 2, NULL) AS i4, make_array(CAST(7 AS BIGINT)) AS i8, \
+             make_array('x', 'y z', NULL, '') AS t, make_array(true, false) AS b, make_array(CAST(1.5 AS DOUBLE PRECISION), CAST(-2.25 AS DOUBLE PRECISION)) AS f8, \
+             make_array(CAST(12.50 AS NUMERIC(10,2))) AS num, array_remove(make_array(1), 1) AS empty, current_schemas(true) AS s",
+            &[],
+        )
+        .await
+        .unwrap();
+    assert_eq!(row.get::<_, Vec<Option<i32>>>("i4"), vec![Some(1), Some(2), None]);
+    assert_eq!(row.get::<_, Vec<i64>>("i8"), vec![7]);
+    assert_eq!(row.get::<_, Vec<Option<String>>>("t"), vec![Some("x".into()), Some("y z".into()), None, Some(String::new())]);
+    assert_eq!(row.get::<_, Vec<bool>>("b"), vec![true, false]);
+    assert_eq!(row.get::<_, Vec<f64>>("f8"), vec![1.5, -2.25]);
+    assert_eq!(row.get::<_, Vec<i32>>("empty"), Vec::<i32>::new());
+    assert_eq!(row.columns()[5].type_(), &tokio_postgres::types::Type::NUMERIC_ARRAY);
+    assert_eq!(row.get::<_, Vec<String>>("s"), vec!["pg_catalog".to_string(), "public".to_string()]);
+    // Catalog array columns too (pg_index.indkey is int2[]).
+    c.batch_execute("CREATE TABLE arr_t (a INT, b INT, PRIMARY KEY (b, a))").await.unwrap();
+    let row = c
+        .query_one("SELECT indkey FROM pg_index i JOIN pg_class c ON c.oid = i.indrelid WHERE c.relname = 'arr_t'", &[])
+        .await
+        .unwrap();
+    assert_eq!(row.get::<_, Vec<i16>>(0), vec![2, 1]);
+    srv.shutdown().await.unwrap();
+}

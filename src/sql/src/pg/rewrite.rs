@@ -15,6 +15,7 @@
 //! * Array text literals where an array is expected: `= ANY('{r,p}')`, `<> ALL('{..}')`,
 //!   `col = '{0}'` → `make_array(...)`.
 //! * Scalar subqueries are put in a form DataFusion decorrelates (`subquery.rs`).
+//! * A recursive CTE's column list becomes aliases in its anchor select.
 //! * `FROM unnest(a)` written as a function call becomes an UNNEST table factor.
 //! * Unaliased select items get PostgreSQL's column names (`colnames.rs`).
 //! * A function in FROM with a bare alias names its single column after the alias
@@ -379,8 +380,46 @@ fn rewrite_cast(expr: &Expr, data_type: &SqlType) -> Option<Expr> {
     None
 }
 
+/// `WITH RECURSIVE t(a, b) AS (SELECT x, y ... UNION ALL SELECT ... FROM t ...)` → the column
+/// names become aliases in the anchor's select list, so the recursive reference `t.a` resolves
+/// (DataFusion does not apply a recursive CTE's column list to the self-reference; asyncpg's
+/// type introspection query has this shape).
+fn name_recursive_cte_columns(q: &mut Query) {
+    let Some(with) = q.with.as_mut() else { return };
+    if !with.recursive {
+        return;
+    }
+    for cte in &mut with.cte_tables {
+        if cte.alias.columns.is_empty() {
+            continue;
+        }
+        let SetExpr::SetOperation { left, .. } = cte.query.body.as_mut() else { continue };
+        let SetExpr::Select(anchor) = left.as_mut() else { continue };
+        if anchor.projection.len() != cte.alias.columns.len() {
+            continue;
+        }
+        let wildcard = anchor.projection.iter().any(|p| !matches!(p, SelectItem::UnnamedExpr(_) | SelectItem::ExprWithAlias { .. }));
+        if wildcard {
+            continue;
+        }
+        for (item, col) in anchor.projection.iter_mut().zip(&cte.alias.columns) {
+            let expr = match item {
+                SelectItem::UnnamedExpr(e) | SelectItem::ExprWithAlias { expr: e, .. } => e.clone(),
+                _ => continue,
+            };
+            *item = SelectItem::ExprWithAlias { expr, alias: col.name.clone() };
+        }
+        cte.alias.columns.clear();
+    }
+}
+
 impl VisitorMut for PgRewriter {
     type Break = ();
+
+    fn pre_visit_query(&mut self, q: &mut Query) -> ControlFlow<()> {
+        name_recursive_cte_columns(q);
+        ControlFlow::Continue(())
+    }
 
     fn post_visit_expr(&mut self, e: &mut Expr) -> ControlFlow<()> {
         let replacement = match e {
@@ -547,6 +586,12 @@ mod tests {
         // Anything else keeps the array_agg form.
         let out = rw("SELECT array(SELECT x FROM unnest(a) x ORDER BY x) FROM t");
         assert!(out.contains("array_agg(x ORDER BY x)"), "{out}");
+    }
+
+    #[test]
+    fn recursive_cte_column_lists_name_the_anchor_columns() {
+        let out = rw("WITH RECURSIVE t(n, depth) AS (SELECT 1, 0 UNION ALL SELECT n + 1, t.depth + 1 FROM t WHERE n < 3) SELECT * FROM t");
+        assert!(out.contains("WITH RECURSIVE t AS (SELECT 1 AS n, 0 AS depth UNION ALL"), "{out}");
     }
 
     #[test]
