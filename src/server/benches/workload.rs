@@ -1,0 +1,513 @@
+//! Workload benchmarks for issues 2, 3 and 4 (not tests: nothing here asserts on time).
+//!
+//! Every scenario starts a fresh release `eddy` server as a separate process on a free port with
+//! `--state-store file:///tmp/eddy-bench-...` (a new directory each run), drives it with
+//! tokio-postgres, prints throughput / latency percentiles, the server's peak RSS (`VmHWM` from
+//! `/proc/<pid>/status`) and the CPU seconds used by server and client (so a client bottleneck is
+//! visible), then kills the server and removes the directory.
+//!
+//! ```text
+//! CARGO_TARGET_DIR=/work/target-bench nice -n 19 cargo bench -p eddy-server --bench workload -- [SCENARIO...] [--rows N] [--clients N] ...
+//! ```
+//! Scenarios: `copy`, `insert-latency`, `insert-concurrent`, `copy-mv`, `point-query`, `connect`,
+//! `all` (default). See `benches/README.md`.
+
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use futures::SinkExt;
+use tokio_postgres::{Client, NoTls, Statement};
+
+#[derive(Clone, Debug)]
+struct Opts {
+    scenarios: Vec<String>,
+    rows: usize,
+    copy_batches: usize,
+    inserts: usize,
+    clients: usize,
+    duration: Duration,
+    mv_rows: usize,
+    barrier_interval_ms: Option<u64>,
+    keep_dir: bool,
+}
+
+fn parse_args() -> Opts {
+    let mut o = Opts {
+        scenarios: vec![],
+        rows: 1_000_000,
+        copy_batches: 1,
+        inserts: 2_000,
+        clients: 32,
+        duration: Duration::from_secs(10),
+        mv_rows: 100_000,
+        barrier_interval_ms: None,
+        keep_dir: false,
+    };
+    let mut args = std::env::args().skip(1);
+    while let Some(a) = args.next() {
+        let mut val = |name: &str| args.next().unwrap_or_else(|| panic!("{name} needs a value"));
+        match a.as_str() {
+            "--bench" => {} // passed by `cargo bench`
+            "--rows" => o.rows = val("--rows").parse().unwrap(),
+            "--copy-batches" => o.copy_batches = val("--copy-batches").parse().unwrap(),
+            "--inserts" => o.inserts = val("--inserts").parse().unwrap(),
+            "--clients" => o.clients = val("--clients").parse().unwrap(),
+            "--duration" => o.duration = Duration::from_secs_f64(val("--duration").parse().unwrap()),
+            "--mv-rows" => o.mv_rows = val("--mv-rows").parse().unwrap(),
+            "--barrier-interval-ms" => o.barrier_interval_ms = Some(val("--barrier-interval-ms").parse().unwrap()),
+            "--keep-dir" => o.keep_dir = true,
+            s if s.starts_with("--") => panic!("unknown flag {s}"),
+            s => o.scenarios.push(s.to_string()),
+        }
+    }
+    if o.scenarios.is_empty() || o.scenarios.iter().any(|s| s == "all") {
+        o.scenarios = ["copy", "insert-latency", "insert-concurrent", "copy-mv", "point-query", "connect"]
+            .map(String::from)
+            .to_vec();
+    }
+    o
+}
+
+// ---------------------------------------------------------------------------------------------
+// The server process
+
+struct Server {
+    child: Child,
+    port: u16,
+    dir: PathBuf,
+    keep_dir: bool,
+}
+
+fn eddy_bin() -> PathBuf {
+    if let Ok(p) = std::env::var("EDDY_BIN") {
+        return p.into();
+    }
+    env!("CARGO_BIN_EXE_eddy").into()
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+impl Server {
+    async fn start(name: &str, opts: &Opts) -> Server {
+        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
+        let dir = PathBuf::from(format!("/tmp/eddy-bench-{name}-{}-{nanos}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let port = free_port();
+        let log = std::fs::File::create(dir.with_extension("log")).unwrap();
+        let mut cmd = Command::new(eddy_bin());
+        cmd.arg("--listen")
+            .arg(format!("127.0.0.1:{port}"))
+            .arg("--state-store")
+            .arg(format!("file://{}", dir.display()));
+        if let Some(ms) = opts.barrier_interval_ms {
+            cmd.arg("--barrier-interval-ms").arg(ms.to_string());
+        }
+        let child = cmd.stdout(Stdio::from(log.try_clone().unwrap())).stderr(Stdio::from(log)).spawn().expect("start eddy");
+        let s = Server { child, port, dir, keep_dir: opts.keep_dir };
+        let t0 = Instant::now();
+        loop {
+            if tokio_postgres::connect(&s.conn_str(), NoTls).await.is_ok() {
+                break;
+            }
+            assert!(t0.elapsed() < Duration::from_secs(60), "eddy did not start; see {}", s.dir.with_extension("log").display());
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        println!(
+            "  server: pid {} port {} state-store file://{} (log {})",
+            s.child.id(),
+            port,
+            s.dir.display(),
+            s.dir.with_extension("log").display()
+        );
+        s
+    }
+
+    fn conn_str(&self) -> String {
+        format!("host=127.0.0.1 port={} user=root dbname=dev", self.port)
+    }
+
+    async fn connect(&self) -> Client {
+        let (client, conn) = tokio_postgres::connect(&self.conn_str(), NoTls).await.expect("connect");
+        tokio::spawn(async move {
+            if let Err(e) = conn.await {
+                eprintln!("connection error: {e}");
+            }
+        });
+        client
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// (VmHWM, VmRSS) in MiB.
+    fn memory_mib(&self) -> (f64, f64) {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid())).unwrap_or_default();
+        let field = |name: &str| {
+            status
+                .lines()
+                .find(|l| l.starts_with(name))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|v| v.parse::<f64>().ok())
+                .map(|kb| kb / 1024.0)
+                .unwrap_or(f64::NAN)
+        };
+        (field("VmHWM:"), field("VmRSS:"))
+    }
+
+    fn cpu_seconds(&self) -> f64 {
+        proc_cpu_seconds(&format!("/proc/{}/stat", self.pid()))
+    }
+
+    fn stop(mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        if !self.keep_dir {
+            let _ = std::fs::remove_dir_all(&self.dir);
+            let _ = std::fs::remove_file(self.dir.with_extension("log"));
+        }
+    }
+}
+
+/// utime + stime of a process (all threads) in seconds.
+fn proc_cpu_seconds(path: &str) -> f64 {
+    let stat = std::fs::read_to_string(path).unwrap_or_default();
+    // Fields after the `(comm)` which may contain spaces.
+    let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    // rest[0] is field 3 (state); utime is field 14, stime field 15.
+    let ticks = |i: usize| f.get(i - 3).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+    (ticks(14) + ticks(15)) / 100.0 // CLK_TCK is 100 on Linux
+}
+
+/// CPU accounting for one measured phase.
+struct Phase {
+    t0: Instant,
+    server_cpu0: f64,
+    client_cpu0: f64,
+}
+
+impl Phase {
+    fn begin(s: &Server) -> Phase {
+        Phase { t0: Instant::now(), server_cpu0: s.cpu_seconds(), client_cpu0: proc_cpu_seconds("/proc/self/stat") }
+    }
+    /// Prints wall time, CPU use of server and client, and memory; returns wall seconds.
+    fn end(&self, s: &Server) -> f64 {
+        let wall = self.t0.elapsed().as_secs_f64();
+        let scpu = s.cpu_seconds() - self.server_cpu0;
+        let ccpu = proc_cpu_seconds("/proc/self/stat") - self.client_cpu0;
+        let (hwm, rss) = s.memory_mib();
+        println!(
+            "  wall {wall:.3} s | server cpu {scpu:.2} s ({:.0}% of one core) | client cpu {ccpu:.2} s ({:.0}%) | server peak RSS (VmHWM) {hwm:.0} MiB, RSS now {rss:.0} MiB",
+            100.0 * scpu / wall,
+            100.0 * ccpu / wall
+        );
+        wall
+    }
+}
+
+fn pct(sorted: &[Duration], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    let i = ((p / 100.0) * (sorted.len() - 1) as f64).round() as usize;
+    sorted[i].as_secs_f64() * 1000.0
+}
+
+fn print_latency(label: &str, lat: &mut [Duration]) {
+    lat.sort();
+    let mean = lat.iter().map(|d| d.as_secs_f64()).sum::<f64>() / lat.len() as f64 * 1000.0;
+    println!(
+        "  {label}: n={} p50 {:.2} ms | p90 {:.2} ms | p99 {:.2} ms | max {:.2} ms | mean {:.2} ms",
+        lat.len(),
+        pct(lat, 50.0),
+        pct(lat, 90.0),
+        pct(lat, 99.0),
+        pct(lat, 100.0),
+        mean
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Data
+
+const CREATE_T: &str = "CREATE TABLE t (id BIGINT PRIMARY KEY, a INT, b TEXT, c DOUBLE PRECISION)";
+
+/// COPY text rows `id \t a \t b \t c` for ids in [from, to): a = id % 100000 (100K distinct),
+/// b = 'g' || (id % 10) (10 distinct), c = a float. Split into ~64 KiB CopyData messages.
+fn copy_data(from: usize, to: usize) -> Vec<Bytes> {
+    use std::fmt::Write;
+    let mut out = Vec::new();
+    let mut buf = String::with_capacity(70_000);
+    for id in from..to {
+        let a = id % 100_000;
+        let _ = writeln!(buf, "{id}\t{a}\tg{}\t{}.{}", id % 10, id % 1000, id % 7);
+        if buf.len() >= 65_536 {
+            out.push(Bytes::from(std::mem::take(&mut buf)));
+            buf.reserve(70_000);
+        }
+    }
+    if !buf.is_empty() {
+        out.push(Bytes::from(buf));
+    }
+    out
+}
+
+async fn copy_in(client: &Client, data: Vec<Bytes>) -> u64 {
+    let sink = client.copy_in("COPY t (id, a, b, c) FROM STDIN").await.expect("COPY starts");
+    futures::pin_mut!(sink);
+    for chunk in data {
+        sink.feed(chunk).await.expect("CopyData");
+    }
+    sink.finish().await.expect("COPY completes")
+}
+
+/// COPY `rows` rows in `batches` statements; prints rows/s. Data is generated before timing.
+async fn timed_copy(s: &Server, client: &Client, rows: usize, batches: usize, label: &str) {
+    let per = rows.div_ceil(batches);
+    let data: Vec<Vec<Bytes>> = (0..batches).map(|i| copy_data(i * per, ((i + 1) * per).min(rows))).collect();
+    let bytes: usize = data.iter().flatten().map(|b| b.len()).sum();
+    println!("  {label}: {rows} rows ({:.1} MiB of COPY text) in {batches} COPY statement(s)", bytes as f64 / 1048576.0);
+    let phase = Phase::begin(s);
+    let mut n = 0;
+    for d in data {
+        n += copy_in(client, d).await;
+    }
+    let wall = phase.end(s);
+    println!("  RESULT {label}: {n} rows in {wall:.3} s = {:.0} rows/s", n as f64 / wall);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Scenarios
+
+/// Issue 2: COPY of N rows (4 columns) into a table.
+async fn scenario_copy(o: &Opts) {
+    println!("\n== copy: COPY {} rows into t(id BIGINT PK, a INT, b TEXT, c DOUBLE) [issue 2]", o.rows);
+    let s = Server::start("copy", o).await;
+    let c = s.connect().await;
+    c.batch_execute(CREATE_T).await.unwrap();
+    timed_copy(&s, &c, o.rows, o.copy_batches, "copy").await;
+    let n: i64 = c.query_one("SELECT count(*) FROM t", &[]).await.unwrap().get(0);
+    println!("  check: SELECT count(*) FROM t = {n}");
+    drop(c);
+    s.stop();
+}
+
+/// Issue 2: sequential single-row INSERT latency from one client (prepared statement).
+async fn scenario_insert_latency(o: &Opts) {
+    println!("\n== insert-latency: {} sequential single-row INSERTs, one client [issue 2]", o.inserts);
+    let s = Server::start("insert-latency", o).await;
+    let c = s.connect().await;
+    c.batch_execute(CREATE_T).await.unwrap();
+    let stmt = c.prepare("INSERT INTO t (id, a, b, c) VALUES ($1, $2, $3, $4)").await.unwrap();
+    for i in 0..50i64 {
+        c.execute(&stmt, &[&(1_000_000_000 + i), &1i32, &"warmup", &0.5f64]).await.unwrap();
+    }
+    let mut lat = Vec::with_capacity(o.inserts);
+    let phase = Phase::begin(&s);
+    for i in 0..o.inserts as i64 {
+        let t = Instant::now();
+        c.execute(&stmt, &[&i, &((i % 100_000) as i32), &"x", &(i as f64)]).await.unwrap();
+        lat.push(t.elapsed());
+    }
+    let wall = phase.end(&s);
+    print_latency("RESULT INSERT latency (prepared)", &mut lat);
+    println!("  RESULT {:.0} statements/s from one client", o.inserts as f64 / wall);
+    // The same through the simple query protocol, for comparison.
+    let mut lat = Vec::with_capacity(500);
+    for i in 0..500i64 {
+        let sql = format!("INSERT INTO t (id, a, b, c) VALUES ({}, 1, 'y', 1.5)", 2_000_000_000 + i);
+        let t = Instant::now();
+        c.simple_query(&sql).await.unwrap();
+        lat.push(t.elapsed());
+    }
+    print_latency("INSERT latency (simple query, 500)", &mut lat);
+    drop(c);
+    s.stop();
+}
+
+/// Issue 2: N clients each inserting single rows as fast as they can for a fixed duration.
+async fn scenario_insert_concurrent(o: &Opts) {
+    println!("\n== insert-concurrent: {} clients, single-row INSERTs for {:?} [issue 2]", o.clients, o.duration);
+    let s = Server::start("insert-concurrent", o).await;
+    let c = s.connect().await;
+    c.batch_execute(CREATE_T).await.unwrap();
+    let sql = "INSERT INTO t (id, a, b, c) VALUES ($1, $2, $3, $4)";
+    let (lat, n, wall) = run_clients(&s, o.clients, o.duration, sql, |client, stmt, id, seq| async move {
+        let key = (id as i64) * 100_000_000 + seq as i64;
+        client.execute(&stmt, &[&key, &(seq as i32), &"z", &1.0f64]).await.unwrap();
+    })
+    .await;
+    let mut lat = lat;
+    println!("  RESULT {n} INSERTs in {wall:.3} s = {:.0} statements/s ({} clients)", n as f64 / wall, o.clients);
+    print_latency("INSERT latency under concurrency", &mut lat);
+    let cnt: i64 = c.query_one("SELECT count(*) FROM t", &[]).await.unwrap().get(0);
+    println!("  check: SELECT count(*) FROM t = {cnt} (expected {n})");
+    drop(c);
+    s.stop();
+}
+
+/// Issue 3: COPY into a table that feeds a 100K-group view and a 10-group view; then single-row
+/// INSERT latency (= epoch commit latency seen by a client) with the views attached.
+async fn scenario_copy_mv(o: &Opts) {
+    println!("\n== copy-mv: COPY {} rows into t feeding GROUP BY views of 100K and 10 groups [issue 3]", o.rows);
+    let s = Server::start("copy-mv", o).await;
+    let c = s.connect().await;
+    c.batch_execute(CREATE_T).await.unwrap();
+    // Prefer the GROUP BY expression form; fall back to columns with that cardinality.
+    let expr_ok = c
+        .batch_execute("CREATE MATERIALIZED VIEW g100k AS SELECT id % 100000 AS k, count(*) AS n, sum(c) AS s FROM t GROUP BY id % 100000")
+        .await;
+    match expr_ok {
+        Ok(()) => println!("  g100k: GROUP BY id % 100000 (expression accepted)"),
+        Err(e) => {
+            println!("  GROUP BY expression refused ({e}); using column a (100K distinct values)");
+            c.batch_execute("CREATE MATERIALIZED VIEW g100k AS SELECT a AS k, count(*) AS n, sum(c) AS s FROM t GROUP BY a").await.unwrap();
+        }
+    }
+    c.batch_execute("CREATE MATERIALIZED VIEW g10 AS SELECT b, count(*) AS n, sum(c) AS s, avg(c) AS av FROM t GROUP BY b").await.unwrap();
+    timed_copy(&s, &c, o.rows, o.copy_batches, "copy-mv").await;
+    let n100k: i64 = c.query_one("SELECT count(*) FROM g100k", &[]).await.unwrap().get(0);
+    let sum100k: i64 = c.query_one("SELECT sum(n)::BIGINT FROM g100k", &[]).await.unwrap().get(0);
+    let n10: i64 = c.query_one("SELECT count(*) FROM g10", &[]).await.unwrap().get(0);
+    let sum10: i64 = c.query_one("SELECT sum(n)::BIGINT FROM g10", &[]).await.unwrap().get(0);
+    println!("  check: g100k has {n100k} groups, sum(n) = {sum100k}; g10 has {n10} groups, sum(n) = {sum10}");
+
+    // Epoch commit latency as seen by a client: single-row INSERTs (each one early-barrier epoch)
+    // while both views are attached and populated.
+    let stmt = c.prepare("INSERT INTO t (id, a, b, c) VALUES ($1, $2, $3, $4)").await.unwrap();
+    let mut lat = Vec::with_capacity(o.inserts);
+    let phase = Phase::begin(&s);
+    for i in 0..o.inserts as i64 {
+        let id = o.rows as i64 + i;
+        let t = Instant::now();
+        c.execute(&stmt, &[&id, &((id % 100_000) as i32), &format!("g{}", id % 10), &1.0f64]).await.unwrap();
+        lat.push(t.elapsed());
+    }
+    phase.end(&s);
+    print_latency("RESULT epoch commit latency (single-row INSERT with 2 views attached)", &mut lat);
+    drop(c);
+    s.stop();
+}
+
+/// Issue 4: N clients running a point query on a materialized view.
+async fn scenario_point_query(o: &Opts) {
+    println!(
+        "\n== point-query: {} clients, SELECT * FROM mv WHERE k = $1 for {:?}, mv has {} groups [issue 4]",
+        o.clients, o.duration, o.mv_rows.min(100_000)
+    );
+    let s = Server::start("point-query", o).await;
+    let c = s.connect().await;
+    c.batch_execute(CREATE_T).await.unwrap();
+    copy_in(&c, copy_data(0, o.mv_rows)).await;
+    c.batch_execute("CREATE MATERIALIZED VIEW mv AS SELECT a AS k, count(*) AS n, sum(c) AS s FROM t GROUP BY a").await.unwrap();
+    let groups = o.mv_rows.min(100_000) as u64;
+    // One client first: the latency without contention.
+    let sql = "SELECT * FROM mv WHERE k = $1";
+    let (mut lat, n, wall) = run_clients(&s, 1, Duration::from_secs(3), sql, move |client, stmt, _id, seq| async move {
+        let k = (seq.wrapping_mul(2654435761) % groups) as i32;
+        let rows = client.query(&stmt, &[&k]).await.unwrap();
+        assert_eq!(rows.len(), 1, "k = {k}");
+    })
+    .await;
+    println!("  1 client: {n} queries in {wall:.2} s = {:.0} queries/s", n as f64 / wall);
+    print_latency("point query latency, 1 client", &mut lat);
+    let (mut lat, n, wall) = run_clients(&s, o.clients, o.duration, sql, move |client, stmt, id, seq| async move {
+        let k = ((seq + (id as u64) * 7919).wrapping_mul(2654435761) % groups) as i32;
+        let rows = client.query(&stmt, &[&k]).await.unwrap();
+        assert_eq!(rows.len(), 1, "k = {k}");
+    })
+    .await;
+    println!("  RESULT {} clients: {n} queries in {wall:.2} s = {:.0} queries/s", o.clients, n as f64 / wall);
+    print_latency("RESULT point query latency", &mut lat);
+    drop(c);
+    s.stop();
+}
+
+/// Issue 4 (reference point for the Python/JDBC figures): tokio-postgres connect to first row.
+async fn scenario_connect(o: &Opts) {
+    println!("\n== connect: tokio-postgres connection setup to first row (SELECT 1) [issue 4]");
+    let s = Server::start("connect", o).await;
+    let mut lat = Vec::new();
+    for i in 0..120 {
+        let t = Instant::now();
+        let (client, conn) = tokio_postgres::connect(&s.conn_str(), NoTls).await.unwrap();
+        let h = tokio::spawn(conn);
+        let _ = client.simple_query("SELECT 1").await.unwrap();
+        let e = t.elapsed();
+        drop(client);
+        let _ = h.await;
+        if i >= 20 {
+            lat.push(e);
+        }
+    }
+    print_latency("RESULT tokio-postgres connect to first row (100 after 20 warm-up)", &mut lat);
+    s.stop();
+}
+
+/// Runs `clients` connections, each preparing `sql` once and then calling
+/// `op(client, statement, client_id, seq)` in a loop until `duration` has passed. Returns all
+/// latencies, the count and the wall time.
+async fn run_clients<F, Fut>(s: &Server, clients: usize, duration: Duration, sql: &str, op: F) -> (Vec<Duration>, usize, f64)
+where
+    F: Fn(Arc<Client>, Statement, usize, u64) -> Fut + Send + Sync + Clone + 'static,
+    Fut: std::future::Future<Output = ()> + Send,
+{
+    let mut conns = Vec::new();
+    for _ in 0..clients {
+        let c = s.connect().await;
+        let stmt = c.prepare(sql).await.expect("prepare");
+        conns.push((Arc::new(c), stmt));
+    }
+    let phase = Phase::begin(s);
+    let deadline = Instant::now() + duration;
+    let mut handles = Vec::new();
+    for (id, (client, stmt)) in conns.into_iter().enumerate() {
+        let op = op.clone();
+        handles.push(tokio::spawn(async move {
+            let mut lat = Vec::new();
+            let mut seq = 0u64;
+            while Instant::now() < deadline {
+                let t = Instant::now();
+                op(client.clone(), stmt.clone(), id, seq).await;
+                lat.push(t.elapsed());
+                seq += 1;
+            }
+            lat
+        }));
+    }
+    let mut all = Vec::new();
+    for h in handles {
+        all.extend(h.await.unwrap());
+    }
+    let wall = phase.end(s);
+    let n = all.len();
+    (all, n, wall)
+}
+
+fn main() {
+    let o = parse_args();
+    let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0);
+    println!("eddy workload bench: {} | {cores} cores | scenarios {:?}", eddy_bin().display(), o.scenarios);
+    // A small client runtime: two worker threads are plenty for 32 connections and keep the
+    // client's CPU share visible in the per-phase report.
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    rt.block_on(async {
+        for sc in o.scenarios.clone() {
+            match sc.as_str() {
+                "copy" => scenario_copy(&o).await,
+                "insert-latency" => scenario_insert_latency(&o).await,
+                "insert-concurrent" => scenario_insert_concurrent(&o).await,
+                "copy-mv" => scenario_copy_mv(&o).await,
+                "point-query" => scenario_point_query(&o).await,
+                "connect" => scenario_connect(&o).await,
+                other => panic!("unknown scenario {other}"),
+            }
+        }
+    });
+}
