@@ -14,7 +14,8 @@ use datafusion::catalog::{CatalogProvider, CatalogProviderList, SchemaProvider, 
 use datafusion::datasource::memory::MemorySourceConfig;
 use datafusion::datasource::TableType;
 use datafusion::error::{DataFusionError, Result as DfResult};
-use datafusion::logical_expr::Expr;
+use datafusion::logical_expr::{Expr, TableProviderFilterPushDown};
+use datafusion::scalar::ScalarValue;
 use datafusion::physical_plan::ExecutionPlan;
 use eddy_storage::{ReadSnapshot, StateTable};
 
@@ -52,11 +53,63 @@ impl EddyTable {
 
     /// All rows visible to the statement (storage schema, including any `_row_id`).
     pub async fn read_all(&self, state: &dyn Session) -> DfResult<Vec<RecordBatch>> {
-        let snapshot = match state.config().get_extension::<QuerySnapshot>() {
+        let snapshot = self.snapshot(state);
+        self.state_table.scan(&snapshot).await.map_err(|e| DataFusionError::External(Box::new(e)))
+    }
+
+    fn snapshot(&self, state: &dyn Session) -> eddy_storage::ReadSnapshot {
+        match state.config().get_extension::<QuerySnapshot>() {
             Some(s) => s.0.clone(),
             None => self.engine.store.snapshot(),
+        }
+    }
+
+    /// `column = literal` on a visible column: (storage column index, value).
+    fn key_equality(&self, e: &Expr) -> Option<(usize, ScalarValue)> {
+        let Expr::BinaryExpr(b) = e else { return None };
+        if b.op != datafusion::logical_expr::Operator::Eq {
+            return None;
+        }
+        let (col, lit) = match (b.left.as_ref(), b.right.as_ref()) {
+            (Expr::Column(c), Expr::Literal(v, _)) | (Expr::Literal(v, _), Expr::Column(c)) => (c, v),
+            _ => return None,
         };
-        self.state_table.scan(&snapshot).await.map_err(|e| DataFusionError::External(Box::new(e)))
+        let visible = self.catalog.visible_indices();
+        let storage = self.catalog.storage_schema();
+        let idx = visible.iter().copied().find(|&i| storage.field(i).name() == &col.name)?;
+        (!lit.is_null()).then(|| (idx, lit.clone()))
+    }
+
+    /// When `filters` pin every key column to a constant, the one batch holding that row (if
+    /// any) read by key instead of a scan. Filters stay `Inexact`, so DataFusion re-checks them.
+    async fn lookup_by_key(&self, state: &dyn Session, filters: &[Expr]) -> Option<Vec<RecordBatch>> {
+        let pk = self.catalog.storage_pk();
+        if pk.is_empty() {
+            return None;
+        }
+        let mut values: HashMap<usize, ScalarValue> = HashMap::new();
+        for f in filters {
+            if let Some((i, v)) = self.key_equality(f) {
+                values.insert(i, v);
+            }
+        }
+        if !pk.iter().all(|k| values.contains_key(k)) {
+            return None;
+        }
+        let storage = self.catalog.storage_schema();
+        let mut cols = Vec::with_capacity(storage.fields().len());
+        for (i, f) in storage.fields().iter().enumerate() {
+            cols.push(match values.get(&i) {
+                Some(v) if pk.contains(&i) => arrow::compute::cast(&v.to_array_of_size(1).ok()?, f.data_type()).ok()?,
+                _ => arrow::array::new_null_array(f.data_type(), 1),
+            });
+        }
+        let nullable = Arc::new(arrow::datatypes::Schema::new(
+            storage.fields().iter().map(|f| f.as_ref().clone().with_nullable(true)).collect::<Vec<_>>(),
+        ));
+        let keys = RecordBatch::try_new(nullable, cols).ok()?;
+        let snapshot = self.snapshot(state);
+        self.state_table.get_rows(&snapshot, &keys).await.ok().map(|b| vec![b])
     }
 }
 
@@ -74,17 +127,35 @@ impl TableProvider for EddyTable {
         self.defaults.get(column)
     }
 
+    fn supports_filters_pushdown(&self, filters: &[&Expr]) -> DfResult<Vec<TableProviderFilterPushDown>> {
+        // Inexact: key equalities may turn the scan into a point lookup; DataFusion still
+        // evaluates every filter on what the scan returns.
+        Ok(filters
+            .iter()
+            .map(|f| {
+                if self.key_equality(f).is_some() {
+                    TableProviderFilterPushDown::Inexact
+                } else {
+                    TableProviderFilterPushDown::Unsupported
+                }
+            })
+            .collect())
+    }
+
     async fn scan(
         &self,
         state: &dyn Session,
         projection: Option<&Vec<usize>>,
-        _filters: &[Expr],
+        filters: &[Expr],
         _limit: Option<usize>,
     ) -> DfResult<Arc<dyn ExecutionPlan>> {
         if let Some(err) = self.engine.view_failure(&self.catalog) {
             return Err(DataFusionError::External(Box::new(err)));
         }
-        let mut batches = self.read_all(state).await?;
+        let mut batches = match self.lookup_by_key(state, filters).await {
+            Some(b) => b,
+            None => self.read_all(state).await?,
+        };
         let mut idx = self.catalog.visible_indices();
         if self.expose_row_id && self.catalog.has_row_id() {
             idx.push(self.catalog.columns.len());

@@ -237,8 +237,10 @@ fn build<'a>(
     Box::pin(async move {
         match plan {
             LogicalPlan::TableScan(scan) => {
-                if !scan.filters.is_empty() || scan.fetch.is_some() {
-                    return Err(not_supported!("pushed-down scan filters or limits in a materialized view"));
+                // Pushed-down filters are only ever `Inexact` hints (the provider's point lookup);
+                // the Filter node above the scan still applies them.
+                if scan.fetch.is_some() {
+                    return Err(not_supported!("pushed-down limits in a materialized view"));
                 }
                 let provider = source_as_provider(&scan.source)?;
                 let table = provider

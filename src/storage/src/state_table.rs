@@ -66,6 +66,18 @@ impl StateTable {
         Ok(())
     }
 
+    /// The rows whose keys are those of the rows of `keys` (a batch with this table's schema;
+    /// only its key columns are read), at `snapshot`.
+    pub async fn get_rows(&self, snapshot: &ReadSnapshot, keys: &RecordBatch) -> Result<RecordBatch> {
+        let mut values = Vec::new();
+        for key in self.codec.encode_keys(self.table_id, keys)? {
+            if let Some(v) = snapshot.get(&key).await? {
+                values.push(v);
+            }
+        }
+        self.codec.decode_values(values.iter().map(|v| v.as_ref()))
+    }
+
     /// All rows at `snapshot`, as batches of at most `SCAN_BATCH_ROWS` rows.
     pub async fn scan(&self, snapshot: &ReadSnapshot) -> Result<Vec<RecordBatch>> {
         let entries = snapshot.scan_prefix(&table_prefix(self.table_id)).await?;
