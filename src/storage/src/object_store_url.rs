@@ -63,8 +63,11 @@ pub fn resolve(url: &str) -> Result<ResolvedStore> {
     let dir = dir
         .canonicalize()
         .map_err(|e| EddyError::external(format!("cannot open state directory {}: {e}", dir.display())))?;
+    // fsync files and directories: an acknowledged commit must survive power loss, not only
+    // a killed process.
     let store = LocalFileSystem::new_with_prefix(&dir)
-        .map_err(|e| EddyError::external(format!("cannot open state directory {}: {e}", dir.display())))?;
+        .map_err(|e| EddyError::external(format!("cannot open state directory {}: {e}", dir.display())))?
+        .with_fsync(true);
     Ok(ResolvedStore { store: Arc::new(store), path: "eddy".into(), description: format!("file://{}", dir.display()) })
 }
 
