@@ -111,9 +111,23 @@ impl Session {
             columns[idx].not_null = true;
             pk.push(idx);
         }
-        let if_not_exists = ct.if_not_exists;
-        let (schema_name, table_name) = (schema.clone(), name.clone());
         let definition = sql.trim().trim_end_matches(';').to_string();
+        self.commit_new_table(schema, name, columns, pk, definition, ct.if_not_exists).await?;
+        Ok(())
+    }
+
+    /// Commits a new table's catalog entry and starts its source actor; `None` when it already
+    /// existed and `if_not_exists` said to skip.
+    async fn commit_new_table(
+        &mut self,
+        schema: String,
+        name: String,
+        columns: Vec<ColumnCatalog>,
+        pk: Vec<usize>,
+        definition: String,
+        if_not_exists: bool,
+    ) -> Result<Option<std::sync::Arc<TableCatalog>>> {
+        let (schema_name, table_name) = (schema.clone(), name.clone());
         let mut created = true;
         self.engine
             .ddl(|cat| {
@@ -143,13 +157,16 @@ impl Session {
             .await?;
         if !created {
             self.notice("relation already exists, skipping");
-            return Ok(());
+            return Ok(None);
         }
-        let table = self.engine.catalog().table(&schema_name, &table_name).cloned();
-        if let Some(t) = table {
-            self.engine.start_table_actor(&t, vec![]).await?;
-        }
-        Ok(())
+        let table = self
+            .engine
+            .catalog()
+            .table(&schema_name, &table_name)
+            .cloned()
+            .ok_or_else(|| eddy_common::internal_err!("created table vanished"))?;
+        self.engine.start_table_actor(&table, vec![]).await?;
+        Ok(Some(table))
     }
 
     /// `CREATE TABLE name AS query`: a table (without primary key) holding the query's rows.
@@ -169,42 +186,10 @@ impl Session {
                 .ok_or_else(|| not_supported!("column \"{}\" has type {} which a table cannot store yet", f.name(), f.data_type()))?;
             columns.push(ColumnCatalog { name: f.name().clone(), ty, not_null: false, default: None, hidden: false });
         }
-        let mut created = true;
-        let if_not_exists = ct.if_not_exists;
         let definition = sql.trim().trim_end_matches(';').to_string();
-        let (s2, n2) = (schema.clone(), name.clone());
-        self.engine
-            .ddl(|cat| {
-                cat.require_schema(&schema)?;
-                if cat.table(&schema, &name).is_some() {
-                    if if_not_exists {
-                        created = false;
-                        return Ok((vec![], EpochBatch::default()));
-                    }
-                    return Err(user_err!(sqlstate::DUPLICATE_TABLE, "relation \"{name}\" already exists"));
-                }
-                let id = cat.allocate_id();
-                let table = TableCatalog {
-                    id,
-                    schema,
-                    name,
-                    kind: RelationKind::Table,
-                    columns,
-                    pk: vec![],
-                    definition,
-                    query: None,
-                    dependencies: vec![],
-                    internal_tables: vec![],
-                };
-                Ok((vec![CatalogChange::CreateTable(table)], EpochBatch::default()))
-            })
-            .await?;
-        if !created {
-            self.notice("relation already exists, skipping");
+        let Some(table) = self.commit_new_table(schema, name, columns, vec![], definition, ct.if_not_exists).await? else {
             return Ok(0);
-        }
-        let table = self.engine.catalog().table(&s2, &n2).cloned().ok_or_else(|| eddy_common::internal_err!("created table vanished"))?;
-        self.engine.start_table_actor(&table, vec![]).await?;
+        };
         let target = table.planning_schema(false);
         let mut n = 0;
         for b in batches {
