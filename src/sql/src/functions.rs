@@ -28,11 +28,12 @@ pub fn version_string() -> String {
     )
 }
 
-type Body = dyn Fn(&[ColumnarValue], usize) -> DfResult<ColumnarValue> + Send + Sync;
+/// The body of a closure-defined function: arguments and row count to result.
+pub(crate) type Body = dyn Fn(&[ColumnarValue], usize) -> DfResult<ColumnarValue> + Send + Sync;
 
 /// A scalar function defined by a closure.
 struct FnUdf {
-    name: &'static str,
+    name: String,
     signature: Signature,
     ret: DataType,
     body: Arc<Body>,
@@ -58,7 +59,7 @@ impl Hash for FnUdf {
 
 impl ScalarUDFImpl for FnUdf {
     fn name(&self) -> &str {
-        self.name
+        &self.name
     }
     fn signature(&self) -> &Signature {
         &self.signature
@@ -71,8 +72,9 @@ impl ScalarUDFImpl for FnUdf {
     }
 }
 
-fn register(ctx: &SessionContext, name: &'static str, signature: Signature, ret: DataType, body: Arc<Body>) {
-    ctx.register_udf(ScalarUDF::new_from_impl(FnUdf { name, signature, ret, body }));
+/// Registers a closure-defined scalar function on `ctx`.
+pub(crate) fn register(ctx: &SessionContext, name: &str, signature: Signature, ret: DataType, body: Arc<Body>) {
+    ctx.register_udf(ScalarUDF::new_from_impl(FnUdf { name: name.to_string(), signature, ret, body }));
 }
 
 fn constant_text(ctx: &SessionContext, name: &'static str, value: String) {

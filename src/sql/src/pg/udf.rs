@@ -3,12 +3,11 @@
 //! clarity beats vectorization here; every call sees one [`Model`] of the catalog, built at
 //! most once per batch.
 
-use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
 use arrow::datatypes::DataType;
 use datafusion::error::{DataFusionError, Result as DfResult};
-use datafusion::logical_expr::{ColumnarValue, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature, Volatility};
+use datafusion::logical_expr::{ColumnarValue, Signature, Volatility};
 use datafusion::prelude::SessionContext;
 use datafusion::scalar::ScalarValue;
 
@@ -39,90 +38,47 @@ impl FnContext {
 
 type Body = dyn Fn(&mut FnContext, &[ScalarValue]) -> DfResult<ScalarValue> + Send + Sync;
 
-/// A row-wise scalar function.
-pub struct RowUdf {
-    name: String,
-    signature: Signature,
-    ret: DataType,
-    engine: Arc<Engine>,
-    session: Arc<PgSession>,
-    body: Arc<Body>,
+/// Evaluates a row-wise `body` over DataFusion's (scalar or array) arguments.
+fn eval_rows(
+    engine: &Arc<Engine>,
+    session: &Arc<PgSession>,
+    ret: &DataType,
+    body: &Body,
+    args: &[ColumnarValue],
+    n: usize,
+) -> DfResult<ColumnarValue> {
+    let mut cx = FnContext { engine: engine.clone(), session: session.clone(), model: None };
+    if args.iter().all(|a| matches!(a, ColumnarValue::Scalar(_))) {
+        let row: Vec<ScalarValue> = args
+            .iter()
+            .map(|a| match a {
+                ColumnarValue::Scalar(s) => s.clone(),
+                ColumnarValue::Array(_) => ScalarValue::Null,
+            })
+            .collect();
+        return Ok(ColumnarValue::Scalar(typed(ret, body(&mut cx, &row)?)?));
+    }
+    if n == 0 {
+        return Ok(ColumnarValue::Array(arrow::array::new_empty_array(ret)));
+    }
+    let arrays = args.iter().map(|a| a.to_array(n)).collect::<DfResult<Vec<_>>>()?;
+    let mut out = Vec::with_capacity(n);
+    for r in 0..n {
+        let row = arrays.iter().map(|a| ScalarValue::try_from_array(a, r)).collect::<DfResult<Vec<_>>>()?;
+        out.push(typed(ret, body(&mut cx, &row)?)?);
+    }
+    Ok(ColumnarValue::Array(ScalarValue::iter_to_array(out)?))
 }
 
-impl std::fmt::Debug for RowUdf {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}()", self.name)
+/// `v` as the declared return type (`NULL`s become typed NULLs).
+fn typed(ret: &DataType, v: ScalarValue) -> DfResult<ScalarValue> {
+    if v.is_null() {
+        return ScalarValue::try_from(ret);
     }
-}
-
-impl PartialEq for RowUdf {
-    fn eq(&self, other: &Self) -> bool {
-        self.name == other.name && Arc::ptr_eq(&self.body, &other.body)
-    }
-}
-
-impl Eq for RowUdf {}
-
-impl Hash for RowUdf {
-    fn hash<H: Hasher>(&self, state: &mut H) {
-        self.name.hash(state)
-    }
-}
-
-impl ScalarUDFImpl for RowUdf {
-    fn name(&self) -> &str {
-        &self.name
-    }
-
-    fn signature(&self) -> &Signature {
-        &self.signature
-    }
-
-    fn return_type(&self, _args: &[DataType]) -> DfResult<DataType> {
-        Ok(self.ret.clone())
-    }
-
-    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
-        let mut cx = FnContext { engine: self.engine.clone(), session: self.session.clone(), model: None };
-        let all_scalar = args.args.iter().all(|a| matches!(a, ColumnarValue::Scalar(_)));
-        if all_scalar {
-            let row: Vec<ScalarValue> = args
-                .args
-                .iter()
-                .map(|a| match a {
-                    ColumnarValue::Scalar(s) => s.clone(),
-                    ColumnarValue::Array(_) => ScalarValue::Null,
-                })
-                .collect();
-            let v = (self.body)(&mut cx, &row)?;
-            return Ok(ColumnarValue::Scalar(self.typed(v)?));
-        }
-        let n = args.number_rows;
-        if n == 0 {
-            return Ok(ColumnarValue::Array(arrow::array::new_empty_array(&self.ret)));
-        }
-        let arrays = args.args.iter().map(|a| a.to_array(n)).collect::<DfResult<Vec<_>>>()?;
-        let mut out = Vec::with_capacity(n);
-        for r in 0..n {
-            let row = arrays.iter().map(|a| ScalarValue::try_from_array(a, r)).collect::<DfResult<Vec<_>>>()?;
-            out.push(self.typed((self.body)(&mut cx, &row)?)?);
-        }
-        let array = ScalarValue::iter_to_array(out)?;
-        Ok(ColumnarValue::Array(array))
-    }
-}
-
-impl RowUdf {
-    /// `v` as the declared return type (`NULL`s become typed NULLs).
-    fn typed(&self, v: ScalarValue) -> DfResult<ScalarValue> {
-        if v.is_null() {
-            return ScalarValue::try_from(&self.ret);
-        }
-        if v.data_type() == self.ret {
-            Ok(v)
-        } else {
-            v.cast_to(&self.ret)
-        }
+    if &v.data_type() == ret {
+        Ok(v)
+    } else {
+        v.cast_to(ret)
     }
 }
 
@@ -148,14 +104,9 @@ impl Registrar<'_> {
     }
 
     fn add(&self, name: &str, signature: Signature, ret: DataType, body: Arc<Body>) {
-        self.ctx.register_udf(ScalarUDF::new_from_impl(RowUdf {
-            name: name.to_string(),
-            signature,
-            ret,
-            engine: self.engine.clone(),
-            session: self.session.clone(),
-            body,
-        }));
+        let (engine, session, out) = (self.engine.clone(), self.session.clone(), ret.clone());
+        let columnar = move |args: &[ColumnarValue], n: usize| eval_rows(&engine, &session, &out, body.as_ref(), args, n);
+        crate::functions::register(self.ctx, name, signature, ret, Arc::new(columnar));
     }
 }
 
