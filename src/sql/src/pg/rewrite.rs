@@ -515,14 +515,7 @@ impl VisitorMut for PgRewriter {
                     single_column_alias(alias);
                 }
                 if fname == "unnest" {
-                    let array_exprs: Vec<Expr> = args
-                        .args
-                        .iter()
-                        .filter_map(|a| match a {
-                            FunctionArg::Unnamed(FunctionArgExpr::Expr(e)) => Some(e.clone()),
-                            _ => None,
-                        })
-                        .collect();
+                    let array_exprs: Vec<Expr> = unnamed_arg_exprs(args);
                     *t = TableFactor::UNNEST {
                         alias: alias.take(),
                         array_exprs,
@@ -601,4 +594,15 @@ mod tests {
         assert!(rw("SELECT x FROM unnest(a) x").contains("x (x)"), "{}", rw("SELECT x FROM unnest(a) x"));
         assert!(rw("SELECT 1 WHERE 'r' = ANY('{r,p}')").contains("make_array('r', 'p')"));
     }
+}
+
+/// The plain positional arguments of a table function call.
+pub(crate) fn unnamed_arg_exprs(args: &datafusion::sql::sqlparser::ast::TableFunctionArgs) -> Vec<Expr> {
+    args.args
+        .iter()
+        .filter_map(|a| match a {
+            FunctionArg::Unnamed(FunctionArgExpr::Expr(e)) => Some(e.clone()),
+            _ => None,
+        })
+        .collect()
 }

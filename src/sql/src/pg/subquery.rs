@@ -122,16 +122,8 @@ pub fn decorrelatable(q: &mut Query) -> Option<Expr> {
     if is_aggregate_call(&item) {
         return None;
     }
-    let inner: HashSet<String> = select
-        .from
-        .iter()
-        .flat_map(|t| std::iter::once(&t.relation).chain(t.joins.iter().map(|j| &j.relation)))
-        .filter_map(qualifier_of)
-        .collect();
-    let mut preds = Vec::new();
-    if let Some(w) = select.selection.take() {
-        conjuncts(w, &mut preds);
-    }
+    let inner = inner_qualifiers(select);
+    let preds = take_conjuncts(select);
     // Conditions on the outer row alone move out; mixed ones stay for `lift_outer_references`.
     let outer_only = |p: &Expr| {
         let qs = qualifiers(p);
@@ -202,19 +194,30 @@ pub fn lift_outer_references(select: &mut datafusion::sql::sqlparser::ast::Selec
     }
 }
 
-fn lift_in_query(q: &mut Query, outer: &[(String, datafusion::sql::sqlparser::ast::ObjectName)]) {
-    use datafusion::sql::sqlparser::ast::{Ident, TableAlias, TableWithJoins};
-    let SetExpr::Select(select) = q.body.as_mut() else { return };
-    let inner: HashSet<String> = select
+/// Names (or aliases) the relations in `select`'s FROM are referred to by.
+fn inner_qualifiers(select: &datafusion::sql::sqlparser::ast::Select) -> HashSet<String> {
+    select
         .from
         .iter()
         .flat_map(|t| std::iter::once(&t.relation).chain(t.joins.iter().map(|j| &j.relation)))
         .filter_map(qualifier_of)
-        .collect();
+        .collect()
+}
+
+/// Removes `select`'s WHERE clause and returns its AND-ed conditions.
+fn take_conjuncts(select: &mut datafusion::sql::sqlparser::ast::Select) -> Vec<Expr> {
     let mut preds = Vec::new();
     if let Some(w) = select.selection.take() {
         conjuncts(w, &mut preds);
     }
+    preds
+}
+
+fn lift_in_query(q: &mut Query, outer: &[(String, datafusion::sql::sqlparser::ast::ObjectName)]) {
+    use datafusion::sql::sqlparser::ast::{Ident, TableAlias, TableWithJoins};
+    let SetExpr::Select(select) = q.body.as_mut() else { return };
+    let inner = inner_qualifiers(select);
+    let mut preds = take_conjuncts(select);
     let hard_outer: HashSet<String> = preds
         .iter()
         .filter(|p| is_hard(p, &inner))
@@ -310,14 +313,7 @@ pub fn bound_lateral_series(select: &mut datafusion::sql::sqlparser::ast::Select
             if !fname.eq_ignore_ascii_case("generate_series") || args.args.len() != 2 {
                 continue;
             }
-            let bounds: Vec<Expr> = args
-                .args
-                .iter()
-                .filter_map(|a| match a {
-                    FunctionArg::Unnamed(FunctionArgExpr::Expr(e)) => Some(e.clone()),
-                    _ => None,
-                })
-                .collect();
+            let bounds: Vec<Expr> = super::rewrite::unnamed_arg_exprs(args);
             if bounds.len() != 2 || bounds.iter().all(is_constant) {
                 continue;
             }
