@@ -108,7 +108,18 @@ def run_sqlalchemy():
     assert "count(*) AS n" in definition and "GROUP BY name" in definition, definition
     pk = insp.get_pk_constraint("sa1")
     assert pk["constrained_columns"] == ["id"], pk
-    # get_columns: see the replay test's known gaps (pg_sequence subquery) before enabling it.
+    cols = insp.get_columns("sa1")
+    assert [c["name"] for c in cols] == ["id", "name", "amount"], cols
+    assert [c["nullable"] for c in cols] == [False, False, True], cols
+    assert isinstance(cols[0]["type"], sa.INTEGER) and isinstance(cols[1]["type"], sa.VARCHAR), cols
+    assert cols[1]["type"].length == 20 and (cols[2]["type"].precision, cols[2]["type"].scale) == (10, 2), cols
+    mv_cols = insp.get_columns("sa1_mv")
+    assert [c["name"] for c in mv_cols] == ["name", "n", "total"], mv_cols
+    assert isinstance(mv_cols[1]["type"], sa.BIGINT), mv_cols
+    # Reflection as an application does it (columns, keys, indexes, comments, table options).
+    reflected = sa.Table("sa1", sa.MetaData(), autoload_with=engine)
+    assert list(reflected.c.keys()) == ["id", "name", "amount"], reflected.c.keys()
+    assert [c.name for c in reflected.primary_key] == ["id"], reflected.primary_key
     with engine.connect() as conn:
         row = conn.execute(sa.text("SELECT id, name, amount FROM sa1 WHERE id = :id"), {"id": 1}).one()
         assert row == (1, "alpha", decimal.Decimal("12.50")), row
@@ -134,6 +145,16 @@ def run_asyncpg():
         # Arrays arrive in PostgreSQL's binary array format (asyncpg asks for binary results).
         assert await conn.fetchval("SELECT current_schemas(true)") == ["pg_catalog", "public"]
         assert await conn.fetchval("SELECT make_array('a', NULL, 'b c')") == ["a", None, "b c"]
+        # Arrays of other element types make asyncpg introspect their types through pg_type
+        # (a recursive query with an oid[] parameter) before it can decode them.
+        assert await conn.fetchval("SELECT make_array(1, NULL, 3)") == [1, None, 3]
+        assert await conn.fetchval("SELECT array_agg(id ORDER BY id) FROM apg") == [1, 2, 3]
+        assert await conn.fetchval("SELECT ARRAY[true, false]") == [True, False]
+        assert await conn.fetchval("SELECT ARRAY['2024-01-02'::date]") == [datetime.date(2024, 1, 2)]
+        assert await conn.fetchval("SELECT array_agg(amount ORDER BY id) FROM apg") == [
+            decimal.Decimal("12.50"), decimal.Decimal("1.25"), decimal.Decimal("0.10")]
+        assert await conn.fetchval("SELECT $1::int8[]", [5, None]) == [5, None]
+        assert await conn.fetchval("SELECT cardinality($1::text[])", ["x", "y"]) == 2
         await conn.close()
 
     asyncio.run(main())

@@ -4,9 +4,10 @@
 
 use std::sync::Arc;
 
-use arrow::array::{Array, ArrayRef, BinaryArray, IntervalMonthDayNanoArray, StringArray};
+use arrow::array::{new_empty_array, Array, ArrayRef, BinaryArray, IntervalMonthDayNanoArray, ListArray, StringArray};
+use arrow::buffer::OffsetBuffer;
 use arrow::compute::{cast_with_options, CastOptions};
-use arrow::datatypes::{DataType, IntervalUnit};
+use arrow::datatypes::{DataType, Field, IntervalUnit};
 use arrow::util::display::FormatOptions;
 
 use crate::error::sqlstate;
@@ -55,9 +56,93 @@ pub fn parse_bytea(s: &str) -> Result<Vec<u8>> {
     Ok(out)
 }
 
+/// Parses a one-dimensional PostgreSQL array literal (`{1,2,NULL}`, `{"a b","c\\"d"}`) into
+/// its elements' text (`None` for NULL).
+pub fn parse_array_text(s: &str) -> Result<Vec<Option<String>>> {
+    let bad = |why: &str| user_err!(sqlstate::INVALID_TEXT_REPRESENTATION, "malformed array literal: \"{s}\" ({why})");
+    let t = s.trim();
+    let body = t.strip_prefix('{').and_then(|b| b.strip_suffix('}')).ok_or_else(|| bad("array value must start with \"{\""))?;
+    let mut out = Vec::new();
+    if body.trim().is_empty() {
+        return Ok(out);
+    }
+    let mut chars = body.chars().peekable();
+    loop {
+        while chars.peek().is_some_and(|c| c.is_whitespace()) {
+            chars.next();
+        }
+        let mut item = String::new();
+        let mut quoted = false;
+        match chars.peek() {
+            Some('"') => {
+                quoted = true;
+                chars.next();
+                loop {
+                    match chars.next() {
+                        Some('\\') => item.push(chars.next().ok_or_else(|| bad("unexpected end of input"))?),
+                        Some('"') => break,
+                        Some(c) => item.push(c),
+                        None => return Err(bad("unterminated quoted element")),
+                    }
+                }
+                while chars.peek().is_some_and(|c| c.is_whitespace()) {
+                    chars.next();
+                }
+            }
+            Some('{') => return Err(bad("multidimensional arrays are not supported")),
+            _ => {
+                while let Some(&c) = chars.peek() {
+                    if c == ',' {
+                        break;
+                    }
+                    if c == '{' || c == '}' || c == '"' {
+                        return Err(bad("unexpected character"));
+                    }
+                    if c == '\\' {
+                        chars.next();
+                        item.push(chars.next().ok_or_else(|| bad("unexpected end of input"))?);
+                        continue;
+                    }
+                    item.push(c);
+                    chars.next();
+                }
+                item = item.trim_end().to_string();
+                if item.is_empty() {
+                    return Err(bad("empty element"));
+                }
+            }
+        }
+        out.push(if !quoted && item.eq_ignore_ascii_case("null") { None } else { Some(item) });
+        match chars.next() {
+            Some(',') => continue,
+            None => return Ok(out),
+            Some(_) => return Err(bad("junk after element")),
+        }
+    }
+}
+
 /// Casts text values to `target` using PostgreSQL input syntax.
 pub fn cast_text(strings: &StringArray, target: &DataType) -> Result<ArrayRef> {
     match target {
+        DataType::List(elem) => {
+            let mut offsets = vec![0i32];
+            let mut items: Vec<Option<String>> = Vec::new();
+            let mut valid = Vec::with_capacity(strings.len());
+            for s in strings.iter() {
+                if let Some(s) = s {
+                    items.extend(parse_array_text(s)?);
+                }
+                valid.push(s.is_some());
+                offsets.push(items.len() as i32);
+            }
+            let values = if items.is_empty() {
+                new_empty_array(elem.data_type())
+            } else {
+                cast_text(&items.into_iter().collect::<StringArray>(), elem.data_type())?
+            };
+            let field = Arc::new(Field::new(elem.name(), elem.data_type().clone(), true));
+            Ok(Arc::new(ListArray::try_new(field, OffsetBuffer::new(offsets.into()), values, Some(valid.into()))?))
+        }
         DataType::Binary => {
             let v: BinaryArray = strings
                 .iter()
@@ -93,6 +178,28 @@ fn strict() -> CastOptions<'static> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn array_literals_parse_as_postgresql_does() {
+        let some = |v: &[&str]| v.iter().map(|s| Some(s.to_string())).collect::<Vec<_>>();
+        assert_eq!(parse_array_text("{1, 2 ,3}").unwrap(), some(&["1", "2", "3"]));
+        assert_eq!(parse_array_text("{}").unwrap(), vec![]);
+        assert_eq!(parse_array_text(r#"{"a b",NULL,"NULL","x\"y",c\,d}"#).unwrap(), vec![
+            Some("a b".into()),
+            None,
+            Some("NULL".into()),
+            Some("x\"y".into()),
+            Some("c,d".into())
+        ]);
+        assert!(parse_array_text("1,2").is_err());
+        assert!(parse_array_text("{{1},{2}}").is_err());
+        assert!(parse_array_text("{1,,2}").is_err());
+        let cast = cast_text(&StringArray::from(vec![Some("{1,NULL}"), None, Some("{}")]), &DataType::new_list(DataType::Int32, true)).unwrap();
+        let list = cast.as_any().downcast_ref::<ListArray>().unwrap();
+        assert_eq!(list.len(), 3);
+        assert!(list.is_null(1) && list.value(2).is_empty());
+        assert_eq!(list.value(0).as_any().downcast_ref::<arrow::array::Int32Array>().unwrap().iter().collect::<Vec<_>>(), vec![Some(1), None]);
+    }
 
     #[test]
     fn bytea_hex_and_escape_formats() {

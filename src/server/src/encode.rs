@@ -36,6 +36,13 @@ pub fn pg_type_of(field: &Field) -> Type {
     // drivers decode `{a,b}` into a list.
     if let DataType::List(elem) | DataType::LargeList(elem) = field.data_type() {
         return match elem.data_type() {
+            DataType::UInt32 => Type::OID_ARRAY,
+            DataType::Date32 | DataType::Date64 => Type::DATE_ARRAY,
+            DataType::Time64(_) | DataType::Time32(_) => Type::TIME_ARRAY,
+            DataType::Timestamp(_, None) => Type::TIMESTAMP_ARRAY,
+            DataType::Timestamp(_, Some(_)) => Type::TIMESTAMPTZ_ARRAY,
+            DataType::Interval(_) => Type::INTERVAL_ARRAY,
+            DataType::Binary | DataType::LargeBinary | DataType::BinaryView => Type::BYTEA_ARRAY,
             DataType::Boolean => Type::BOOL_ARRAY,
             DataType::Int8 | DataType::Int16 => Type::INT2_ARRAY,
             DataType::Int32 => Type::INT4_ARRAY,
@@ -46,6 +53,9 @@ pub fn pg_type_of(field: &Field) -> Type {
             DataType::Decimal128(_, _) | DataType::Decimal256(_, _) => Type::NUMERIC_ARRAY,
             _ => Type::TEXT,
         };
+    }
+    if field.data_type() == &DataType::UInt32 {
+        return Type::OID;
     }
     match ColumnType::from_arrow_field(field) {
         Some(ColumnType::Varchar(_)) => Type::TEXT,
@@ -394,9 +404,49 @@ pub fn write_interval(months: i32, days: i32, us: i64, out: &mut String) {
     out.push_str(&parts.join(" "));
 }
 
+/// The elements of a one-dimensional array in PostgreSQL's binary format (see
+/// [`write_array_binary`]), each `None` for NULL.
+fn read_array_binary(b: &[u8]) -> Result<Vec<Option<&[u8]>>> {
+    let bad = || user_err!(sqlstate::PROTOCOL_VIOLATION, "invalid binary array parameter");
+    let i32_at = |at: usize| -> Result<i32> {
+        Ok(i32::from_be_bytes(b.get(at..at + 4).ok_or_else(bad)?.try_into().map_err(|_| bad())?))
+    };
+    let ndim = i32_at(0)?;
+    if ndim == 0 {
+        return Ok(vec![]);
+    }
+    if ndim != 1 {
+        return Err(user_err!(sqlstate::FEATURE_NOT_SUPPORTED, "multidimensional array parameters are not supported"));
+    }
+    let n = usize::try_from(i32_at(12)?).map_err(|_| bad())?;
+    let mut at = 20;
+    let mut out = Vec::with_capacity(n);
+    for _ in 0..n {
+        let len = i32_at(at)?;
+        at += 4;
+        if len < 0 {
+            out.push(None);
+            continue;
+        }
+        let len = len as usize;
+        out.push(Some(b.get(at..at + len).ok_or_else(bad)?));
+        at += len;
+    }
+    Ok(out)
+}
+
 /// The element type of the array types [`pg_type_of`] reports.
 fn array_element(ty: &Type) -> Option<Type> {
     Some(match *ty {
+        Type::OID_ARRAY => Type::OID,
+        Type::DATE_ARRAY => Type::DATE,
+        Type::TIME_ARRAY => Type::TIME,
+        Type::TIMESTAMP_ARRAY => Type::TIMESTAMP,
+        Type::TIMESTAMPTZ_ARRAY => Type::TIMESTAMPTZ,
+        Type::INTERVAL_ARRAY => Type::INTERVAL,
+        Type::BYTEA_ARRAY => Type::BYTEA,
+        Type::VARCHAR_ARRAY => Type::VARCHAR,
+        Type::NAME_ARRAY => Type::NAME,
         Type::BOOL_ARRAY => Type::BOOL,
         Type::INT2_ARRAY => Type::INT2,
         Type::INT4_ARRAY => Type::INT4,
@@ -600,8 +650,31 @@ pub fn decode_param(bytes: Option<&[u8]>, binary: bool, ty: &Type, target: Optio
                 let months = i32::from_be_bytes(b[12..16].try_into().map_err(|_| bad("interval"))?);
                 ScalarValue::IntervalMonthDayNano(Some(IntervalMonthDayNano::new(months, days, us * 1_000)))
             }
+            Type::OID | Type::REGPROC | Type::REGTYPE | Type::REGCLASS => {
+                ScalarValue::Int64(Some(i64::from(u32::from_be_bytes(fixed(4)?.try_into().map_err(|_| bad("oid"))?))))
+            }
             Type::NUMERIC => ScalarValue::Utf8(Some(read_numeric_binary(b)?)),
             Type::BYTEA => ScalarValue::Binary(Some(b.to_vec())),
+            _ if array_element(ty).is_some() => {
+                let elem = array_element(ty).unwrap_or(Type::TEXT);
+                let elem_type = match target {
+                    Some(DataType::List(f) | DataType::LargeList(f)) => f.data_type().clone(),
+                    _ if elem == Type::OID => DataType::UInt32,
+                    _ => ColumnType::from_pg_oid(elem.oid()).map(|c| c.to_arrow()).unwrap_or(DataType::Utf8),
+                };
+                let items = read_array_binary(b)?
+                    .into_iter()
+                    .map(|item| decode_param(item, true, &elem, Some(&elem_type)))
+                    .collect::<Result<Vec<_>>>()?;
+                let values = if items.is_empty() {
+                    arrow::array::new_empty_array(&elem_type)
+                } else {
+                    ScalarValue::iter_to_array(items)?
+                };
+                let field = Arc::new(Field::new_list_field(elem_type, true));
+                let offsets = arrow::buffer::OffsetBuffer::from_lengths([values.len()]);
+                ScalarValue::List(Arc::new(arrow::array::ListArray::try_new(field, offsets, values, None)?))
+            }
             Type::JSONB => {
                 let body = b.strip_prefix(&[1u8]).ok_or_else(|| bad("jsonb"))?;
                 ScalarValue::Utf8(Some(String::from_utf8(body.to_vec()).map_err(|_| bad("jsonb"))?))

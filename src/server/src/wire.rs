@@ -436,6 +436,12 @@ pub struct EddyQueryParser {
     engine: Arc<Engine>,
 }
 
+/// Parameter `i`'s type as reported to clients: the type it is cast to in the statement
+/// (`$1::oid[]`), else the type Eddy inferred.
+fn described_param_type(d: &eddy_sql::session::Described, i: usize) -> Type {
+    d.declared.get(i).copied().flatten().and_then(Type::from_oid).unwrap_or_else(|| pg_param_type(&d.params[i]))
+}
+
 fn pg_param_type(t: &Option<arrow::datatypes::DataType>) -> Type {
     match t {
         Some(dt) => pg_type_of(&Field::new("", dt.clone(), true)),
@@ -466,7 +472,7 @@ impl QueryParser for EddyQueryParser {
     }
 
     fn get_parameter_types(&self, stmt: &Self::Statement) -> PgWireResult<Vec<Type>> {
-        Ok(stmt.described.params.iter().map(pg_param_type).collect())
+        Ok((0..stmt.described.params.len()).map(|i| described_param_type(&stmt.described, i)).collect())
     }
 
     fn get_result_schema(&self, stmt: &Self::Statement, column_format: Option<&Format>) -> PgWireResult<Vec<FieldInfo>> {
@@ -530,9 +536,14 @@ impl ExtendedQueryHandler for Handlers {
         let mut params = Vec::with_capacity(portal.parameters.len());
         for (i, p) in portal.parameters.iter().enumerate() {
             let declared = portal.statement.parameter_types.get(i).cloned().flatten().filter(|t| t.oid() != 0);
-            let ty = declared.unwrap_or_else(|| pg_param_type(&inferred[i]));
+            let ty = declared.unwrap_or_else(|| described_param_type(&prepared.described, i));
             let binary = portal.parameter_format.is_binary(i);
-            params.push(decode_param(p.as_deref(), binary, &ty, inferred[i].as_ref()).map_err(to_pg)?);
+            // A malformed value must not take the connection down, even if decoding panics.
+            let decoded = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                decode_param(p.as_deref(), binary, &ty, inferred[i].as_ref())
+            }))
+            .unwrap_or_else(|_| Err(EddyError::internal(format!("decoding parameter ${} panicked", i + 1))));
+            params.push(decoded.map_err(to_pg)?);
         }
         release_prepared(client, &prepared.stmt).map_err(to_pg)?;
         let slot = session_of(&self.engine, client);

@@ -4,6 +4,7 @@
 //!   and handed to DataFusion in a form Arrow reads exactly, both in SQL literals (AST pass) and
 //!   in the implicit casts DataFusion plans, e.g. for an INSERT into an interval column (plan pass).
 //! * `bytea` text (`'\\xdeadbeef'`) is decoded as PostgreSQL does, not taken as raw bytes.
+//! * Array text (`'{1,2}'::int[]`) is parsed as PostgreSQL's array input.
 //! * Integer literals: PostgreSQL types `1` as `integer`; DataFusion as `bigint`. The plan pass
 //!   narrows integer literals that fit in 32 bits before type coercion runs, so `SELECT 1` and
 //!   `int_col + 1` are `integer` as in PostgreSQL.
@@ -11,7 +12,7 @@
 use std::ops::ControlFlow;
 
 use arrow::datatypes::{DataType, IntervalUnit};
-use datafusion::common::tree_node::{Transformed, TreeNode};
+use datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
 use datafusion::logical_expr::expr_rewriter::NamePreserver;
 use datafusion::logical_expr::{Cast, Expr, LogicalPlan};
 use datafusion::scalar::ScalarValue;
@@ -83,18 +84,37 @@ fn rewrite_expr(e: Expr, narrow_ints: bool) -> datafusion::error::Result<Transfo
             let v = parse_bytea(&s).map_err(|e| datafusion::error::DataFusionError::External(Box::new(e)))?;
             Ok(Transformed::yes(Expr::Literal(ScalarValue::Binary(Some(v)), meta)))
         }
+        Expr::Cast(Cast { expr, field })
+            if matches!(field.data_type(), DataType::List(_))
+                && matches!(expr.as_ref(), Expr::Literal(ScalarValue::Utf8(Some(_)) | ScalarValue::Utf8View(Some(_)), _)) =>
+        {
+            let Expr::Literal(ScalarValue::Utf8(Some(s)) | ScalarValue::Utf8View(Some(s)), meta) = *expr else {
+                unreachable!("matched above")
+            };
+            let strings = arrow::array::StringArray::from(vec![s.as_str()]);
+            let array = eddy_common::text::cast_text(&strings, field.data_type())
+                .map_err(|e| datafusion::error::DataFusionError::External(Box::new(e)))?;
+            Ok(Transformed::yes(Expr::Literal(ScalarValue::try_from_array(&array, 0)?, meta)))
+        }
         other => Ok(Transformed::no(other)),
     }
 }
 
 /// Applies the plan-level rewrites (see the module docs).
 pub fn rewrite_plan(plan: LogicalPlan) -> Result<LogicalPlan> {
+    // A recursive query's work table is typed by its static term at planning time: narrowing
+    // literals in one term only would make the two terms disagree.
+    let mut recursive = false;
+    plan.apply_with_subqueries(|n| {
+        recursive |= matches!(n, LogicalPlan::RecursiveQuery(_));
+        Ok(if recursive { TreeNodeRecursion::Stop } else { TreeNodeRecursion::Continue })
+    })?;
     let out = plan.transform_up_with_subqueries(|node| {
         if matches!(node, LogicalPlan::Limit(_)) {
             return Ok(Transformed::no(node));
         }
         // VALUES rows fix their own column types; only interval text is rewritten there.
-        let narrow_ints = !matches!(node, LogicalPlan::Values(_));
+        let narrow_ints = !recursive && !matches!(node, LogicalPlan::Values(_));
         // Keep the names upper nodes refer to (`count(Int64(1))`) when an expression changes.
         let names = NamePreserver::new(&node);
         let t = node.map_expressions(|e| {

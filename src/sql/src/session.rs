@@ -21,7 +21,7 @@ use datafusion::prelude::{SessionConfig, SessionContext};
 use datafusion::scalar::ScalarValue;
 use datafusion::sql::parser::Statement as DFStatement;
 use datafusion::sql::sqlparser::ast::{
-    CopySource, CopyTarget, CopyOption, CopyLegacyOption, CopyLegacyCsvOption, Expr as SqlExpr, Set, Statement, Value,
+    CopySource, CopyTarget, CopyOption, CopyLegacyOption, CopyLegacyCsvOption, Expr as SqlExpr, Query, Set, Statement, Value,
 };
 use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
 use datafusion::sql::sqlparser::parser::Parser;
@@ -88,6 +88,9 @@ pub enum Output {
 pub struct Described {
     /// Types of `$1..$n` (`None`: unknown, sent as text).
     pub params: Vec<Option<DataType>>,
+    /// PostgreSQL type OIDs of parameters the statement casts explicitly (`$1::oid[]`), which
+    /// PostgreSQL reports as the parameter's type.
+    pub declared: Vec<Option<u32>>,
     /// Result columns; `None` for statements that return no rows.
     pub schema: Option<SchemaRef>,
 }
@@ -159,6 +162,14 @@ pub fn default_vars(user: &str) -> BTreeMap<String, String> {
         ("jit", "off"),
         ("plan_cache_mode", "auto"),
         ("work_mem", "4MB"),
+        ("default_table_access_method", "heap"),
+        ("default_tablespace", ""),
+        ("temp_tablespaces", ""),
+        ("default_with_oids", "off"),
+        ("escape_string_warning", "on"),
+        ("wal_level", "replica"),
+        ("max_index_keys", "32"),
+        ("data_directory_mode", "0700"),
         ("barrier_interval", "250ms"),
     ] {
         v.insert(k.to_string(), val.to_string());
@@ -337,22 +348,88 @@ impl Session {
     pub(crate) async fn plan(&self, stmt: &Statement, dml: bool) -> Result<(SessionState, LogicalPlan)> {
         let state = self.state(dml);
         let mut stmt = stmt.clone();
+        if let Statement::Query(q) = &mut stmt {
+            if let Some(applied) = self.apply_correlated(q).await {
+                **q = applied;
+            }
+        }
         crate::rewrite::rewrite_statement(&mut stmt)?;
         let plan = state.statement_to_plan(DFStatement::Statement(Box::new(stmt))).await?;
         let plan = crate::rewrite::rewrite_plan(plan)?;
         Ok((state, plan))
     }
 
+    /// `q` with the correlated subqueries DataFusion cannot decorrelate evaluated per outer
+    /// value (see [`crate::pg::apply`]); `None` when there are none or one cannot be evaluated
+    /// (planning then reports why).
+    async fn apply_correlated(&self, q: &Query) -> Option<Query> {
+        use crate::pg::apply;
+        let mut q = q.clone();
+        let mut changed = false;
+        for _ in 0..16 {
+            let Some(site) = apply::find_site(&mut q) else { break };
+            let (key_schema, keys) = self.run_query(&site.keys_query).await.ok()?;
+            if keys.iter().map(|b| b.num_rows()).sum::<usize>() > apply::MAX_KEYS {
+                return None;
+            }
+            let mut types: Vec<String> = key_schema.fields().iter().map(|f| sql_type_name(f)).collect::<Option<_>>()?;
+            let mut rows = Vec::new();
+            let mut value_type: Option<String> = None;
+            for batch in &keys {
+                for r in 0..batch.num_rows() {
+                    let literals = (0..batch.num_columns()).map(|c| sql_literal(batch.column(c), r)).collect::<Option<Vec<String>>>()?;
+                    let exprs = literals.iter().zip(&types).map(|(l, t)| parse_sql_expr(&format!("CAST({l} AS {t})"))).collect::<Option<Vec<_>>>()?;
+                    let one = apply::substitute(&site.subquery, &site.keys, &exprs);
+                    let (schema, out) = self.run_query(&apply::value_query(&one)).await.ok()?;
+                    let batch_out = out.iter().find(|b| b.num_rows() > 0);
+                    value_type.get_or_insert(sql_type_name(schema.field(0))?);
+                    let value = match batch_out {
+                        Some(b) => sql_literal(b.column(0), 0)?,
+                        None => "NULL".to_string(),
+                    };
+                    rows.push(literals.into_iter().chain([value]).collect::<Vec<_>>());
+                }
+            }
+            let value_type = match value_type {
+                Some(t) => t,
+                None => {
+                    // No outer row reaches the subquery: plan it once for its type.
+                    let nulls = types.iter().map(|t| parse_sql_expr(&format!("CAST(NULL AS {t})"))).collect::<Option<Vec<_>>>()?;
+                    let one = apply::substitute(&site.subquery, &site.keys, &nulls);
+                    let stmt = Parser::parse_sql(&PostgreSqlDialect {}, &apply::value_query(&one)).ok()?.pop()?;
+                    let (_, plan) = Box::pin(self.plan(&stmt, false)).await.ok()?;
+                    sql_type_name(plan.schema().field(0))?
+                }
+            };
+            types.push(value_type);
+            let replacement = apply::lookup(&site.subquery, &site.keys, &rows, &types)?;
+            apply::fill_slot(&mut q, replacement);
+            changed = true;
+        }
+        changed.then_some(q)
+    }
+
+    /// Plans and runs a query statement given as text, collecting its rows.
+    async fn run_query(&self, sql: &str) -> Result<(SchemaRef, Vec<RecordBatch>)> {
+        let stmt = Parser::parse_sql(&PostgreSqlDialect {}, sql)
+            .map_err(|e| user_err!(sqlstate::SYNTAX_ERROR, "{e}"))?
+            .pop()
+            .ok_or_else(|| user_err!(sqlstate::SYNTAX_ERROR, "empty query"))?;
+        let (state, plan) = Box::pin(self.plan(&stmt, false)).await?;
+        let schema: SchemaRef = Arc::new(plan.schema().as_arrow().clone());
+        Ok((schema, DataFrame::new(state, plan).collect().await?))
+    }
+
     /// Parameter and result types of a statement (extended protocol Describe).
     pub async fn describe(&mut self, stmt: &EddyStatement) -> Result<Described> {
         let stmt = match stmt {
             EddyStatement::Sql(stmt, _) => stmt,
-            EddyStatement::Verify(_) => return Ok(Described { params: vec![], schema: Some(text_schema(&["verify"])) }),
-            EddyStatement::ShowViews => return Ok(Described { params: vec![], schema: Some(text_schema(&["Name"])) }),
+            EddyStatement::Verify(_) => return Ok(Described { params: vec![], declared: vec![], schema: Some(text_schema(&["verify"])) }),
+            EddyStatement::ShowViews => return Ok(Described { params: vec![], declared: vec![], schema: Some(text_schema(&["Name"])) }),
             EddyStatement::ShowCreateView(_) => {
-                return Ok(Described { params: vec![], schema: Some(text_schema(&["Name", "Create Sql"])) })
+                return Ok(Described { params: vec![], declared: vec![], schema: Some(text_schema(&["Name", "Create Sql"])) })
             }
-            EddyStatement::Flush => return Ok(Described { params: vec![], schema: None }),
+            EddyStatement::Flush => return Ok(Described { params: vec![], declared: vec![], schema: None }),
         };
         match stmt.as_ref() {
             Statement::Query(_) | Statement::Insert(_) | Statement::Update(_) | Statement::Delete(_) | Statement::Explain { .. } => {
@@ -374,13 +451,14 @@ impl Session {
                     LogicalPlan::Dml(_) => None,
                     p => Some(Arc::new(p.schema().as_arrow().clone())),
                 };
-                Ok(Described { params, schema })
+                let declared = declared_param_types(stmt, params.len());
+                Ok(Described { params, declared, schema })
             }
             Statement::ShowVariable { variable } => {
                 let name = show_column_name(variable);
-                Ok(Described { params: vec![], schema: Some(Arc::new(Schema::new(vec![Field::new(name, DataType::Utf8, true)]))) })
+                Ok(Described { params: vec![], declared: vec![], schema: Some(Arc::new(Schema::new(vec![Field::new(name, DataType::Utf8, true)]))) })
             }
-            _ => Ok(Described { params: vec![], schema: None }),
+            _ => Ok(Described { params: vec![], declared: vec![], schema: None }),
         }
     }
 
@@ -751,4 +829,49 @@ fn normalize_timezone(v: &str) -> Result<String> {
         sqlstate::FEATURE_NOT_SUPPORTED,
         "time zone \"{t}\" is not supported yet; Eddy sessions run in UTC"
     ))
+}
+
+/// The SQL type name of a column (`None` for types without one, e.g. arrays).
+fn sql_type_name(f: &Field) -> Option<String> {
+    if f.data_type() == &DataType::UInt32 {
+        return Some("oid".to_string());
+    }
+    eddy_common::types::ColumnType::from_arrow_field(f).map(|t| t.pg_name())
+}
+
+/// Value `row` of `col` as a quoted SQL text literal (`NULL` when null).
+fn sql_literal(col: &arrow::array::ArrayRef, row: usize) -> Option<String> {
+    if col.is_null(row) {
+        return Some("NULL".to_string());
+    }
+    let text = arrow::compute::cast(&col.slice(row, 1), &DataType::Utf8).ok()?;
+    let text = text.as_any().downcast_ref::<StringArray>()?.value(0).to_string();
+    Some(format!("'{}'", text.replace('\'', "''")))
+}
+
+fn parse_sql_expr(sql: &str) -> Option<datafusion::sql::sqlparser::ast::Expr> {
+    let mut parser = Parser::new(&PostgreSqlDialect {}).try_with_sql(sql).ok()?;
+    parser.parse_expr().ok()
+}
+
+/// The type OIDs of `$n` placeholders cast explicitly in `stmt` (`$1::oid[]`).
+fn declared_param_types(stmt: &Statement, n: usize) -> Vec<Option<u32>> {
+    use datafusion::sql::sqlparser::ast::visit_expressions;
+    let mut out = vec![None; n];
+    let _ = visit_expressions(stmt, |e| {
+        if let SqlExpr::Cast { expr, data_type, .. } = e {
+            if let SqlExpr::Value(v) = expr.as_ref() {
+                if let Value::Placeholder(p) = &v.value {
+                    let i = p.strip_prefix('$').and_then(|d| d.parse::<usize>().ok()).filter(|i| (1..=n).contains(i));
+                    if let Some(i) = i {
+                        if out[i - 1].is_none() {
+                            out[i - 1] = crate::pg::types::type_oid_by_name(&data_type.to_string());
+                        }
+                    }
+                }
+            }
+        }
+        std::ops::ControlFlow::<()>::Continue(())
+    });
+    out
 }

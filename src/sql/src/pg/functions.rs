@@ -85,7 +85,12 @@ fn register_casts(r: &Registrar<'_>) {
     r.any("to_regclass", DataType::Int32, |cx, a| Ok(oid(relation_oid(cx, a.first()).ok().flatten())));
     r.any("eddy_regtype", DataType::Int32, |_, a| Ok(oid(type_oid(a.first(), true)?)));
     r.any("eddy_regtype_name", DataType::Utf8, |_, a| {
-        Ok(text(type_oid(a.first(), true)?.map(|o| if type_by_oid(o).is_some() { format_type(o, None) } else { o.to_string() })))
+        // PostgreSQL prints the invalid type OID 0 as `-`.
+        Ok(text(type_oid(a.first(), true)?.map(|o| match o {
+            0 => "-".to_string(),
+            o if type_by_oid(o).is_some() => format_type(o, None),
+            o => o.to_string(),
+        })))
     });
     r.any("to_regtype", DataType::Int32, |_, a| Ok(oid(type_oid(a.first(), false)?)));
     r.any("eddy_regnamespace", DataType::Int32, |cx, a| Ok(oid(namespace_oid(cx, a.first())?)));

@@ -15,6 +15,7 @@ pub mod defs;
 pub mod functions;
 pub mod info_schema;
 pub mod keywords;
+pub mod apply;
 pub mod model;
 pub mod rewrite;
 pub mod rows;

@@ -104,7 +104,8 @@ fn reg_of(t: &SqlType) -> Option<Reg> {
 fn plain_type(t: &SqlType) -> Option<SqlType> {
     match t {
         SqlType::Custom(n, mods) if mods.is_empty() => Some(match base_name(n).as_str() {
-            "oid" | "xid" | "cid" | "int4" => SqlType::Int(None),
+            "oid" => SqlType::IntUnsigned(None),
+            "xid" | "cid" | "int4" => SqlType::Int(None),
             "int2" => SqlType::SmallInt(None),
             "int8" => SqlType::BigInt(None),
             "text" | "name" | "char" | "bpchar" | "pg_node_tree" | "aclitem" | "json" | "jsonb" => SqlType::Text,

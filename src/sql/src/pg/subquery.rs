@@ -160,6 +160,16 @@ mod tests {
         assert!(out.contains("__outer_a.attcollation <> t.typcollation"), "{out}");
         assert!(out.contains("__outer_a.attcollation = a.attcollation"), "{out}");
     }
+
+    #[test]
+    fn outer_columns_in_the_projection_are_read_from_the_copy_too() {
+        let sql = "SELECT (SELECT json_build_object('always', a.attidentity = 'a', 'start', s.seqstart) FROM pg_sequence s WHERE s.seqrelid = a.attrelid + 1) FROM pg_attribute a";
+        let mut stmt = Parser::parse_sql(&PostgreSqlDialect {}, sql).unwrap().remove(0);
+        super::super::rewrite::rewrite(&mut stmt).unwrap();
+        let out = stmt.to_string();
+        assert!(out.contains("__outer_a.attidentity = 'a'"), "{out}");
+        assert!(out.contains("__outer_a.attidentity = a.attidentity"), "{out}");
+    }
 }
 
 /// Rewrites the correlated subqueries in `select`'s projection whose outer references DataFusion
@@ -218,9 +228,20 @@ fn lift_in_query(q: &mut Query, outer: &[(String, datafusion::sql::sqlparser::as
     let SetExpr::Select(select) = q.body.as_mut() else { return };
     let inner = inner_qualifiers(select);
     let mut preds = take_conjuncts(select);
+    // Outer columns in the projection cannot be decorrelated either: they are read from the
+    // copy of the outer relation too.
+    let mut projected: Vec<&mut Expr> = select
+        .projection
+        .iter_mut()
+        .filter_map(|i| match i {
+            SelectItem::UnnamedExpr(e) | SelectItem::ExprWithAlias { expr: e, .. } => Some(e),
+            _ => None,
+        })
+        .collect();
     let hard_outer: HashSet<String> = preds
         .iter()
         .filter(|p| is_hard(p, &inner))
+        .chain(projected.iter().map(|e| &**e))
         .flat_map(qualifiers)
         .filter(|q| !inner.contains(q))
         .collect();
@@ -231,7 +252,7 @@ fn lift_in_query(q: &mut Query, outer: &[(String, datafusion::sql::sqlparser::as
     let mut equalities = Vec::new();
     for (qual, table) in outer.iter().filter(|(o, _)| hard_outer.contains(o)) {
         let mut cols: Vec<String> = Vec::new();
-        for p in &preds {
+        for p in preds.iter().chain(projected.iter().map(|e| &**e)) {
             let _ = visit_expressions(p, |x| {
                 if let Expr::CompoundIdentifier(parts) = x {
                     let n = parts.len();
@@ -255,7 +276,7 @@ fn lift_in_query(q: &mut Query, outer: &[(String, datafusion::sql::sqlparser::as
             select.selection = and_all(preds);
             return;
         };
-        for p in preds.iter_mut() {
+        for p in preds.iter_mut().chain(projected.iter_mut().map(|e| &mut **e)) {
             let _ = datafusion::sql::sqlparser::ast::visit_expressions_mut(p, |x| {
                 if let Expr::CompoundIdentifier(parts) = x {
                     let n = parts.len();

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use arrow::array::{
-    ArrayRef, BooleanBuilder, Float32Builder, Float64Builder, Int16Builder, Int32Builder, Int64Builder, ListBuilder,
+    ArrayRef, BooleanBuilder, Float32Builder, Float64Builder, Int16Builder, Int32Builder, Int64Builder, ListBuilder, UInt32Builder,
     RecordBatch, StringBuilder, TimestampMicrosecondBuilder,
 };
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
@@ -58,7 +58,8 @@ impl Ty {
     /// Arrow type values of this column are held in.
     pub fn arrow(self) -> DataType {
         match self {
-            Ty::Oid | Ty::I4 => DataType::Int32,
+            Ty::Oid => DataType::UInt32,
+            Ty::I4 => DataType::Int32,
             Ty::Name | Ty::Char | Ty::Text | Ty::Regproc => DataType::Utf8,
             Ty::Bool => DataType::Boolean,
             Ty::I2 => DataType::Int16,
@@ -67,7 +68,7 @@ impl Ty {
             Ty::F8 => DataType::Float64,
             Ty::Ts => DataType::Timestamp(TimeUnit::Microsecond, Some(Arc::from(eddy_common::types::UTC))),
             Ty::TextArr => DataType::List(Arc::new(Field::new_list_field(DataType::Utf8, true))),
-            Ty::OidArr => DataType::List(Arc::new(Field::new_list_field(DataType::Int32, true))),
+            Ty::OidArr => DataType::List(Arc::new(Field::new_list_field(DataType::UInt32, true))),
             Ty::I2Arr => DataType::List(Arc::new(Field::new_list_field(DataType::Int16, true))),
         }
     }
@@ -186,7 +187,12 @@ fn list_items(v: &V) -> Option<&[V]> {
 fn column(ty: Ty, rows: &[Vec<V>], idx: usize) -> ArrayRef {
     let cells = rows.iter().map(|r| r.get(idx).unwrap_or(&V::N));
     match ty {
-        Ty::Oid | Ty::I4 => {
+        Ty::Oid => {
+            let mut b = UInt32Builder::new();
+            cells.for_each(|c| b.append_option(int_of(c).and_then(|x| u32::try_from(x).ok())));
+            Arc::new(b.finish())
+        }
+        Ty::I4 => {
             let mut b = Int32Builder::new();
             cells.for_each(|c| b.append_option(int_of(c).map(|x| x as i32)));
             Arc::new(b.finish())
@@ -240,11 +246,11 @@ fn column(ty: Ty, rows: &[Vec<V>], idx: usize) -> ArrayRef {
             Arc::new(b.finish())
         }
         Ty::OidArr => {
-            let mut b = ListBuilder::new(Int32Builder::new());
+            let mut b = ListBuilder::new(UInt32Builder::new());
             for c in cells {
                 match list_items(c) {
                     Some(items) => {
-                        items.iter().for_each(|x| b.values().append_option(int_of(x).map(|v| v as i32)));
+                        items.iter().for_each(|x| b.values().append_option(int_of(x).and_then(|v| u32::try_from(v).ok())));
                         b.append(true);
                     }
                     None => b.append(false),
