@@ -178,11 +178,46 @@ def run_protocol():
         except errors.UndefinedTable:
             pass
         assert conn.info.transaction_status == TS.INERROR, conn.info.transaction_status
+        # A failed block refuses further statements until it ends (25P02).
+        try:
+            conn.execute("SELECT 1")
+            raise AssertionError("expected 25P02")
+        except errors.InFailedSqlTransaction:
+            pass
+        assert conn.info.transaction_status == TS.INERROR, conn.info.transaction_status
         conn.rollback()
         assert conn.info.transaction_status == TS.IDLE, conn.info.transaction_status
         conn.execute("SELECT 1")
         conn.commit()
         assert conn.info.transaction_status == TS.IDLE, conn.info.transaction_status
+        # COMMIT of a failed block rolls it back.
+        conn.execute("SELECT 1")
+        try:
+            conn.execute("SELECT 1/0")
+        except errors.DivisionByZero:
+            pass
+        cur = conn.execute("COMMIT")
+        assert cur.statusmessage == "ROLLBACK", cur.statusmessage
+        assert conn.info.transaction_status == TS.IDLE, conn.info.transaction_status
+        # Nested transaction() blocks are savepoints; an error inside one rolls back to it and
+        # the outer block carries on.
+        with conn.transaction():
+            conn.execute("SELECT 1")
+            try:
+                with conn.transaction():
+                    conn.execute("SELECT * FROM no_such_table")
+            except errors.UndefinedTable:
+                pass
+            assert conn.info.transaction_status == TS.INTRANS, conn.info.transaction_status
+            assert conn.execute("SELECT 2").fetchone() == (2,)
+        assert conn.info.transaction_status == TS.IDLE, conn.info.transaction_status
+        conn.execute("BEGIN")
+        try:
+            conn.execute("ROLLBACK TO SAVEPOINT nope")
+            raise AssertionError("expected 3B001")
+        except errors.InvalidSavepointSpecification:
+            pass
+        conn.rollback()
 
     with psycopg.connect(DSN, autocommit=True) as conn:
         # An error outside a transaction block leaves the session idle.

@@ -65,6 +65,9 @@ pub mod sqlstate {
     pub const UNDEFINED_PREPARED_STATEMENT: &str = "26000";
     pub const INVALID_CURSOR_NAME: &str = "34000";
     pub const ACTIVE_SQL_TRANSACTION: &str = "25001";
+    pub const NO_ACTIVE_SQL_TRANSACTION: &str = "25P01";
+    pub const IN_FAILED_SQL_TRANSACTION: &str = "25P02";
+    pub const INVALID_SAVEPOINT_SPECIFICATION: &str = "3B001";
     pub const INSUFFICIENT_PRIVILEGE: &str = "42501";
     pub const WRONG_OBJECT_TYPE: &str = "42809";
 }

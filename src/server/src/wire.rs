@@ -16,6 +16,7 @@ use datafusion::execution::SendableRecordBatchStream;
 use eddy_common::error::sqlstate;
 use eddy_common::{EddyError, Result};
 use eddy_sql::copy::{CopyFormat, CopyIn};
+use eddy_sql::session::{in_failed_transaction, TxControl};
 use eddy_sql::{Described, EddyStatement, Engine, Output, Session};
 use futures::{FutureExt, Sink, SinkExt, StreamExt};
 use pgwire::api::auth::sasl::scram::{gen_salted_password, ScramAuth};
@@ -387,8 +388,33 @@ fn respond<C: ClientInfo>(client: &C, output: Output, format: &Format) -> Respon
     }
 }
 
+/// True for `ROLLBACK [WORK | TRANSACTION] TO [SAVEPOINT] name` as the first statement of `sql`.
+fn starts_with_rollback_to(sql: &str) -> bool {
+    let words: Vec<String> = sql.split_whitespace().take(3).map(|w| w.to_ascii_lowercase()).collect();
+    words.first().map(String::as_str) == Some("rollback")
+        && (words.get(1).map(String::as_str) == Some("to")
+            || (matches!(words.get(1).map(String::as_str), Some("work" | "transaction")) && words.get(2).map(String::as_str) == Some("to")))
+}
+
 #[async_trait]
 impl SimpleQueryHandler for Handlers {
+    /// `ROLLBACK TO SAVEPOINT` in a failed transaction block returns it to "in transaction";
+    /// pgwire derives the ReadyForQuery status from the status before the query, so it is
+    /// restored before the query runs (an unknown savepoint fails and marks the block failed
+    /// again).
+    async fn on_query<C>(&self, client: &mut C, query: pgwire::messages::simplequery::Query) -> PgWireResult<()>
+    where
+        C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::PortalStore: PortalStore,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        if client.transaction_status() == TransactionStatus::Error && starts_with_rollback_to(&query.query) {
+            client.set_transaction_status(TransactionStatus::Transaction);
+        }
+        self._on_query(client, query).await
+    }
+
     async fn do_query<C>(&self, client: &mut C, query: &str) -> PgWireResult<Vec<Response>>
     where
         C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
@@ -406,7 +432,23 @@ impl SimpleQueryHandler for Handlers {
             return Ok(vec![Response::EmptyQuery]);
         }
         let mut responses = Vec::with_capacity(stmts.len());
+        let mut status = client.transaction_status();
         for stmt in &stmts {
+            if status == TransactionStatus::Error {
+                match stmt.tx_control() {
+                    TxControl::Other => {
+                        responses.push(Response::Error(Box::new(error_info(in_failed_transaction()))));
+                        break;
+                    }
+                    TxControl::Commit => {
+                        session.end_transaction();
+                        responses.push(Response::TransactionEnd(Tag::new("ROLLBACK")));
+                        status = TransactionStatus::Idle;
+                        continue;
+                    }
+                    TxControl::Rollback | TxControl::RollbackTo => {}
+                }
+            }
             if let Err(e) = release_prepared(client, stmt) {
                 responses.push(Response::Error(Box::new(error_info(e))));
                 break;
@@ -416,6 +458,12 @@ impl SimpleQueryHandler for Handlers {
             match result {
                 Ok(output) => {
                     let is_copy = matches!(output, Output::CopyIn(_));
+                    status = match (&output, stmt.tx_control()) {
+                        (Output::TransactionStart(_), _) if status == TransactionStatus::Idle => TransactionStatus::Transaction,
+                        (Output::TransactionEnd(_), _) => TransactionStatus::Idle,
+                        (_, TxControl::RollbackTo) => TransactionStatus::Transaction,
+                        _ => status,
+                    };
                     responses.push(respond(client, output, &Format::UnifiedText));
                     if is_copy {
                         break;
@@ -492,6 +540,25 @@ impl ExtendedQueryHandler for Handlers {
         Arc::new(EddyQueryParser { engine: self.engine.clone() })
     }
 
+    /// As for the simple protocol: `ROLLBACK TO SAVEPOINT` makes a failed block usable again.
+    async fn on_execute<C>(&self, client: &mut C, message: pgwire::messages::extendedquery::Execute) -> PgWireResult<()>
+    where
+        C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::PortalStore: PortalStore<Statement = Self::Statement>,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        if client.transaction_status() == TransactionStatus::Error {
+            let name = message.name.as_deref().unwrap_or(DEFAULT_NAME);
+            if let Some(pgwire::api::store::Entry::Value(portal)) = client.portal_store().get_portal(name) {
+                if portal.statement.statement.stmt.tx_control() == TxControl::RollbackTo {
+                    client.set_transaction_status(TransactionStatus::Transaction);
+                }
+            }
+        }
+        self._on_execute(client, message).await
+    }
+
     /// pgwire's default Parse handling, plus remembering the statement's name for
     /// `DEALLOCATE ALL` / `DISCARD ALL`.
     async fn on_parse<C>(&self, client: &mut C, message: Parse) -> PgWireResult<()>
@@ -521,6 +588,17 @@ impl ExtendedQueryHandler for Handlers {
         PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
     {
         let prepared = &portal.statement.statement;
+        if client.transaction_status() == TransactionStatus::Error {
+            match prepared.stmt.tx_control() {
+                TxControl::Other => return Err(to_pg(in_failed_transaction())),
+                TxControl::Commit => {
+                    let slot = session_of(&self.engine, client);
+                    slot.lock().await.end_transaction();
+                    return Ok(Response::TransactionEnd(Tag::new("ROLLBACK")));
+                }
+                TxControl::Rollback | TxControl::RollbackTo => {}
+            }
+        }
         let inferred = &prepared.described.params;
         if portal.parameters.len() != inferred.len() {
             return Err(to_pg(EddyError::user(

@@ -37,6 +37,42 @@ use crate::functions::{first_schema, register_session_functions, SessionInfo, PG
 use crate::provider::{EddyCatalogList, QuerySnapshot};
 use crate::split::split_statements;
 
+/// How a statement acts on a transaction block that has failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TxControl {
+    /// `COMMIT`: ends the failed block, reported as ROLLBACK.
+    Commit,
+    /// `ROLLBACK`.
+    Rollback,
+    /// `ROLLBACK TO SAVEPOINT`: the block is usable again.
+    RollbackTo,
+    /// Anything else: refused with 25P02 while the block has failed.
+    Other,
+}
+
+impl EddyStatement {
+    /// The statement's transaction-control role.
+    pub fn tx_control(&self) -> TxControl {
+        match self {
+            EddyStatement::Sql(s, _) => match s.as_ref() {
+                Statement::Commit { .. } => TxControl::Commit,
+                Statement::Rollback { savepoint: Some(_), .. } => TxControl::RollbackTo,
+                Statement::Rollback { .. } => TxControl::Rollback,
+                _ => TxControl::Other,
+            },
+            _ => TxControl::Other,
+        }
+    }
+}
+
+/// The error for a statement sent in a transaction block that has failed.
+pub fn in_failed_transaction() -> EddyError {
+    user_err!(
+        sqlstate::IN_FAILED_SQL_TRANSACTION,
+        "current transaction is aborted, commands ignored until end of transaction block"
+    )
+}
+
 /// One parsed statement.
 #[derive(Debug, Clone)]
 pub enum EddyStatement {
@@ -196,6 +232,8 @@ pub struct Session {
     changed: Vec<(String, String)>,
     /// Inside `BEGIN ... COMMIT`.
     in_transaction: bool,
+    /// Savepoints of the open transaction block, oldest first.
+    savepoints: Vec<String>,
 }
 
 fn value_text(e: &SqlExpr) -> String {
@@ -257,6 +295,7 @@ impl Session {
             notices: Vec::new(),
             changed: Vec::new(),
             in_transaction: false,
+            savepoints: Vec::new(),
         }
     }
 
@@ -268,6 +307,24 @@ impl Session {
     /// True inside `BEGIN ... COMMIT`.
     pub fn in_transaction(&self) -> bool {
         self.in_transaction
+    }
+
+    /// Leaves the transaction block (COMMIT, ROLLBACK, or COMMIT of a failed block).
+    pub fn end_transaction(&mut self) {
+        self.in_transaction = false;
+        self.savepoints.clear();
+    }
+
+    /// Position of the newest savepoint called `name`.
+    fn savepoint_index(&self, name: &datafusion::sql::sqlparser::ast::Ident, what: &str) -> Result<usize> {
+        if !self.in_transaction {
+            return Err(user_err!(sqlstate::NO_ACTIVE_SQL_TRANSACTION, "{what} can only be used in transaction blocks"));
+        }
+        let name = ident_name(name);
+        self.savepoints
+            .iter()
+            .rposition(|s| *s == name)
+            .ok_or_else(|| user_err!(sqlstate::INVALID_SAVEPOINT_SPECIFICATION, "savepoint \"{name}\" does not exist"))
     }
 
     /// The schema unqualified names resolve to.
@@ -584,21 +641,33 @@ impl Session {
                 if !self.in_transaction {
                     self.notice("there is no transaction in progress");
                 }
-                self.in_transaction = false;
+                self.end_transaction();
                 Ok(Output::TransactionEnd("COMMIT".into()))
             }
-            Statement::Rollback { savepoint, .. } => {
-                if savepoint.is_some() {
-                    return Ok(command("ROLLBACK"));
-                }
+            Statement::Rollback { savepoint: Some(name), .. } => {
+                let at = self.savepoint_index(name, "ROLLBACK TO SAVEPOINT")?;
+                self.savepoints.truncate(at + 1);
+                Ok(command("ROLLBACK"))
+            }
+            Statement::Rollback { .. } => {
                 if !self.in_transaction {
                     self.notice("there is no transaction in progress");
                 }
-                self.in_transaction = false;
+                self.end_transaction();
                 Ok(Output::TransactionEnd("ROLLBACK".into()))
             }
-            Statement::Savepoint { .. } => Ok(command("SAVEPOINT")),
-            Statement::ReleaseSavepoint { .. } => Ok(command("RELEASE")),
+            Statement::Savepoint { name } => {
+                if !self.in_transaction {
+                    return Err(user_err!(sqlstate::NO_ACTIVE_SQL_TRANSACTION, "SAVEPOINT can only be used in transaction blocks"));
+                }
+                self.savepoints.push(ident_name(name));
+                Ok(command("SAVEPOINT"))
+            }
+            Statement::ReleaseSavepoint { name } => {
+                let at = self.savepoint_index(name, "RELEASE SAVEPOINT")?;
+                self.savepoints.truncate(at);
+                Ok(command("RELEASE"))
+            }
             Statement::Discard { .. } => {
                 *self.vars.write() = default_vars(&self.user);
                 Ok(command("DISCARD ALL"))
@@ -874,4 +943,13 @@ fn declared_param_types(stmt: &Statement, n: usize) -> Vec<Option<u32>> {
         std::ops::ControlFlow::<()>::Continue(())
     });
     out
+}
+
+/// An identifier as PostgreSQL stores it: folded to lower case unless quoted.
+fn ident_name(i: &datafusion::sql::sqlparser::ast::Ident) -> String {
+    if i.quote_style.is_some() {
+        i.value.clone()
+    } else {
+        i.value.to_lowercase()
+    }
 }
