@@ -99,10 +99,13 @@ def run_sqlalchemy():
         conn.execute(sa.text("CREATE MATERIALIZED VIEW sa1_mv AS SELECT name, count(*) AS n, sum(amount) AS total "
                              "FROM sa1 GROUP BY name"))
         conn.execute(sa.text("INSERT INTO sa1 VALUES (2, 'alpha', 1.25), (3, 'beta', 0.10)"))
+        conn.execute(sa.text("CREATE VIEW sa1_v AS SELECT id, name FROM sa1 WHERE amount > 1"))
     insp = sa.inspect(engine)
     assert "public" in insp.get_schema_names(), insp.get_schema_names()
     assert insp.get_table_names() == ["sa1"], insp.get_table_names()
-    assert insp.get_view_names() == [], insp.get_view_names()
+    assert insp.get_view_names() == ["sa1_v"], insp.get_view_names()
+    assert "amount > 1" in insp.get_view_definition("sa1_v"), insp.get_view_definition("sa1_v")
+    assert [c["name"] for c in insp.get_columns("sa1_v")] == ["id", "name"], insp.get_columns("sa1_v")
     assert insp.get_materialized_view_names() == ["sa1_mv"], insp.get_materialized_view_names()
     definition = insp.get_view_definition("sa1_mv")
     assert "count(*) AS n" in definition and "GROUP BY name" in definition, definition

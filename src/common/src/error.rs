@@ -44,6 +44,7 @@ pub mod sqlstate {
     pub const UNDEFINED_PARAMETER: &str = "42P02";
     pub const INVALID_COLUMN_DEFINITION: &str = "42611";
     pub const INVALID_TABLE_DEFINITION: &str = "42P16";
+    pub const INVALID_OBJECT_DEFINITION: &str = "42P17";
     pub const DEPENDENT_OBJECTS_STILL_EXIST: &str = "2BP01";
     pub const FEATURE_NOT_SUPPORTED: &str = "0A000";
     pub const NOT_NULL_VIOLATION: &str = "23502";

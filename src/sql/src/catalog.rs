@@ -51,6 +51,8 @@ pub enum RelationKind {
     Table,
     /// A materialized view, maintained incrementally.
     MaterializedView,
+    /// A (plain) view: a stored query, expanded where it is read.
+    View,
 }
 
 /// A table (and later: view, materialized view, source).
@@ -117,6 +119,15 @@ impl TableCatalog {
     /// True for materialized views.
     pub fn is_view(&self) -> bool {
         self.kind == RelationKind::MaterializedView
+    }
+
+    /// What the relation is, as PostgreSQL's messages name it.
+    pub fn kind_name(&self) -> &'static str {
+        match self.kind {
+            RelationKind::Table => "table",
+            RelationKind::MaterializedView => "materialized view",
+            RelationKind::View => "view",
+        }
     }
 
     /// Schema of stored rows: user columns plus `_row_id` when there is no primary key.

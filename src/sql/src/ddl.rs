@@ -212,9 +212,17 @@ impl Session {
     /// `DROP TABLE` / `DROP SCHEMA`.
     pub(crate) async fn drop_objects(&mut self, object_type: ObjectType, names: &[ObjectName], if_exists: bool, cascade: bool) -> Result<&'static str> {
         match object_type {
-            ObjectType::Table | ObjectType::MaterializedView => {
-                let want_view = object_type == ObjectType::MaterializedView;
-                let kind = if want_view { "materialized view" } else { "table" };
+            ObjectType::Table | ObjectType::MaterializedView | ObjectType::View => {
+                let want = match object_type {
+                    ObjectType::MaterializedView => RelationKind::MaterializedView,
+                    ObjectType::View => RelationKind::View,
+                    _ => RelationKind::Table,
+                };
+                let kind = match want {
+                    RelationKind::MaterializedView => "materialized view",
+                    RelationKind::View => "view",
+                    RelationKind::Table => "table",
+                };
                 for n in names {
                     let (schema, name) = resolve_name(self, n)?;
                     let existing = self.engine.catalog().table(&schema, &name).cloned();
@@ -225,13 +233,21 @@ impl Session {
                         }
                         return Err(user_err!(sqlstate::UNDEFINED_TABLE, "{kind} \"{name}\" does not exist"));
                     };
-                    if rel.is_view() != want_view {
-                        let hint = if rel.is_view() { "DROP MATERIALIZED VIEW" } else { "DROP TABLE" };
+                    if rel.kind != want {
+                        let hint = match rel.kind {
+                            RelationKind::MaterializedView => "DROP MATERIALIZED VIEW",
+                            RelationKind::View => "DROP VIEW",
+                            RelationKind::Table => "DROP TABLE",
+                        };
                         return Err(user_err!(sqlstate::WRONG_OBJECT_TYPE, "\"{name}\" is not a {kind}; use {hint}"));
                     }
                     self.drop_relation(rel, cascade).await?;
                 }
-                Ok(if want_view { "DROP MATERIALIZED VIEW" } else { "DROP TABLE" })
+                Ok(match want {
+                    RelationKind::MaterializedView => "DROP MATERIALIZED VIEW",
+                    RelationKind::View => "DROP VIEW",
+                    RelationKind::Table => "DROP TABLE",
+                })
             }
             ObjectType::Schema => {
                 for n in names {
@@ -243,7 +259,7 @@ impl Session {
                     if !tables.is_empty() && !cascade {
                         let names: Vec<String> = tables
                             .iter()
-                            .map(|t| format!("{} {}.{}", if t.is_view() { "materialized view" } else { "table" }, t.schema, t.name))
+                            .map(|t| format!("{} {}.{}", t.kind_name(), t.schema, t.name))
                             .collect();
                         return Err(user_err!(
                             sqlstate::DEPENDENT_OBJECTS_STILL_EXIST,

@@ -42,8 +42,8 @@ impl Session {
             .downcast_ref::<EddyTable>()
             .ok_or_else(|| user_err!(sqlstate::WRONG_OBJECT_TYPE, "cannot modify \"{}\": it is not a table", dml.table_name))?;
         let catalog = table.catalog.clone();
-        if catalog.is_view() {
-            return Err(user_err!(sqlstate::WRONG_OBJECT_TYPE, "cannot change materialized view \"{}\"", catalog.name));
+        if catalog.kind != crate::catalog::RelationKind::Table {
+            return Err(user_err!(sqlstate::WRONG_OBJECT_TYPE, "cannot change {} \"{}\"", catalog.kind_name(), catalog.name));
         }
         let mut changes: Vec<StreamChunk> = Vec::new();
         let count = match &dml.op {

@@ -180,7 +180,7 @@ impl Engine {
             self.barrier.add_actor(id).await;
             tokio::spawn(actor.run());
         }
-        for t in relations.iter().filter(|t| !t.is_view()) {
+        for t in relations.iter().filter(|t| t.kind == crate::catalog::RelationKind::Table) {
             self.start_table_actor(t, outputs.remove(&t.id).unwrap_or_default()).await?;
         }
         Ok(())

@@ -16,6 +16,7 @@ pub mod session;
 pub mod split;
 pub mod stream_plan;
 pub mod types;
+pub mod view;
 
 pub use engine::{Engine, EngineConfig};
 pub use session::{Described, EddyStatement, Output, Session};

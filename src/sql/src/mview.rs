@@ -46,7 +46,7 @@ impl Session {
         Ok((state, optimized))
     }
 
-    fn parse_query(text: &str) -> Result<Query> {
+    pub(crate) fn parse_query(text: &str) -> Result<Query> {
         let mut stmts = Parser::parse_sql(&PostgreSqlDialect {}, text).map_err(|e| internal_err!("stored view query does not parse: {e}"))?;
         match stmts.pop() {
             Some(Statement::Query(q)) => Ok(*q),
@@ -82,13 +82,18 @@ impl Session {
                 return Err(user_err!(sqlstate::DUPLICATE_TABLE, "relation \"{name}\" already exists"));
             }
         }
+        // The view keeps its query with plain views expanded: replacing one of them later
+        // must not change what this view computes (or what its recovery re-plans).
+        let mut expanded = query.clone();
+        let direct = self.expand_views(&mut expanded)?;
+        let query = &expanded;
         let (_, plan) = self.view_plan(query).await?;
         let engine = self.engine.clone();
         let mut alloc = || engine.allocate_id();
         let mut ids = TableIds::Allocate(&mut alloc);
         let planned = plan_view(&plan, &mut ids, None).await?;
         let id = self.engine.allocate_id();
-        let mut dependencies: Vec<u32> = planned.branches.iter().map(|b| b.upstream.id).collect();
+        let mut dependencies: Vec<u32> = planned.branches.iter().map(|b| b.upstream.id).chain(direct).collect();
         dependencies.sort_unstable();
         dependencies.dedup();
         let view = TableCatalog {
@@ -146,8 +151,8 @@ impl Session {
         let dependents = self.engine.catalog().dependents(rel.id);
         if !dependents.is_empty() {
             if !cascade {
-                let names: Vec<String> = dependents.iter().map(|d| format!("materialized view {}", d.name)).collect();
-                let what = if rel.is_view() { "materialized view" } else { "table" };
+                let names: Vec<String> = dependents.iter().map(|d| format!("{} {}", d.kind_name(), d.name)).collect();
+                let what = rel.kind_name();
                 return Err(user_err!(
                     sqlstate::DEPENDENT_OBJECTS_STILL_EXIST,
                     "cannot drop {what} {} because other objects depend on it: {}; use DROP ... CASCADE to drop them too",
@@ -158,6 +163,9 @@ impl Session {
             for d in dependents {
                 Box::pin(self.drop_relation(d, true)).await?;
             }
+        }
+        if rel.kind == RelationKind::View {
+            return self.drop_plain_view(rel).await;
         }
         // Stop the actor first: after this barrier nothing writes the relation any more.
         self.engine.barrier.inject(Mutation { add_outputs: HashMap::new(), stop: vec![rel.id] }, vec![]).await?;

@@ -152,6 +152,14 @@ impl TableProvider for EddyTable {
         if let Some(err) = self.engine.view_failure(&self.catalog) {
             return Err(DataFusionError::External(Box::new(err)));
         }
+        if self.catalog.kind == crate::catalog::RelationKind::View {
+            // Views are expanded before planning; a reference that was not expanded (e.g. in
+            // an UPDATE's subquery) is refused rather than read as empty.
+            return Err(DataFusionError::External(Box::new(eddy_common::not_supported!(
+                "view \"{}\" cannot be read in this position yet",
+                self.catalog.name
+            ))));
+        }
         let mut batches = match self.lookup_by_key(state, filters).await {
             Some(b) => b,
             None => self.read_all(state).await?,

@@ -405,6 +405,7 @@ impl Session {
     pub(crate) async fn plan(&self, stmt: &Statement, dml: bool) -> Result<(SessionState, LogicalPlan)> {
         let state = self.state(dml);
         let mut stmt = stmt.clone();
+        self.expand_views_in(&mut stmt)?;
         if let Statement::Query(q) = &mut stmt {
             if let Some(applied) = self.apply_correlated(q).await {
                 **q = applied;
@@ -549,7 +550,8 @@ impl Session {
             }
             Statement::CreateView(cv) => {
                 if !cv.materialized {
-                    return Err(not_supported!("CREATE VIEW is not supported yet; use CREATE MATERIALIZED VIEW"));
+                    self.create_view(&cv.name, &cv.columns.iter().map(|c| c.name.clone()).collect::<Vec<_>>(), &cv.query, cv.or_replace, cv.if_not_exists, sql).await?;
+                    return Ok(command("CREATE VIEW"));
                 }
                 if cv.or_replace || !cv.columns.is_empty() {
                     return Err(not_supported!("CREATE OR REPLACE and column lists are not supported for materialized views yet"));
@@ -558,6 +560,11 @@ impl Session {
                 Ok(command("CREATE_MATERIALIZED_VIEW"))
             }
             Statement::Query(_) | Statement::Insert(_) | Statement::Update(_) | Statement::Delete(_) | Statement::Explain { .. } => {
+                if let Statement::Insert(ins) = stmt {
+                    if let datafusion::sql::sqlparser::ast::TableObject::TableName(name) = &ins.table {
+                        self.require_table(name)?;
+                    }
+                }
                 let dml = matches!(stmt, Statement::Update(_) | Statement::Delete(_));
                 let (state, plan) = self.plan(stmt, dml).await?;
                 let plan = if params.is_empty() {
@@ -611,7 +618,7 @@ impl Session {
             Statement::ShowVariable { variable } => self.show(variable),
             Statement::ShowTables { .. } => {
                 let schema = self.default_schema();
-                let rows = self.engine.catalog().tables_in(&schema).into_iter().filter(|t| !t.is_view()).map(|t| vec![t.name.clone()]).collect();
+                let rows = self.engine.catalog().tables_in(&schema).into_iter().filter(|t| t.kind == crate::catalog::RelationKind::Table).map(|t| vec![t.name.clone()]).collect();
                 text_rows(&["Name"], rows)
             }
             Statement::Reset(r) => {

@@ -41,6 +41,7 @@ pub fn relkind(kind: RelationKind) -> char {
     match kind {
         RelationKind::Table => 'r',
         RelationKind::MaterializedView => 'm',
+        RelationKind::View => 'v',
     }
 }
 

@@ -1,0 +1,275 @@
+//! Plain (non-materialized) views: `CREATE [OR REPLACE] VIEW`, `DROP VIEW`, and their
+//! expansion.
+//!
+//! A view is a catalog entry holding its query; it has no state and no actor. Before a
+//! statement is planned, every reference to a view in a FROM clause is replaced by the view's
+//! query as a derived table named like the view, with the view's column names (views on views
+//! expand recursively). A materialized view over a view stores its query with the views
+//! expanded, so replacing a view later does not change what an existing materialized view
+//! computes (or what its recovery re-plans).
+
+use std::ops::ControlFlow;
+use std::sync::Arc;
+
+use datafusion::sql::sqlparser::ast::{
+    visit_expressions_mut, Expr, Ident, ObjectName, Query, SetExpr, Statement, TableAlias, TableAliasColumnDef,
+    TableFactor, TableWithJoins,
+};
+use eddy_common::error::sqlstate;
+use eddy_common::types::ColumnType;
+use eddy_common::{user_err, EddyError, Result};
+use eddy_storage::EpochBatch;
+
+use crate::catalog::{CatalogChange, ColumnCatalog, RelationKind, TableCatalog};
+use crate::ddl::resolve_name;
+use crate::session::Session;
+
+/// Views nested deeper than this are taken to refer to themselves.
+const MAX_DEPTH: usize = 32;
+
+impl Session {
+    /// Replaces the views `q` reads by their queries. Returns the ids of the relations `q`
+    /// names itself (tables, views and materialized views), for dependency tracking.
+    pub(crate) fn expand_views(&self, q: &mut Query) -> Result<Vec<u32>> {
+        let mut direct = Vec::new();
+        self.expand_query(q, &[], 0, Some(&mut direct))?;
+        direct.sort_unstable();
+        direct.dedup();
+        Ok(direct)
+    }
+
+    /// [`Session::expand_views`] over the queries of a statement (queries, INSERT sources,
+    /// EXPLAIN and CREATE ... AS bodies); `true` if a view was expanded.
+    pub(crate) fn expand_views_in(&self, stmt: &mut Statement) -> Result<()> {
+        match stmt {
+            Statement::Query(q) => self.expand_views(q).map(|_| ()),
+            Statement::Insert(ins) => match ins.source.as_mut() {
+                Some(q) => self.expand_views(q).map(|_| ()),
+                None => Ok(()),
+            },
+            Statement::Explain { statement, .. } => self.expand_views_in(statement),
+            _ => Ok(()),
+        }
+    }
+
+    fn expand_query(&self, q: &mut Query, ctes: &[String], depth: usize, mut direct: Option<&mut Vec<u32>>) -> Result<()> {
+        let mut scope = ctes.to_vec();
+        if let Some(with) = q.with.as_mut() {
+            for cte in with.cte_tables.iter_mut() {
+                // A recursive CTE sees its own name.
+                scope.push(cte.alias.name.value.to_lowercase());
+                self.expand_query(&mut cte.query, &scope, depth, direct.as_deref_mut())?;
+            }
+        }
+        self.expand_set_expr(&mut q.body, &scope, depth, direct)
+    }
+
+    fn expand_set_expr(&self, body: &mut SetExpr, ctes: &[String], depth: usize, mut direct: Option<&mut Vec<u32>>) -> Result<()> {
+        match body {
+            SetExpr::Select(select) => {
+                for t in select.from.iter_mut() {
+                    self.expand_from(t, ctes, depth, direct.as_deref_mut())?;
+                }
+                let mut err: Option<EddyError> = None;
+                let mut visit = |e: &mut Expr| {
+                    if let Expr::Subquery(q) | Expr::Exists { subquery: q, .. } | Expr::InSubquery { subquery: q, .. } = e {
+                        if let Err(x) = self.expand_query(q, ctes, depth, direct.as_deref_mut()) {
+                            err = Some(x);
+                            return ControlFlow::Break(());
+                        }
+                    }
+                    ControlFlow::Continue(())
+                };
+                let _ = visit_expressions_mut(&mut select.projection, &mut visit);
+                let _ = visit_expressions_mut(&mut select.selection, &mut visit);
+                let _ = visit_expressions_mut(&mut select.having, &mut visit);
+                err.map_or(Ok(()), Err)
+            }
+            SetExpr::Query(q) => self.expand_query(q, ctes, depth, direct),
+            SetExpr::SetOperation { left, right, .. } => {
+                self.expand_set_expr(left, ctes, depth, direct.as_deref_mut())?;
+                self.expand_set_expr(right, ctes, depth, direct)
+            }
+            _ => Ok(()),
+        }
+    }
+
+    fn expand_from(&self, t: &mut TableWithJoins, ctes: &[String], depth: usize, mut direct: Option<&mut Vec<u32>>) -> Result<()> {
+        self.expand_factor(&mut t.relation, ctes, depth, direct.as_deref_mut())?;
+        for j in t.joins.iter_mut() {
+            self.expand_factor(&mut j.relation, ctes, depth, direct.as_deref_mut())?;
+        }
+        Ok(())
+    }
+
+    fn expand_factor(&self, f: &mut TableFactor, ctes: &[String], depth: usize, direct: Option<&mut Vec<u32>>) -> Result<()> {
+        match f {
+            TableFactor::Derived { subquery, .. } => self.expand_query(subquery, ctes, depth, direct),
+            TableFactor::NestedJoin { table_with_joins, .. } => self.expand_from(table_with_joins, ctes, depth, direct),
+            TableFactor::Table { name, alias, args: None, .. } => {
+                if name.0.len() == 1 && ctes.contains(&name.0[0].to_string().to_lowercase()) {
+                    return Ok(());
+                }
+                let Ok((schema, rel_name)) = resolve_name(self, name) else { return Ok(()) };
+                let Some(rel) = self.engine.catalog().table(&schema, &rel_name).cloned() else { return Ok(()) };
+                if let Some(d) = direct {
+                    d.push(rel.id);
+                }
+                if rel.kind != RelationKind::View {
+                    return Ok(());
+                }
+                if depth >= MAX_DEPTH {
+                    return Err(user_err!(sqlstate::INVALID_OBJECT_DEFINITION, "infinite recursion detected in view \"{}\"", rel.name));
+                }
+                let mut body = Self::parse_query(rel.query.as_deref().unwrap_or_default())?;
+                self.expand_query(&mut body, &[], depth + 1, None)?;
+                let columns = |a: &Option<TableAlias>| a.as_ref().map(|a| !a.columns.is_empty()).unwrap_or(false);
+                let alias = if columns(alias) {
+                    alias.clone()
+                } else {
+                    let name = alias.as_ref().map(|a| a.name.clone()).unwrap_or_else(|| Ident::new(rel.name.clone()));
+                    Some(TableAlias {
+                        explicit: true,
+                        name,
+                        columns: rel
+                            .columns
+                            .iter()
+                            .map(|c| TableAliasColumnDef { name: Ident::with_quote('"', c.name.clone()), data_type: None })
+                            .collect(),
+                        at: None,
+                    })
+                };
+                *f = TableFactor::Derived { lateral: false, subquery: Box::new(body), alias, sample: None };
+                Ok(())
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// `CREATE [OR REPLACE] VIEW name [(columns)] AS query`.
+    pub(crate) async fn create_view(
+        &mut self,
+        name: &ObjectName,
+        column_names: &[Ident],
+        query: &Query,
+        or_replace: bool,
+        if_not_exists: bool,
+        sql: &str,
+    ) -> Result<()> {
+        let (schema, name) = resolve_name(self, name)?;
+        self.engine.catalog().require_schema(&schema)?;
+        let mut expanded = query.clone();
+        let dependencies = self.expand_views(&mut expanded)?;
+        let (_, plan) = self.plan(&Statement::Query(Box::new(expanded)), false).await?;
+        let fields = plan.schema().fields().clone();
+        if column_names.len() > fields.len() {
+            return Err(user_err!(sqlstate::SYNTAX_ERROR, "CREATE VIEW specifies more column names than columns"));
+        }
+        let mut columns: Vec<ColumnCatalog> = Vec::with_capacity(fields.len());
+        for (i, f) in fields.iter().enumerate() {
+            let col_name = column_names.get(i).map(|c| crate::ddl::normalize_ident(&c.to_string())).unwrap_or_else(|| f.name().clone());
+            if columns.iter().any(|c| c.name == col_name) {
+                return Err(user_err!(sqlstate::DUPLICATE_COLUMN, "column \"{col_name}\" specified more than once"));
+            }
+            let ty = ColumnType::from_arrow_field(f).ok_or_else(|| {
+                user_err!(sqlstate::FEATURE_NOT_SUPPORTED, "column \"{col_name}\" of a view cannot have type {}", f.data_type())
+            })?;
+            columns.push(ColumnCatalog { name: col_name, ty, not_null: false, default: None, hidden: false });
+        }
+        let existing = self.engine.catalog().table(&schema, &name).cloned();
+        let id = match &existing {
+            Some(old) if or_replace && old.kind == RelationKind::View => {
+                // PostgreSQL keeps a replaced view's columns: new ones may only be added at the end.
+                for (i, old_col) in old.columns.iter().enumerate() {
+                    match columns.get(i) {
+                        Some(c) if c.name != old_col.name => {
+                            return Err(user_err!(
+                                sqlstate::INVALID_TABLE_DEFINITION,
+                                "cannot change name of view column \"{}\" to \"{}\"",
+                                old_col.name,
+                                c.name
+                            ))
+                        }
+                        Some(c) if c.ty != old_col.ty => {
+                            return Err(user_err!(
+                                sqlstate::INVALID_TABLE_DEFINITION,
+                                "cannot change data type of view column \"{}\" from {} to {}",
+                                c.name,
+                                old_col.ty.pg_name(),
+                                c.ty.pg_name()
+                            ))
+                        }
+                        Some(_) => {}
+                        None => return Err(user_err!(sqlstate::INVALID_TABLE_DEFINITION, "cannot drop columns from view")),
+                    }
+                }
+                old.id
+            }
+            Some(old) => {
+                if if_not_exists {
+                    self.notice(&format!("relation \"{name}\" already exists, skipping"));
+                    return Ok(());
+                }
+                let what = if old.kind == RelationKind::View { "" } else { " (not a view)" };
+                return Err(user_err!(sqlstate::DUPLICATE_TABLE, "relation \"{name}\" already exists{what}"));
+            }
+            None => self.engine.allocate_id(),
+        };
+        if dependencies.contains(&id) {
+            return Err(user_err!(sqlstate::INVALID_OBJECT_DEFINITION, "infinite recursion detected in view \"{name}\""));
+        }
+        let view = TableCatalog {
+            id,
+            schema,
+            name,
+            kind: RelationKind::View,
+            columns,
+            pk: vec![],
+            definition: sql.trim().trim_end_matches(';').to_string(),
+            query: Some(query.to_string()),
+            dependencies,
+            internal_tables: vec![],
+        };
+        let replacing = existing.is_some();
+        self.engine
+            .ddl(|cat| {
+                match cat.table(&view.schema, &view.name) {
+                    Some(t) if !(replacing && t.id == view.id) => {
+                        return Err(user_err!(sqlstate::DUPLICATE_TABLE, "relation \"{}\" already exists", view.name))
+                    }
+                    None if replacing => return Err(user_err!(sqlstate::UNDEFINED_TABLE, "view \"{}\" was dropped concurrently", view.name)),
+                    _ => {}
+                }
+                if view.dependencies.iter().any(|d| cat.by_id(*d).is_none()) {
+                    return Err(user_err!(sqlstate::UNDEFINED_TABLE, "a relation the view reads was dropped"));
+                }
+                Ok((vec![CatalogChange::CreateTable(view.clone())], EpochBatch::default()))
+            })
+            .await
+    }
+
+    /// Refuses writes to anything but a table, naming what it is.
+    pub(crate) fn require_table(&self, name: &ObjectName) -> Result<()> {
+        let (schema, rel_name) = resolve_name(self, name)?;
+        match self.engine.catalog().table(&schema, &rel_name) {
+            Some(rel) if rel.kind == RelationKind::View => {
+                Err(user_err!(sqlstate::FEATURE_NOT_SUPPORTED, "cannot change view \"{rel_name}\": views are not updatable"))
+            }
+            Some(rel) if rel.kind != RelationKind::Table => {
+                Err(user_err!(sqlstate::WRONG_OBJECT_TYPE, "cannot change {} \"{rel_name}\"", rel.kind_name()))
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// Drops a plain view (no state, no actor).
+    pub(crate) async fn drop_plain_view(&mut self, rel: Arc<TableCatalog>) -> Result<()> {
+        let id = rel.id;
+        self.engine
+            .ddl(|cat| {
+                let t = cat.by_id(id).cloned().ok_or_else(|| user_err!(sqlstate::UNDEFINED_TABLE, "view was dropped concurrently"))?;
+                Ok((vec![CatalogChange::DropTable(t)], EpochBatch::default()))
+            })
+            .await
+    }
+}
