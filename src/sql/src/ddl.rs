@@ -184,9 +184,16 @@ impl Session {
         for f in plan.schema().fields() {
             let ty = eddy_common::ColumnType::from_arrow_field(f)
                 .ok_or_else(|| not_supported!("column \"{}\" has type {} which a table cannot store yet", f.name(), f.data_type()))?;
-            columns.push(ColumnCatalog { name: f.name().clone(), ty, not_null: false, default: None, hidden: false });
+            columns.push(ColumnCatalog {
+                name: crate::pg::colnames::output_name(f.name()).to_string(),
+                ty,
+                not_null: false,
+                default: None,
+                hidden: false,
+            });
         }
         let definition = sql.trim().trim_end_matches(';').to_string();
+        crate::session::unique_column_names(columns.iter().map(|c| c.name.as_str()))?;
         let Some(table) = self.commit_new_table(schema, name, columns, vec![], definition, ct.if_not_exists).await? else {
             return Ok(0);
         };

@@ -507,7 +507,7 @@ impl Session {
                 }
                 let schema = match plan {
                     LogicalPlan::Dml(_) => None,
-                    p => Some(Arc::new(p.schema().as_arrow().clone())),
+                    p => Some(client_schema(p.schema().as_arrow())),
                 };
                 let declared = declared_param_types(stmt, params.len());
                 Ok(Described { params, declared, schema })
@@ -596,7 +596,7 @@ impl Session {
                     }
                     plan => {
                         let df = DataFrame::new(state, plan);
-                        let schema: SchemaRef = Arc::new(df.schema().as_arrow().clone());
+                        let schema: SchemaRef = client_schema(df.schema().as_arrow());
                         let stream = df.execute_stream().await?;
                         Ok(Output::Rows { schema, stream })
                     }
@@ -959,4 +959,26 @@ fn ident_name(i: &datafusion::sql::sqlparser::ast::Ident) -> String {
     } else {
         i.value.to_lowercase()
     }
+}
+
+/// `schema` with the output names clients see (repeated names unmarked, see
+/// [`crate::pg::colnames::DUPLICATE_MARK`]).
+pub(crate) fn client_schema(schema: &Schema) -> SchemaRef {
+    use crate::pg::colnames::output_name;
+    if !schema.fields().iter().any(|f| output_name(f.name()) != f.name()) {
+        return Arc::new(schema.clone());
+    }
+    let fields: Vec<Field> = schema.fields().iter().map(|f| f.as_ref().clone().with_name(output_name(f.name()))).collect();
+    Arc::new(Schema::new_with_metadata(fields, schema.metadata().clone()))
+}
+
+/// Refuses a relation definition whose columns repeat a name (PostgreSQL's 42701).
+pub(crate) fn unique_column_names<'a>(names: impl Iterator<Item = &'a str>) -> Result<()> {
+    let mut seen = std::collections::HashSet::new();
+    for n in names {
+        if !seen.insert(n) {
+            return Err(user_err!(sqlstate::DUPLICATE_COLUMN, "column \"{n}\" specified more than once"));
+        }
+    }
+    Ok(())
 }

@@ -216,6 +216,7 @@ pub async fn plan_view(plan: &LogicalPlan, ids: &mut TableIds<'_>, restore: Opti
 
 /// PostgreSQL's name for an unaliased output column: the column, the function, or `?column?`.
 fn pg_column_name(df_name: &str) -> String {
+    let df_name = crate::pg::colnames::output_name(df_name);
     if df_name.chars().all(|c| c.is_alphanumeric() || c == '_' || c == '.') {
         return df_name.rsplit('.').next().unwrap_or(df_name).to_string();
     }

@@ -167,7 +167,10 @@ impl Session {
         }
         let mut columns: Vec<ColumnCatalog> = Vec::with_capacity(fields.len());
         for (i, f) in fields.iter().enumerate() {
-            let col_name = column_names.get(i).map(|c| crate::ddl::normalize_ident(&c.to_string())).unwrap_or_else(|| f.name().clone());
+            let col_name = column_names
+                .get(i)
+                .map(|c| crate::ddl::normalize_ident(&c.to_string()))
+                .unwrap_or_else(|| crate::pg::colnames::output_name(f.name()).to_string());
             if columns.iter().any(|c| c.name == col_name) {
                 return Err(user_err!(sqlstate::DUPLICATE_COLUMN, "column \"{col_name}\" specified more than once"));
             }

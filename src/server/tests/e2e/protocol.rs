@@ -131,3 +131,30 @@ async fn portal_suspension_returns_rows_in_batches() {
     tx.commit().await.unwrap();
     srv.shutdown().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn output_column_names_follow_postgres_including_repeats() {
+    let srv = server("memory://").await;
+    let c = connect(srv.addr).await;
+    c.batch_execute("CREATE TABLE names_t (a INT PRIMARY KEY, b TEXT); INSERT INTO names_t VALUES (1, 'x')").await.unwrap();
+    let cases: &[(&str, &[&str])] = &[
+        ("SELECT 1, 1, 'a' || 'b'", &["?column?", "?column?", "?column?"]),
+        ("SELECT a, a, b, a FROM names_t", &["a", "a", "b", "a"]),
+        ("SELECT count(*), count(*), sum(a) FROM names_t", &["count", "count", "sum"]),
+        ("SELECT a::text, a::int8, a FROM names_t", &["a", "a", "a"]),
+        ("SELECT t1.a, t2.a FROM names_t t1 JOIN names_t t2 ON t1.a = t2.a", &["a", "a"]),
+        ("SELECT a AS x, b AS x FROM names_t", &["x", "x"]),
+    ];
+    for (sql, want) in cases {
+        let stmt = c.prepare(sql).await.unwrap_or_else(|e| panic!("{sql}: {e:?}"));
+        let got: Vec<&str> = stmt.columns().iter().map(|col| col.name()).collect();
+        assert_eq!(&got, want, "{sql}");
+        c.query(&stmt, &[]).await.unwrap_or_else(|e| panic!("{sql}: {e:?}"));
+    }
+    // A relation cannot have two columns of one name.
+    let e = c.batch_execute("CREATE TABLE names_c AS SELECT a, a FROM names_t").await.expect_err("duplicate");
+    assert_eq!(sqlstate(&e), "42701", "{e:?}");
+    let e = c.batch_execute("CREATE MATERIALIZED VIEW names_m AS SELECT b, count(*), count(*) FROM names_t GROUP BY b").await.expect_err("duplicate");
+    assert_eq!(sqlstate(&e), "42701", "{e:?}");
+    srv.shutdown().await.unwrap();
+}

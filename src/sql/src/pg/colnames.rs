@@ -74,38 +74,70 @@ fn type_name(t: &SqlType) -> String {
     }
 }
 
-/// Gives every unaliased, non-column select item of `select` its PostgreSQL name.
+/// Marks a duplicate output name: DataFusion needs unique names, PostgreSQL allows repeats
+/// (`SELECT a, a`, `SELECT 1, 1` both name two columns alike). The `n`th repeat of `name` is
+/// planned as `name` + [`DUPLICATE_MARK`] + `n`; [`output_name`] gives the name back.
+pub const DUPLICATE_MARK: char = '\u{1}';
+
+/// The name a client sees for a planned output column (see [`DUPLICATE_MARK`]).
+pub fn output_name(planned: &str) -> &str {
+    planned.split(DUPLICATE_MARK).next().unwrap_or(planned)
+}
+
+/// The output name of a select item as DataFusion derives it (unquoted identifiers fold to
+/// lower case), or `None` for wildcards.
+fn planned_name(item: &SelectItem) -> Option<String> {
+    let ident = |i: &Ident| if i.quote_style.is_some() { i.value.clone() } else { i.value.to_lowercase() };
+    match item {
+        SelectItem::ExprWithAlias { alias, .. } => Some(ident(alias)),
+        SelectItem::UnnamedExpr(Expr::Identifier(i)) => Some(ident(i)),
+        SelectItem::UnnamedExpr(Expr::CompoundIdentifier(parts)) => parts.last().map(ident),
+        _ => None,
+    }
+}
+
+/// Gives every unaliased, non-column select item of `select` its PostgreSQL name, and every
+/// repeated output name a marked unique one.
 pub fn assign(select: &mut Select) {
     let mut used: HashSet<String> = HashSet::new();
-    for item in &select.projection {
-        match item {
-            SelectItem::ExprWithAlias { alias, .. } => {
-                used.insert(alias.value.clone());
-            }
-            SelectItem::UnnamedExpr(Expr::Identifier(i)) => {
-                used.insert(i.value.to_ascii_lowercase());
-            }
-            _ => {}
-        }
-    }
     for item in select.projection.iter_mut() {
-        let SelectItem::UnnamedExpr(e) = item else { continue };
-        if matches!(e, Expr::Identifier(_) | Expr::CompoundIdentifier(_)) {
+        if let SelectItem::UnnamedExpr(e) = item {
+            let is_column = matches!(e, Expr::Identifier(_) | Expr::CompoundIdentifier(_));
+            // A name taken from a column (`c.oid::regclass` is `oid`) could clash with that
+            // column when DataFusion adds it for ORDER BY; those keep DataFusion's name.
+            let column_like = matches!(e, Expr::Cast { .. } | Expr::Nested(_) | Expr::CompoundFieldAccess { .. }) && names_a_column(e);
+            if column_like {
+                // Named after the column but marked, so it cannot clash with the column itself
+                // when DataFusion adds that for ORDER BY (`SELECT c.oid::regclass ... ORDER BY c.oid`).
+                let name = figure(e).map(|n| n.to_lowercase()).unwrap_or_else(|| "?column?".to_string());
+                let mut n = 1;
+                while used.contains(&format!("{name}{DUPLICATE_MARK}{n}")) {
+                    n += 1;
+                }
+                let unique = format!("{name}{DUPLICATE_MARK}{n}");
+                used.insert(unique.clone());
+                *item = SelectItem::ExprWithAlias { expr: e.clone(), alias: Ident::with_quote('"', unique) };
+                continue;
+            }
+            if !is_column {
+                let name = figure(e).unwrap_or_else(|| "?column?".to_string());
+                *item = SelectItem::ExprWithAlias { expr: e.clone(), alias: Ident::with_quote('"', name) };
+            }
+        }
+        let Some(name) = planned_name(item) else { continue };
+        if used.insert(name.clone()) {
             continue;
         }
-        // A name taken from a column (`c.oid::regclass` is `oid`) could clash with that column
-        // when DataFusion adds it for ORDER BY; those keep DataFusion's name.
-        if matches!(e, Expr::Cast { .. } | Expr::Nested(_) | Expr::CompoundFieldAccess { .. }) && names_a_column(e) {
-            continue;
-        }
-        let base = figure(e).unwrap_or_else(|| "?column?".to_string());
-        let mut name = base.clone();
-        let mut n = 1;
-        while used.contains(&name) {
+        let mut n = 2;
+        while used.contains(&format!("{name}{DUPLICATE_MARK}{n}")) {
             n += 1;
-            name = format!("{base}_{n}");
         }
-        used.insert(name.clone());
-        *item = SelectItem::ExprWithAlias { expr: e.clone(), alias: Ident::with_quote('"', name) };
+        let unique = format!("{name}{DUPLICATE_MARK}{n}");
+        used.insert(unique.clone());
+        let expr = match item {
+            SelectItem::UnnamedExpr(e) | SelectItem::ExprWithAlias { expr: e, .. } => e.clone(),
+            _ => continue,
+        };
+        *item = SelectItem::ExprWithAlias { expr, alias: Ident::with_quote('"', unique) };
     }
 }
