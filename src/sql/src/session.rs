@@ -663,6 +663,16 @@ impl Session {
                 self.end_transaction();
                 Ok(Output::TransactionEnd("ROLLBACK".into()))
             }
+            Statement::Truncate(t) => {
+                // Every row goes through the table's source actor as a delete, so views see it.
+                for target in &t.table_names {
+                    self.require_table(&target.name)?;
+                    let sql = format!("DELETE FROM {}", target.name);
+                    let stmt = Parser::parse_sql(&PostgreSqlDialect {}, &sql).map_err(|e| user_err!(sqlstate::SYNTAX_ERROR, "{e}"))?.remove(0);
+                    Box::pin(self.execute(&EddyStatement::Sql(Box::new(stmt), sql), vec![])).await?;
+                }
+                Ok(command("TRUNCATE TABLE"))
+            }
             Statement::Savepoint { name } => {
                 if !self.in_transaction {
                     return Err(user_err!(sqlstate::NO_ACTIVE_SQL_TRANSACTION, "SAVEPOINT can only be used in transaction blocks"));

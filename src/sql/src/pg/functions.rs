@@ -218,6 +218,11 @@ fn list_len(v: Option<&ScalarValue>) -> Option<usize> {
 
 /// Arrays, JSON and session functions.
 fn register_misc(r: &Registrar<'_>) {
+    // The SQL name of the argument's type (PostgreSQL returns regtype, shown as this name).
+    r.any("pg_typeof", DataType::Utf8, |_, a| {
+        let name = a.first().map(|v| pg_type_name(&v.data_type())).unwrap_or_else(|| "unknown".to_string());
+        Ok(text(Some(name)))
+    });
     r.any("current_schemas", DataType::new_list(DataType::Utf8, true), |cx, a| {
         let mut schemas = Vec::new();
         if bool_arg(a.first()).unwrap_or(false) {
@@ -275,5 +280,18 @@ fn json_value(v: Option<&ScalarValue>) -> serde_json::Value {
             s.to_string().parse::<f64>().ok().map(serde_json::Value::from).unwrap_or(serde_json::Value::Null)
         }
         Some(s) => serde_json::Value::String(text_arg(Some(s)).unwrap_or_default()),
+    }
+}
+
+/// PostgreSQL's name for values of Arrow type `dt`.
+fn pg_type_name(dt: &DataType) -> String {
+    match dt {
+        DataType::Null => "unknown".to_string(),
+        DataType::UInt32 => "oid".to_string(),
+        DataType::List(f) | DataType::LargeList(f) => format!("{}[]", pg_type_name(f.data_type())),
+        other => match eddy_common::types::ColumnType::from_arrow(other) {
+            Some(t) => format_type(t.pg_oid(), None),
+            None => other.to_string().to_lowercase(),
+        },
     }
 }

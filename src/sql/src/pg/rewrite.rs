@@ -326,6 +326,20 @@ fn rewrite_function(f: &mut Function) -> Option<Expr> {
             FunctionArguments::Subquery(q) => array_subquery(q.as_ref().clone()),
             _ => None,
         },
+        // A set-returning call in an expression: one row per element, as in PostgreSQL.
+        "generate_series" if !f.args.to_string().is_empty() => {
+            f.name = ObjectName::from(vec![Ident::new("generate_series")]);
+            Some(call("unnest", vec![Expr::Function(f.clone())]))
+        }
+        // `unnest(generate_series(..))` as written: the inner call is already a row source.
+        "unnest" => match function_args(f).as_slice() {
+            [Expr::Function(inner)] if base_name(&inner.name) == "unnest" => Some(Expr::Function(inner.clone())),
+            _ => None,
+        },
+        "every" => {
+            f.name = ObjectName::from(vec![Ident::new("bool_and")]);
+            None
+        }
         "_pg_expandarray" => {
             f.name = ObjectName::from(vec![Ident::new("_pg_expandarray")]);
             Some(call("unnest", vec![Expr::Function(f.clone())]))
@@ -419,6 +433,7 @@ impl VisitorMut for PgRewriter {
 
     fn pre_visit_query(&mut self, q: &mut Query) -> ControlFlow<()> {
         name_recursive_cte_columns(q);
+        fetch_as_limit(q);
         ControlFlow::Continue(())
     }
 
@@ -445,6 +460,17 @@ impl VisitorMut for PgRewriter {
                 None
             }
             Expr::Subquery(q) => super::subquery::decorrelatable(q),
+            Expr::BinaryOp { op: BinaryOperator::PGExp, left, right } => {
+                // Computed in double precision (PostgreSQL keeps numeric for numeric operands).
+                let double = |e: &Expr| Expr::Cast {
+                    kind: datafusion::sql::sqlparser::ast::CastKind::Cast,
+                    expr: Box::new(e.clone()),
+                    data_type: SqlType::DoublePrecision,
+                    array: false,
+                    format: None,
+                };
+                Some(call("power", vec![double(left), double(right)]))
+            }
             Expr::BinaryOp { op: BinaryOperator::PGCustomBinaryOperator(names), left, right } => {
                 operator_of(names).map(|op| Expr::BinaryOp { left: left.clone(), op, right: right.clone() })
             }
@@ -606,4 +632,19 @@ pub(crate) fn unnamed_arg_exprs(args: &datafusion::sql::sqlparser::ast::TableFun
             _ => None,
         })
         .collect()
+}
+
+/// `FETCH FIRST n ROWS ONLY` (SQL standard) → `LIMIT n`, keeping an OFFSET.
+fn fetch_as_limit(q: &mut Query) {
+    use datafusion::sql::sqlparser::ast::LimitClause;
+    let Some(fetch) = q.fetch.as_ref() else { return };
+    if fetch.with_ties || fetch.percent {
+        return;
+    }
+    let n = fetch.quantity.clone().unwrap_or_else(|| Expr::value(Value::Number("1".into(), false)));
+    q.limit_clause = Some(match q.limit_clause.take() {
+        Some(LimitClause::LimitOffset { offset, limit_by, .. }) => LimitClause::LimitOffset { limit: Some(n), offset, limit_by },
+        _ => LimitClause::LimitOffset { limit: Some(n), offset: None, limit_by: vec![] },
+    });
+    q.fetch = None;
 }
