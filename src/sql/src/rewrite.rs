@@ -59,7 +59,59 @@ pub fn rewrite_statement(stmt: &mut Statement) -> Result<()> {
     }
 }
 
+/// An integer literal's value and whether it is 64-bit.
+fn int_literal(e: &Expr) -> Option<(i128, bool)> {
+    match e {
+        Expr::Literal(ScalarValue::Int32(Some(v)), _) => Some((i128::from(*v), false)),
+        Expr::Literal(ScalarValue::Int64(Some(v)), _) => Some((i128::from(*v), true)),
+        Expr::Literal(ScalarValue::Int16(Some(v)), _) => Some((i128::from(*v), false)),
+        _ => None,
+    }
+}
+
+/// Integer arithmetic on literals, folded here with PostgreSQL's overflow check: the
+/// optimizer's constant folding would wrap around (`2147483647 + 1`).
+fn fold_int_arithmetic(e: &Expr) -> datafusion::error::Result<Option<Expr>> {
+    use datafusion::logical_expr::{BinaryExpr, Operator};
+    let out_of_range = |wide: bool| {
+        datafusion::error::DataFusionError::External(Box::new(eddy_common::user_err!(
+            eddy_common::error::sqlstate::NUMERIC_VALUE_OUT_OF_RANGE,
+            "{} out of range",
+            if wide { "bigint" } else { "integer" }
+        )))
+    };
+    let (value, wide) = match e {
+        Expr::BinaryExpr(BinaryExpr { left, op, right }) => {
+            let (Some((l, lw)), Some((r, rw))) = (int_literal(left), int_literal(right)) else { return Ok(None) };
+            let v = match op {
+                Operator::Plus => l + r,
+                Operator::Minus => l - r,
+                Operator::Multiply => l * r,
+                _ => return Ok(None),
+            };
+            (v, lw || rw)
+        }
+        // `-2147483648` is an integer constant in PostgreSQL's grammar.
+        Expr::Negative(inner) => match int_literal(inner) {
+            Some((v, w)) => (-v, w && i32::try_from(-v).is_err()),
+            None => return Ok(None),
+        },
+        _ => return Ok(None),
+    };
+    let lit = |v: ScalarValue| Expr::Literal(v, None);
+    Ok(Some(if wide {
+        lit(ScalarValue::Int64(Some(i64::try_from(value).map_err(|_| out_of_range(true))?)))
+    } else {
+        lit(ScalarValue::Int32(Some(i32::try_from(value).map_err(|_| out_of_range(false))?)))
+    }))
+}
+
 fn rewrite_expr(e: Expr, narrow_ints: bool) -> datafusion::error::Result<Transformed<Expr>> {
+    if narrow_ints {
+        if let Some(folded) = fold_int_arithmetic(&e)? {
+            return Ok(Transformed::yes(folded));
+        }
+    }
     match e {
         Expr::Literal(ScalarValue::Int64(Some(v)), meta) if narrow_ints && i32::try_from(v).is_ok() => {
             Ok(Transformed::yes(Expr::Literal(ScalarValue::Int32(Some(v as i32)), meta)))

@@ -122,7 +122,8 @@ pub fn check_deterministic(plan: &LogicalPlan) -> Result<()> {
 }
 
 fn physical(expr: &Expr, schema: &DFSchema) -> Result<Arc<dyn PhysicalExpr>> {
-    Ok(create_physical_expr(expr, schema, &ExecutionProps::new())?)
+    let e = create_physical_expr(expr, schema, &ExecutionProps::new())?;
+    Ok(crate::overflow::checked(e, schema.as_arrow())?)
 }
 
 fn strip_alias(e: &Expr) -> &Expr {

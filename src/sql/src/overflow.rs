@@ -1,0 +1,84 @@
+//! Integer and decimal arithmetic that fails on overflow, as in PostgreSQL
+//! (`SELECT 2147483647 + 1` is `ERROR: integer out of range`, SQLSTATE 22003).
+//!
+//! DataFusion's `+`, `-` and `*` wrap around unless a binary expression is built with
+//! `fail_on_overflow`, which its planner never sets. [`checked`] rebuilds such expressions over
+//! integer and decimal operands with it; [`CheckedArithmetic`] applies that to the projections
+//! and filters of every query plan, and the stream planner applies it to view expressions.
+
+use std::sync::Arc;
+
+use arrow::datatypes::{DataType, Schema};
+use datafusion::common::config::ConfigOptions;
+use datafusion::common::tree_node::{Transformed, TreeNode};
+use datafusion::error::Result as DfResult;
+use datafusion::logical_expr::Operator;
+use datafusion::physical_expr::expressions::BinaryExpr;
+use datafusion::physical_expr::PhysicalExpr;
+use datafusion::physical_optimizer::PhysicalOptimizerRule;
+use datafusion::physical_plan::filter::{FilterExec, FilterExecBuilder};
+use datafusion::physical_plan::projection::{ProjectionExec, ProjectionExpr};
+use datafusion::physical_plan::ExecutionPlan;
+
+fn overflows(t: &DataType) -> bool {
+    t.is_integer() || matches!(t, DataType::Decimal128(_, _) | DataType::Decimal256(_, _))
+}
+
+/// `expr` with every integer/decimal `+`, `-`, `*` over `schema` checked for overflow.
+pub fn checked(expr: Arc<dyn PhysicalExpr>, schema: &Schema) -> DfResult<Arc<dyn PhysicalExpr>> {
+    let out = expr.transform_up(|e| {
+        let Some(b) = e.downcast_ref::<BinaryExpr>() else { return Ok(Transformed::no(e)) };
+        if !matches!(b.op(), Operator::Plus | Operator::Minus | Operator::Multiply) {
+            return Ok(Transformed::no(e));
+        }
+        let (Ok(l), Ok(r)) = (b.left().data_type(schema), b.right().data_type(schema)) else { return Ok(Transformed::no(e)) };
+        if !(overflows(&l) && overflows(&r)) {
+            return Ok(Transformed::no(e));
+        }
+        let rebuilt = BinaryExpr::new(Arc::clone(b.left()), *b.op(), Arc::clone(b.right())).with_fail_on_overflow(true);
+        Ok(Transformed::yes(Arc::new(rebuilt) as Arc<dyn PhysicalExpr>))
+    })?;
+    Ok(out.data)
+}
+
+/// Physical optimizer rule applying [`checked`] to projections and filters.
+#[derive(Debug, Default)]
+pub struct CheckedArithmetic;
+
+impl PhysicalOptimizerRule for CheckedArithmetic {
+    fn optimize(&self, plan: Arc<dyn ExecutionPlan>, _config: &ConfigOptions) -> DfResult<Arc<dyn ExecutionPlan>> {
+        let out = plan.transform_up(|node| {
+            if let Some(p) = node.downcast_ref::<ProjectionExec>() {
+                let schema = p.input().schema();
+                let exprs = p
+                    .expr()
+                    .iter()
+                    .map(|pe| Ok(ProjectionExpr { expr: checked(Arc::clone(&pe.expr), &schema)?, alias: pe.alias.clone() }))
+                    .collect::<DfResult<Vec<_>>>()?;
+                let rebuilt = ProjectionExec::try_new(exprs, Arc::clone(p.input()))?;
+                return Ok(Transformed::yes(Arc::new(rebuilt) as Arc<dyn ExecutionPlan>));
+            }
+            if let Some(f) = node.downcast_ref::<FilterExec>() {
+                let schema = f.input().schema();
+                let predicate = checked(Arc::clone(f.predicate()), &schema)?;
+                let rebuilt = FilterExecBuilder::new(predicate, Arc::clone(f.input()))
+                    .apply_projection_by_ref(f.projection().as_ref())?
+                    .with_default_selectivity(f.default_selectivity())
+                    .with_batch_size(f.batch_size())
+                    .with_fetch(f.fetch())
+                    .build()?;
+                return Ok(Transformed::yes(Arc::new(rebuilt) as Arc<dyn ExecutionPlan>));
+            }
+            Ok(Transformed::no(node))
+        })?;
+        Ok(out.data)
+    }
+
+    fn name(&self) -> &str {
+        "eddy_checked_arithmetic"
+    }
+
+    fn schema_check(&self) -> bool {
+        true
+    }
+}
