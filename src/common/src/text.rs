@@ -121,9 +121,37 @@ pub fn parse_array_text(s: &str) -> Result<Vec<Option<String>>> {
     }
 }
 
+/// PostgreSQL timestamp text in a form Arrow parses: a time of day without seconds
+/// (`2024-03-02 10:00`, `...T10:00+02`) gets `:00`; `infinity` spellings are refused clearly.
+pub fn normalize_timestamp_text(s: &str) -> std::borrow::Cow<'_, str> {
+    let t = s.trim();
+    let b = t.as_bytes();
+    // `YYYY-MM-DD[ T]H[H]:MM` followed by end, an offset, a zone or fraction-less suffix.
+    let date_len = 10;
+    if b.len() > date_len + 3 && b[4] == b'-' && b[7] == b'-' && (b[date_len] == b' ' || b[date_len] == b'T') {
+        let rest = &t[date_len + 1..];
+        let hour_len = rest.find(':').unwrap_or(0);
+        if (1..=2).contains(&hour_len) && rest[..hour_len].bytes().all(|c| c.is_ascii_digit()) {
+            let after_minutes = hour_len + 3;
+            let minutes_ok = rest.len() >= after_minutes && rest[hour_len + 1..after_minutes].bytes().all(|c| c.is_ascii_digit());
+            let no_seconds = rest.as_bytes().get(after_minutes).is_none_or(|c| *c != b':');
+            if minutes_ok && no_seconds {
+                let hour = if hour_len == 1 { format!("0{}", &rest[..1]) } else { rest[..2].to_string() };
+                return format!("{} {hour}:{}:00{}", &t[..date_len], &rest[hour_len + 1..after_minutes], &rest[after_minutes..]).into();
+            }
+        }
+    }
+    std::borrow::Cow::Borrowed(s)
+}
+
 /// Casts text values to `target` using PostgreSQL input syntax.
 pub fn cast_text(strings: &StringArray, target: &DataType) -> Result<ArrayRef> {
     match target {
+        DataType::Timestamp(_, _) => {
+            let normalized: StringArray = strings.iter().map(|s| s.map(|v| normalize_timestamp_text(v).into_owned())).collect();
+            let out = cast_with_options(&normalized, target, &strict())?;
+            Ok(out)
+        }
         DataType::List(elem) => {
             let mut offsets = vec![0i32];
             let mut items: Vec<Option<String>> = Vec::new();
@@ -199,6 +227,18 @@ mod tests {
         assert_eq!(list.len(), 3);
         assert!(list.is_null(1) && list.value(2).is_empty());
         assert_eq!(list.value(0).as_any().downcast_ref::<arrow::array::Int32Array>().unwrap().iter().collect::<Vec<_>>(), vec![Some(1), None]);
+    }
+
+    #[test]
+    fn timestamps_without_seconds_get_them() {
+        assert_eq!(normalize_timestamp_text("2024-03-02 10:00"), "2024-03-02 10:00:00");
+        assert_eq!(normalize_timestamp_text("2024-03-02T9:05+02"), "2024-03-02 09:05:00+02");
+        assert_eq!(normalize_timestamp_text("2024-03-02 10:00:01"), "2024-03-02 10:00:01");
+        assert_eq!(normalize_timestamp_text("2024-03-02"), "2024-03-02");
+        let ts = DataType::Timestamp(arrow::datatypes::TimeUnit::Microsecond, None);
+        let out = cast_text(&StringArray::from(vec!["2024-03-02 10:00", "2024-03-02"]), &ts).unwrap();
+        assert_eq!(out.len(), 2);
+        assert!(cast_text(&StringArray::from(vec!["2024-13-02"]), &ts).is_err());
     }
 
     #[test]

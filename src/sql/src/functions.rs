@@ -100,6 +100,7 @@ pub struct SessionInfo {
 
 /// Registers the session functions on `ctx`.
 pub fn register_session_functions(ctx: &SessionContext, info: &SessionInfo) {
+    register_interval_arithmetic(ctx);
     constant_text(ctx, "version", version_string());
     constant_text(ctx, "current_database", crate::catalog::DATABASE_NAME.to_string());
     for name in ["current_user", "session_user", "current_role", "user"] {
@@ -215,4 +216,51 @@ pub fn register_test_functions(ctx: &SessionContext) {
         DataType::Int32,
         Arc::new(|_, _| panic!("eddy_test_panic() was called")),
     );
+}
+
+/// `interval * number` and `interval / number` (the rewrite turns `*`/`/` with an interval
+/// operand into these): months and days scale, and their fractions carry into days (30 per
+/// month) and time, as in PostgreSQL (`'1 mon' * 1.5` is `1 mon 15 days`).
+fn register_interval_arithmetic(ctx: &SessionContext) {
+    use arrow::array::{Array, AsArray, IntervalMonthDayNanoArray};
+    use arrow::datatypes::{IntervalMonthDayNano, IntervalMonthDayNanoType};
+    for (name, divide) in [("eddy_interval_mul", false), ("eddy_interval_div", true)] {
+        let body = move |args: &[ColumnarValue], rows: usize| -> DfResult<ColumnarValue> {
+            let iv = args[0].to_array(rows)?;
+            let f = arrow::compute::cast(&args[1].to_array(rows)?, &DataType::Float64)?;
+            let (iv, f) = (iv.as_primitive::<IntervalMonthDayNanoType>(), f.as_primitive::<arrow::datatypes::Float64Type>());
+            let mut out = Vec::with_capacity(rows);
+            for i in 0..rows {
+                if iv.is_null(i) || f.is_null(i) {
+                    out.push(None);
+                    continue;
+                }
+                let factor = if divide {
+                    if f.value(i) == 0.0 {
+                        return Err(datafusion::error::DataFusionError::ArrowError(Box::new(arrow::error::ArrowError::DivideByZero), None));
+                    }
+                    1.0 / f.value(i)
+                } else {
+                    f.value(i)
+                };
+                let v = iv.value(i);
+                let months = v.months as f64 * factor;
+                let whole_months = months.trunc();
+                let days = v.days as f64 * factor + (months - whole_months) * 30.0;
+                let whole_days = days.trunc();
+                let nanos = v.nanoseconds as f64 * factor + (days - whole_days) * 86_400e9;
+                // PostgreSQL keeps microseconds.
+                let nanos = (nanos / 1_000.0).round() * 1_000.0;
+                out.push(Some(IntervalMonthDayNano::new(whole_months as i32, whole_days as i32, nanos as i64)));
+            }
+            Ok(ColumnarValue::Array(Arc::new(out.into_iter().collect::<IntervalMonthDayNanoArray>())))
+        };
+        register(
+            ctx,
+            name,
+            Signature::any(2, Volatility::Immutable),
+            DataType::Interval(arrow::datatypes::IntervalUnit::MonthDayNano),
+            Arc::new(body),
+        );
+    }
 }

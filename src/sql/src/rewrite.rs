@@ -137,7 +137,7 @@ fn rewrite_expr(e: Expr, narrow_ints: bool) -> datafusion::error::Result<Transfo
             Ok(Transformed::yes(Expr::Literal(ScalarValue::Binary(Some(v)), meta)))
         }
         Expr::Cast(Cast { expr, field })
-            if matches!(field.data_type(), DataType::List(_))
+            if matches!(field.data_type(), DataType::List(_) | DataType::Timestamp(_, _))
                 && matches!(expr.as_ref(), Expr::Literal(ScalarValue::Utf8(Some(_)) | ScalarValue::Utf8View(Some(_)), _)) =>
         {
             let Expr::Literal(ScalarValue::Utf8(Some(s)) | ScalarValue::Utf8View(Some(s)), meta) = *expr else {
