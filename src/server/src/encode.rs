@@ -83,10 +83,13 @@ pub fn write_text(array: &ArrayRef, row: usize, field: &Field, out: &mut String)
         DataType::Float16 => write_float(f64::from(array.as_primitive::<Float16Type>().value(row).to_f32()), 6, out),
         DataType::Float32 => write_float32(array.as_primitive::<Float32Type>().value(row), out),
         DataType::Float64 => write_float(array.as_primitive::<Float64Type>().value(row), 15, out),
-        DataType::Decimal128(_, s) => {
+        DataType::Decimal128(p, s) => {
             let v = array.as_primitive::<Decimal128Type>().value(row);
             let text = format_decimal(v, *s);
-            if field.metadata().contains_key(NUMERIC_UNCONSTRAINED) {
+            // Unconstrained numeric (a column, or a `::numeric` cast / arithmetic on one, which
+            // keep Eddy's default precision and scale) prints without padding zeros.
+            let default = (*p, *s) == eddy_common::types::DEFAULT_NUMERIC;
+            if default || field.metadata().contains_key(NUMERIC_UNCONSTRAINED) {
                 out.push_str(trim_decimal(&text));
             } else {
                 out.push_str(&text);

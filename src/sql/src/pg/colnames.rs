@@ -25,6 +25,8 @@ fn figure(e: &Expr) -> Option<String> {
             None => type_name(data_type),
         },
         Expr::Nested(inner) => return figure(inner),
+        Expr::TypedString(ts) => type_name(&ts.data_type),
+        Expr::Interval(_) => "interval".into(),
         Expr::Case { .. } => "case".into(),
         Expr::Array(_) => "array".into(),
         Expr::Exists { .. } => "exists".into(),
