@@ -368,6 +368,11 @@ fn copy_response(copy: &CopyIn) -> CopyResponse {
 fn respond<C: ClientInfo>(client: &C, output: Output, format: &Format) -> Response {
     match output {
         Output::Rows { schema, stream } => Response::Query(rows_response(schema, stream, format)),
+        Output::Returned { tag, schema, stream } => {
+            let mut q = rows_response(schema, stream, format);
+            q.set_command_tag(&tag);
+            Response::Query(q)
+        }
         Output::Command { tag, rows } => {
             let t = Tag::new(&tag);
             let t = match (tag.as_str(), rows) {

@@ -35,8 +35,15 @@ fn concat(schema: &Arc<Schema>, batches: &[RecordBatch]) -> Result<RecordBatch> 
 }
 
 impl Session {
-    /// Executes a planned DML statement; returns the affected row count.
-    pub(crate) async fn execute_dml(&mut self, state: &SessionState, dml: DmlStatement) -> Result<usize> {
+    /// Executes a planned DML statement; returns the affected row count, and with
+    /// `want_rows` the affected rows' user columns (new versions for INSERT/UPDATE, old for
+    /// DELETE) for `RETURNING`.
+    pub(crate) async fn execute_dml(
+        &mut self,
+        state: &SessionState,
+        dml: DmlStatement,
+        want_rows: bool,
+    ) -> Result<(usize, Option<(Arc<TableCatalog>, RecordBatch)>)> {
         let provider = source_as_provider(&dml.target)?;
         let table = provider
             .downcast_ref::<EddyTable>()
@@ -46,6 +53,7 @@ impl Session {
             return Err(user_err!(sqlstate::WRONG_OBJECT_TYPE, "cannot change {} \"{}\"", catalog.kind_name(), catalog.name));
         }
         let mut changes: Vec<StreamChunk> = Vec::new();
+        let mut affected: Vec<RecordBatch> = Vec::new();
         let count = match &dml.op {
             WriteOp::Insert(_) => {
                 let rows = run(state, &dml.input).await?;
@@ -53,6 +61,9 @@ impl Session {
                 let rows = concat(&schema, &rebind(&schema, rows)?)?;
                 let rows = self.prepare_insert(&catalog, rows)?;
                 let n = rows.num_rows();
+                if want_rows {
+                    affected.push(rows.clone());
+                }
                 changes.push(StreamChunk::inserts(rows));
                 n
             }
@@ -61,6 +72,9 @@ impl Session {
                 let schema = catalog.planning_schema(true);
                 let rows = concat(&schema, &rebind(&schema, rows)?)?;
                 let n = rows.num_rows();
+                if want_rows {
+                    affected.push(rows.clone());
+                }
                 changes.push(StreamChunk::deletes(rows));
                 n
             }
@@ -82,6 +96,9 @@ impl Session {
                     let old_rows = RecordBatch::try_new(schema.clone(), old_cols)?;
                     let ops = vec![Op::Delete; old_rows.num_rows()];
                     changes.push(StreamChunk::try_new(old_rows, ops)?);
+                    if want_rows {
+                        affected.push(new_rows.clone());
+                    }
                     changes.push(StreamChunk::inserts(new_rows));
                 }
                 n
@@ -94,7 +111,18 @@ impl Session {
             let ops = changes.into_iter().flat_map(|c| c.ops).collect();
             self.engine.write_table(catalog.id, StreamChunk::try_new(batch, ops)?).await?;
         }
-        Ok(count)
+        if !want_rows {
+            return Ok((count, None));
+        }
+        // The user-visible columns, whatever hidden ones the rows carried.
+        let visible = catalog.planning_schema(false);
+        let width = visible.fields().len();
+        let projected = affected
+            .iter()
+            .map(|b| Ok(RecordBatch::try_new(visible.clone(), b.columns()[..width].to_vec())?))
+            .collect::<Result<Vec<_>>>()?;
+        let rows = concat(&visible, &projected)?;
+        Ok((count, Some((catalog, rows))))
     }
 
     /// Checks user rows and adds the hidden row id: the rows to store for an INSERT.

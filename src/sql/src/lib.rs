@@ -12,6 +12,7 @@ pub mod mview;
 pub mod overflow;
 pub mod pg;
 pub mod provider;
+pub mod returning;
 pub mod rewrite;
 pub mod session;
 pub mod split;

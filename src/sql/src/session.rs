@@ -109,6 +109,9 @@ fn strip_words<'a>(text: &'a str, words: &[&str]) -> Option<&'a str> {
 pub enum Output {
     /// Rows to stream to the client.
     Rows { schema: SchemaRef, stream: SendableRecordBatchStream },
+    /// Rows of a DML statement's RETURNING list; `tag` is the command tag before the row
+    /// count (`INSERT 0`, `UPDATE`, `DELETE`).
+    Returned { tag: String, schema: SchemaRef, stream: SendableRecordBatchStream },
     /// A command tag such as `CREATE TABLE` or `INSERT` (with a row count).
     Command { tag: String, rows: Option<usize> },
     /// `BEGIN`: the connection is now in a transaction block.
@@ -493,6 +496,8 @@ impl Session {
         match stmt.as_ref() {
             Statement::Query(_) | Statement::Insert(_) | Statement::Update(_) | Statement::Delete(_) | Statement::Explain { .. } => {
                 let dml = matches!(stmt.as_ref(), Statement::Update(_) | Statement::Delete(_));
+                let returning = crate::returning::take_returning(stmt);
+                let stmt = returning.as_ref().map(|(s, _)| s).unwrap_or(stmt);
                 let (_, plan) = self.plan(stmt, dml).await?;
                 let types = plan.get_parameter_types()?;
                 let mut params = vec![None; types.len()];
@@ -506,9 +511,10 @@ impl Session {
                         }
                     }
                 }
-                let schema = match plan {
-                    LogicalPlan::Dml(_) => None,
-                    p => Some(client_schema(p.schema().as_arrow())),
+                let schema = match (plan, &returning) {
+                    (LogicalPlan::Dml(_), Some((s, items))) => Some(self.returning_schema(s, items).await?),
+                    (LogicalPlan::Dml(_), None) => None,
+                    (p, _) => Some(client_schema(p.schema().as_arrow())),
                 };
                 let declared = declared_param_types(stmt, params.len());
                 Ok(Described { params, declared, schema })
@@ -567,6 +573,8 @@ impl Session {
                     }
                 }
                 let dml = matches!(stmt, Statement::Update(_) | Statement::Delete(_));
+                let returning = crate::returning::take_returning(stmt);
+                let stmt = returning.as_ref().map(|(s, _)| s).unwrap_or(stmt);
                 let (state, plan) = self.plan(stmt, dml).await?;
                 let plan = if params.is_empty() {
                     plan
@@ -589,8 +597,20 @@ impl Session {
                             Statement::Update(_) => "UPDATE",
                             _ => "DELETE",
                         };
-                        let n = self.execute_dml(&state, dml_stmt).await?;
-                        Ok(Output::Command { tag: tag.into(), rows: Some(n) })
+                        let (n, rows) = self.execute_dml(&state, dml_stmt, returning.is_some()).await?;
+                        match (returning, rows) {
+                            (Some((_, items)), Some((table, rows))) => {
+                                let (schema, batches) = self.returning_rows(&table, rows, &items).await?;
+                                // The wire layer appends the row count (one returned row per affected row).
+                                let tag = if tag == "INSERT" { "INSERT 0".to_string() } else { tag.to_string() };
+                                let stream = Box::pin(RecordBatchStreamAdapter::new(
+                                    schema.clone(),
+                                    futures::stream::iter(batches.into_iter().map(Ok)),
+                                ));
+                                Ok(Output::Returned { tag, schema, stream })
+                            }
+                            _ => Ok(Output::Command { tag: tag.into(), rows: Some(n) }),
+                        }
                     }
                     LogicalPlan::Ddl(_) | LogicalPlan::Statement(_) | LogicalPlan::Copy(_) => {
                         Err(not_supported!("statement is not supported: {sql}"))

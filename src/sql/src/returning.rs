@@ -1,0 +1,102 @@
+//! `INSERT/UPDATE/DELETE ... RETURNING`: the statement runs without its RETURNING list; the
+//! affected rows (new versions for INSERT and UPDATE, removed ones for DELETE) are then
+//! projected through the list as a query over a one-off table named like the target.
+
+use std::sync::Arc;
+
+use arrow::array::RecordBatch;
+use arrow::datatypes::SchemaRef;
+use datafusion::dataframe::DataFrame;
+use datafusion::prelude::{SessionConfig, SessionContext};
+use datafusion::sql::parser::Statement as DFStatement;
+use datafusion::sql::sqlparser::ast::{FromTable, ObjectName, SelectItem, Statement, TableFactor, TableObject};
+use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
+use datafusion::sql::sqlparser::parser::Parser;
+use eddy_common::error::sqlstate;
+use eddy_common::{user_err, Result};
+
+use crate::catalog::TableCatalog;
+use crate::ddl::resolve_name;
+use crate::session::{client_schema, Session};
+
+/// `stmt` without its RETURNING list, and the list.
+pub fn take_returning(stmt: &Statement) -> Option<(Statement, Vec<SelectItem>)> {
+    let mut s = stmt.clone();
+    let items = match &mut s {
+        Statement::Insert(i) => i.returning.take(),
+        Statement::Update(u) => u.returning.take(),
+        Statement::Delete(d) => d.returning.take(),
+        _ => None,
+    }?;
+    Some((s, items))
+}
+
+/// The table a DML statement writes.
+fn target(stmt: &Statement) -> Option<&ObjectName> {
+    match stmt {
+        Statement::Insert(i) => match &i.table {
+            TableObject::TableName(n) => Some(n),
+            _ => None,
+        },
+        Statement::Update(u) => match &u.table.relation {
+            TableFactor::Table { name, .. } => Some(name),
+            _ => None,
+        },
+        Statement::Delete(d) => match &d.from {
+            FromTable::WithFromKeyword(t) | FromTable::WithoutKeyword(t) => match &t.first()?.relation {
+                TableFactor::Table { name, .. } => Some(name),
+                _ => None,
+            },
+        },
+        _ => None,
+    }
+}
+
+impl Session {
+    /// The catalog entry of the table `stmt` writes.
+    pub(crate) fn dml_target(&self, stmt: &Statement) -> Result<Arc<TableCatalog>> {
+        let name = target(stmt).ok_or_else(|| eddy_common::not_supported!("RETURNING is not supported for this statement"))?;
+        let (schema, rel) = resolve_name(self, name)?;
+        self.engine
+            .catalog()
+            .table(&schema, &rel)
+            .cloned()
+            .ok_or_else(|| user_err!(sqlstate::UNDEFINED_TABLE, "relation \"{rel}\" does not exist"))
+    }
+
+    /// Evaluates a RETURNING list over `rows` of `table` (its user columns).
+    pub(crate) async fn returning_rows(
+        &self,
+        table: &TableCatalog,
+        rows: RecordBatch,
+        items: &[SelectItem],
+    ) -> Result<(SchemaRef, Vec<RecordBatch>)> {
+        let mut config = SessionConfig::new();
+        config.options_mut().sql_parser.dialect = datafusion::config::Dialect::PostgreSQL;
+        config.options_mut().execution.time_zone = Some("+00:00".to_string());
+        config.options_mut().sql_parser.parse_float_as_decimal = true;
+        config.options_mut().sql_parser.map_string_types_to_utf8view = false;
+        let ctx = SessionContext::new_with_config(config);
+        ctx.register_batch(&table.name, rows)?;
+        let list = items.iter().map(|i| i.to_string()).collect::<Vec<_>>().join(", ");
+        let sql = format!("SELECT {list} FROM \"{}\"", table.name.replace('"', "\"\""));
+        let mut stmt = Parser::parse_sql(&PostgreSqlDialect {}, &sql)
+            .map_err(|e| user_err!(sqlstate::SYNTAX_ERROR, "{e}"))?
+            .pop()
+            .ok_or_else(|| user_err!(sqlstate::SYNTAX_ERROR, "empty RETURNING list"))?;
+        crate::rewrite::rewrite_statement(&mut stmt)?;
+        let state = ctx.state();
+        let plan = state.statement_to_plan(DFStatement::Statement(Box::new(stmt))).await?;
+        let plan = crate::rewrite::rewrite_plan(plan)?;
+        let schema = client_schema(plan.schema().as_arrow());
+        let batches = DataFrame::new(state, plan).collect().await?;
+        Ok((schema, batches))
+    }
+
+    /// The columns a RETURNING list produces for `stmt` (for Describe).
+    pub(crate) async fn returning_schema(&self, stmt: &Statement, items: &[SelectItem]) -> Result<SchemaRef> {
+        let table = self.dml_target(stmt)?;
+        let empty = RecordBatch::new_empty(table.planning_schema(false));
+        Ok(self.returning_rows(&table, empty, items).await?.0)
+    }
+}
