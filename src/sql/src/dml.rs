@@ -43,6 +43,7 @@ impl Session {
         state: &SessionState,
         dml: DmlStatement,
         want_rows: bool,
+        conflict: Option<&crate::on_conflict::Conflict>,
     ) -> Result<(usize, Option<(Arc<TableCatalog>, RecordBatch)>)> {
         let provider = source_as_provider(&dml.target)?;
         let table = provider
@@ -60,6 +61,10 @@ impl Session {
                 let schema = catalog.planning_schema(false);
                 let rows = concat(&schema, &rebind(&schema, rows)?)?;
                 let rows = self.prepare_insert(&catalog, rows)?;
+                let rows = match conflict {
+                    Some(c) => self.resolve_conflicts(&catalog, rows, c).await?,
+                    None => rows,
+                };
                 let n = rows.num_rows();
                 if want_rows {
                     affected.push(rows.clone());

@@ -9,6 +9,7 @@ pub mod engine;
 pub mod functions;
 pub mod jsonb;
 pub mod mview;
+pub mod on_conflict;
 pub mod overflow;
 pub mod pg;
 pub mod provider;

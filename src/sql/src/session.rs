@@ -496,6 +496,8 @@ impl Session {
         match stmt.as_ref() {
             Statement::Query(_) | Statement::Insert(_) | Statement::Update(_) | Statement::Delete(_) | Statement::Explain { .. } => {
                 let dml = matches!(stmt.as_ref(), Statement::Update(_) | Statement::Delete(_));
+                let conflict = crate::on_conflict::take_on_conflict(stmt)?;
+                let stmt = conflict.as_ref().map(|(s, _)| s).unwrap_or(stmt);
                 let returning = crate::returning::take_returning(stmt);
                 let stmt = returning.as_ref().map(|(s, _)| s).unwrap_or(stmt);
                 let (_, plan) = self.plan(stmt, dml).await?;
@@ -573,6 +575,9 @@ impl Session {
                     }
                 }
                 let dml = matches!(stmt, Statement::Update(_) | Statement::Delete(_));
+                let conflict = crate::on_conflict::take_on_conflict(stmt)?;
+                let stmt = conflict.as_ref().map(|(s, _)| s).unwrap_or(stmt);
+                let conflict = conflict.as_ref().map(|(_, c)| c);
                 let returning = crate::returning::take_returning(stmt);
                 let stmt = returning.as_ref().map(|(s, _)| s).unwrap_or(stmt);
                 let (state, plan) = self.plan(stmt, dml).await?;
@@ -597,7 +602,7 @@ impl Session {
                             Statement::Update(_) => "UPDATE",
                             _ => "DELETE",
                         };
-                        let (n, rows) = self.execute_dml(&state, dml_stmt, returning.is_some()).await?;
+                        let (n, rows) = self.execute_dml(&state, dml_stmt, returning.is_some(), conflict).await?;
                         match (returning, rows) {
                             (Some((_, items)), Some((table, rows))) => {
                                 let (schema, batches) = self.returning_rows(&table, rows, &items).await?;
