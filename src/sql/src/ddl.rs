@@ -6,7 +6,7 @@ use datafusion::common::DFSchema;
 use datafusion::prelude::SessionContext;
 use datafusion::sql::sqlparser::ast::{ColumnOption, CreateTable, ObjectName, ObjectType, TableConstraint};
 use eddy_common::error::sqlstate;
-use eddy_common::{not_supported, user_err, Result};
+use eddy_common::{not_supported, user_err, ColumnType, Result};
 use eddy_storage::EpochBatch;
 
 use crate::catalog::{CatalogChange, ColumnCatalog, RelationKind, SchemaCatalog, TableCatalog, BUILTIN_SCHEMAS, ROW_ID_COLUMN};
@@ -52,9 +52,13 @@ impl Session {
             if cname == ROW_ID_COLUMN {
                 return Err(user_err!(sqlstate::DUPLICATE_COLUMN, "column name \"{ROW_ID_COLUMN}\" is reserved"));
             }
-            let ty = parse_type_name(&col.data_type.to_string())?;
-            let mut not_null = false;
-            let mut default = None;
+            let serial = crate::sequence::serial_type(&col.data_type.to_string());
+            let ty = match serial.clone() {
+                Some(t) => t,
+                None => parse_type_name(&col.data_type.to_string())?,
+            };
+            let mut not_null = serial.is_some();
+            let mut default = serial.map(|_| crate::sequence::serial_default(&name, &cname));
             for opt in &col.options {
                 match &opt.option {
                     ColumnOption::NotNull => not_null = true,
@@ -75,6 +79,16 @@ impl Session {
                     ColumnOption::PrimaryKey(_) => {
                         not_null = true;
                         pk_names.push(cname.clone());
+                    }
+                    ColumnOption::Generated { generation_expr: None, .. } => {
+                        if !matches!(ty, ColumnType::Int2 | ColumnType::Int4 | ColumnType::Int8) {
+                            return Err(user_err!(
+                                sqlstate::INVALID_COLUMN_DEFINITION,
+                                "identity column type must be smallint, integer, or bigint"
+                            ));
+                        }
+                        not_null = true;
+                        default = Some(crate::sequence::serial_default(&name, &cname));
                     }
                     ColumnOption::Unique(_) => {
                         return Err(not_supported!("UNIQUE constraints are not supported (column \"{cname}\"); use PRIMARY KEY"));

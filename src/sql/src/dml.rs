@@ -133,6 +133,14 @@ impl Session {
     /// Checks user rows and adds the hidden row id: the rows to store for an INSERT.
     pub(crate) fn prepare_insert(&self, catalog: &TableCatalog, rows: RecordBatch) -> Result<RecordBatch> {
         let rows = self.validate_rows(catalog, rows)?;
+        // Explicit values in a serial column move its counter past them.
+        for (i, c) in catalog.columns.iter().enumerate() {
+            if c.default.as_deref().is_some_and(crate::sequence::is_serial_default) {
+                if let Some(m) = crate::sequence::column_max(rows.column(i).as_ref()) {
+                    self.engine.sequences.advance_past(catalog.id, i, m);
+                }
+            }
+        }
         if !catalog.has_row_id() {
             return Ok(rows);
         }

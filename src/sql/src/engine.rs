@@ -55,6 +55,8 @@ pub struct Engine {
     defaults: Mutex<HashMap<u32, HashMap<String, Expr>>>,
     /// Input channels of the tables' source actors.
     sources: Mutex<HashMap<u32, mpsc::Sender<SourceMsg>>>,
+    /// Counters of serial columns.
+    pub sequences: Arc<crate::sequence::Sequences>,
     /// Engine settings.
     pub config: EngineConfig,
 }
@@ -82,6 +84,7 @@ impl Engine {
             state_tables: Mutex::new(HashMap::new()),
             defaults: Mutex::new(HashMap::new()),
             sources: Mutex::new(HashMap::new()),
+            sequences: Arc::new(crate::sequence::Sequences::default()),
             config,
         });
         if !bootstrap.is_empty() {
@@ -116,6 +119,7 @@ impl Engine {
         let mut cat = self.catalog.write();
         for c in changes {
             if let CatalogChange::DropTable(t) = &c {
+                self.sequences.drop_table(t.id);
                 self.state_tables.lock().remove(&t.id);
                 self.defaults.lock().remove(&t.id);
             }
@@ -144,8 +148,12 @@ impl Engine {
         let parsed: HashMap<String, Expr> = table
             .columns
             .iter()
-            .filter_map(|c| {
+            .enumerate()
+            .filter_map(|(i, c)| {
                 let sql = c.default.as_ref()?;
+                if crate::sequence::is_serial_default(sql) {
+                    return Some((c.name.clone(), self.sequences.default_expr(table.id, i)));
+                }
                 // Validated at CREATE TABLE; an entry that no longer parses is dropped, not fatal.
                 let expr = ctx.parse_sql_expr(sql, &empty).ok()?;
                 Some((c.name.clone(), expr))
@@ -181,7 +189,30 @@ impl Engine {
             tokio::spawn(actor.run());
         }
         for t in relations.iter().filter(|t| t.kind == crate::catalog::RelationKind::Table) {
+            self.resume_sequences(t, &snapshot).await?;
             self.start_table_actor(t, outputs.remove(&t.id).unwrap_or_default()).await?;
+        }
+        Ok(())
+    }
+
+    /// Recovery: each serial column of `table` continues after its largest value.
+    async fn resume_sequences(&self, table: &TableCatalog, snapshot: &eddy_storage::ReadSnapshot) -> Result<()> {
+        let serial: Vec<usize> = table
+            .columns
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| c.default.as_deref().is_some_and(crate::sequence::is_serial_default))
+            .map(|(i, _)| i)
+            .collect();
+        if serial.is_empty() {
+            return Ok(());
+        }
+        for batch in self.state_table(table)?.scan(snapshot).await? {
+            for &i in &serial {
+                if let Some(m) = crate::sequence::column_max(batch.column(i).as_ref()) {
+                    self.sequences.advance_past(table.id, i, m);
+                }
+            }
         }
         Ok(())
     }

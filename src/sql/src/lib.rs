@@ -15,6 +15,7 @@ pub mod pg;
 pub mod provider;
 pub mod returning;
 pub mod rewrite;
+pub mod sequence;
 pub mod session;
 pub mod split;
 pub mod stream_plan;

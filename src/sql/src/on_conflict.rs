@@ -11,7 +11,6 @@ use arrow::array::{BooleanArray, RecordBatch};
 use arrow::compute::filter_record_batch;
 use arrow::row::{RowConverter, SortField};
 use datafusion::dataframe::DataFrame;
-use datafusion::prelude::{SessionConfig, SessionContext};
 use datafusion::sql::parser::Statement as DFStatement;
 use datafusion::sql::sqlparser::ast::{
     AssignmentTarget, ConflictTarget, Ident, OnConflict, OnConflictAction, OnInsert, Statement,
@@ -150,12 +149,7 @@ impl Session {
             .join(" AND ");
         let filter = update.selection.as_ref().map(|w| format!(" WHERE {w}")).unwrap_or_default();
         let sql = format!("SELECT {} FROM {} JOIN excluded ON {on}{filter}", exprs.join(", "), quoted(&target));
-        let mut config = SessionConfig::new();
-        config.options_mut().sql_parser.dialect = datafusion::config::Dialect::PostgreSQL;
-        config.options_mut().execution.time_zone = Some("+00:00".to_string());
-        config.options_mut().sql_parser.parse_float_as_decimal = true;
-        config.options_mut().sql_parser.map_string_types_to_utf8view = false;
-        let ctx = SessionContext::new_with_config(config);
+        let ctx = self.scratch_context();
         ctx.register_batch(&target, existing_visible)?;
         ctx.register_batch("excluded", RecordBatch::try_new(visible.clone(), excluded.columns()[..visible.fields().len()].to_vec())?)?;
         let mut stmt = Parser::parse_sql(&PostgreSqlDialect {}, &sql)

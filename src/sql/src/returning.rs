@@ -7,7 +7,6 @@ use std::sync::Arc;
 use arrow::array::RecordBatch;
 use arrow::datatypes::SchemaRef;
 use datafusion::dataframe::DataFrame;
-use datafusion::prelude::{SessionConfig, SessionContext};
 use datafusion::sql::parser::Statement as DFStatement;
 use datafusion::sql::sqlparser::ast::{FromTable, ObjectName, SelectItem, Statement, TableFactor, TableObject};
 use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
@@ -71,12 +70,7 @@ impl Session {
         rows: RecordBatch,
         items: &[SelectItem],
     ) -> Result<(SchemaRef, Vec<RecordBatch>)> {
-        let mut config = SessionConfig::new();
-        config.options_mut().sql_parser.dialect = datafusion::config::Dialect::PostgreSQL;
-        config.options_mut().execution.time_zone = Some("+00:00".to_string());
-        config.options_mut().sql_parser.parse_float_as_decimal = true;
-        config.options_mut().sql_parser.map_string_types_to_utf8view = false;
-        let ctx = SessionContext::new_with_config(config);
+        let ctx = self.scratch_context();
         ctx.register_batch(&table.name, rows)?;
         let list = items.iter().map(|i| i.to_string()).collect::<Vec<_>>().join(", ");
         let sql = format!("SELECT {list} FROM \"{}\"", table.name.replace('"', "\"\""));

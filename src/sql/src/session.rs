@@ -471,6 +471,21 @@ impl Session {
         changed.then_some(q)
     }
 
+    /// A context for queries over in-memory tables (RETURNING, ON CONFLICT): the session's
+    /// settings and functions, with a default catalog to register tables in.
+    pub(crate) fn scratch_context(&self) -> SessionContext {
+        let mut config = SessionConfig::new();
+        config.options_mut().sql_parser.dialect = datafusion::config::Dialect::PostgreSQL;
+        config.options_mut().execution.time_zone = Some("+00:00".to_string());
+        config.options_mut().sql_parser.parse_float_as_decimal = true;
+        config.options_mut().sql_parser.map_string_types_to_utf8view = false;
+        let ctx = SessionContext::new_with_config(config);
+        for udf in self.ctx.state().scalar_functions().values() {
+            ctx.register_udf(udf.as_ref().clone());
+        }
+        ctx
+    }
+
     /// Plans and runs a query statement given as text, collecting its rows.
     async fn run_query(&self, sql: &str) -> Result<(SchemaRef, Vec<RecordBatch>)> {
         let stmt = Parser::parse_sql(&PostgreSqlDialect {}, sql)

@@ -18,7 +18,8 @@ async fn clean_restart_keeps_tables_rows_and_schemas() {
              INSERT INTO s.t VALUES (1, 'a'), (2, 'b'); INSERT INTO s.t (id) VALUES (3); \
              CREATE TABLE norow (a INT); INSERT INTO norow VALUES (1), (1); \
              CREATE VIEW s.v (key, val) AS SELECT id, upper(v) FROM s.t WHERE id > 1; \
-             CREATE MATERIALIZED VIEW s.mv AS SELECT count(*) AS n FROM s.v;",
+             CREATE MATERIALIZED VIEW s.mv AS SELECT count(*) AS n FROM s.v; \
+             CREATE TABLE ser (id BIGSERIAL PRIMARY KEY, v TEXT); INSERT INTO ser (v) VALUES ('a'), ('b');",
         )
         .await
         .unwrap();
@@ -37,6 +38,9 @@ async fn clean_restart_keeps_tables_rows_and_schemas() {
     c.batch_execute("INSERT INTO s.t VALUES (4, 'd'); FLUSH").await.unwrap();
     let n: i64 = c.query_one("SELECT n FROM s.mv", &[]).await.unwrap().get(0);
     assert_eq!(n, 3);
+    // A serial column continues after the values it handed out before the restart.
+    let id: i64 = c.query_one("INSERT INTO ser (v) VALUES ('c') RETURNING id", &[]).await.unwrap().get(0);
+    assert_eq!(id, 3);
     // Hidden row ids minted after a restart never collide with earlier ones.
     c.batch_execute("INSERT INTO norow VALUES (2)").await.unwrap();
     let n: i64 = c.query_one("SELECT count(*) FROM norow", &[]).await.unwrap().get(0);

@@ -1,0 +1,127 @@
+//! `serial` / `bigserial` / `smallserial` and identity columns: a per-column counter.
+//!
+//! The column's DEFAULT is PostgreSQL's `nextval('<table>_<column>_seq'::regclass)` (so clients
+//! reflecting the catalog see an auto-increment column); Eddy evaluates it with
+//! `eddy_nextval(table id, column index)`. Counters live in memory: at startup each resumes
+//! after the largest value in its column, and an INSERT of explicit values moves it past them,
+//! so a generated value never overwrites an existing row. Values are unique and increasing
+//! but, as in PostgreSQL, not gap-free.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use arrow::array::{Array, Int64Array};
+use arrow::datatypes::DataType;
+use datafusion::common::ScalarValue;
+use datafusion::error::Result as DfResult;
+use datafusion::logical_expr::{ColumnarValue, Expr, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature, Volatility};
+use parking_lot::Mutex;
+
+/// `serial` spellings and the integer type they stand for.
+pub fn serial_type(sql_type: &str) -> Option<eddy_common::ColumnType> {
+    use eddy_common::ColumnType as C;
+    Some(match sql_type.trim().to_ascii_lowercase().as_str() {
+        "serial" | "serial4" => C::Int4,
+        "bigserial" | "serial8" => C::Int8,
+        "smallserial" | "serial2" => C::Int2,
+        _ => return None,
+    })
+}
+
+/// The DEFAULT text of a serial column, as PostgreSQL shows it.
+pub fn serial_default(table: &str, column: &str) -> String {
+    format!("nextval('{}'::regclass)", format!("{table}_{column}_seq").replace('\'', "''"))
+}
+
+/// True for a DEFAULT that draws from a sequence.
+pub fn is_serial_default(default: &str) -> bool {
+    default.trim_start().to_ascii_lowercase().starts_with("nextval(")
+}
+
+/// Next values of every serial column, by (table id, column index).
+#[derive(Debug, Default)]
+pub struct Sequences {
+    next: Mutex<HashMap<(u32, usize), i64>>,
+}
+
+impl Sequences {
+    /// Reserves `n` consecutive values.
+    pub fn take(&self, table: u32, column: usize, n: usize) -> std::ops::Range<i64> {
+        let mut next = self.next.lock();
+        let v = next.entry((table, column)).or_insert(1);
+        let start = *v;
+        *v += n as i64;
+        start..start + n as i64
+    }
+
+    /// Makes the next value larger than `used`.
+    pub fn advance_past(&self, table: u32, column: usize, used: i64) {
+        let mut next = self.next.lock();
+        let v = next.entry((table, column)).or_insert(1);
+        *v = (*v).max(used.saturating_add(1));
+    }
+
+    /// Forgets a dropped table's counters.
+    pub fn drop_table(&self, table: u32) {
+        self.next.lock().retain(|(t, _), _| *t != table);
+    }
+
+    /// The expression a serial column's DEFAULT evaluates as.
+    pub fn default_expr(self: &Arc<Self>, table: u32, column: usize) -> Expr {
+        let udf = ScalarUDF::new_from_impl(NextVal { sequences: self.clone(), signature: Signature::any(2, Volatility::Volatile) });
+        udf.call(vec![Expr::Literal(ScalarValue::Int64(Some(i64::from(table))), None), Expr::Literal(ScalarValue::Int64(Some(column as i64)), None)])
+    }
+}
+
+/// `eddy_nextval(table id, column index)`: one new value per row.
+#[derive(Debug)]
+struct NextVal {
+    sequences: Arc<Sequences>,
+    signature: Signature,
+}
+
+impl PartialEq for NextVal {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.sequences, &other.sequences)
+    }
+}
+impl Eq for NextVal {}
+impl std::hash::Hash for NextVal {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        "eddy_nextval".hash(state)
+    }
+}
+
+impl ScalarUDFImpl for NextVal {
+    fn name(&self) -> &str {
+        "eddy_nextval"
+    }
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+    fn return_type(&self, _args: &[DataType]) -> DfResult<DataType> {
+        Ok(DataType::Int64)
+    }
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
+        let arg = |i: usize| -> DfResult<i64> {
+            let v = match &args.args[i] {
+                ColumnarValue::Scalar(s) => s.clone(),
+                ColumnarValue::Array(a) if !a.is_empty() => ScalarValue::try_from_array(a, 0)?,
+                ColumnarValue::Array(_) => ScalarValue::Int64(Some(0)),
+            };
+            match v.cast_to(&DataType::Int64)? {
+                ScalarValue::Int64(Some(v)) => Ok(v),
+                _ => Err(datafusion::error::DataFusionError::Internal("eddy_nextval takes two integers".into())),
+            }
+        };
+        let (table, column) = (arg(0)? as u32, arg(1)? as usize);
+        let values = self.sequences.take(table, column, args.number_rows);
+        Ok(ColumnarValue::Array(Arc::new(Int64Array::from_iter_values(values))))
+    }
+}
+
+/// The largest value of an integer column (`None` when empty or all NULL).
+pub fn column_max(col: &dyn Array) -> Option<i64> {
+    let as_i64 = arrow::compute::cast(&arrow::array::make_array(col.to_data()), &DataType::Int64).ok()?;
+    arrow::compute::max(as_i64.as_any().downcast_ref::<Int64Array>()?)
+}
