@@ -101,6 +101,7 @@ pub struct SessionInfo {
 /// Registers the session functions on `ctx`.
 pub fn register_session_functions(ctx: &SessionContext, info: &SessionInfo) {
     register_interval_arithmetic(ctx);
+    register_jsonb(ctx);
     constant_text(ctx, "version", version_string());
     constant_text(ctx, "current_database", crate::catalog::DATABASE_NAME.to_string());
     for name in ["current_user", "session_user", "current_role", "user"] {
@@ -262,5 +263,92 @@ fn register_interval_arithmetic(ctx: &SessionContext) {
             DataType::Interval(arrow::datatypes::IntervalUnit::MonthDayNano),
             Arc::new(body),
         );
+    }
+}
+
+/// The jsonb operators (`->`, `->>`, `#>`, `#>>`, `@>`, `<@`, `?`, which the rewrite turns into
+/// `eddy_jsonb_*` calls) and functions, over jsonb text.
+fn register_jsonb(ctx: &SessionContext) {
+    use arrow::array::{Array, AsArray, BooleanArray, Int64Array, StringArray};
+    use crate::jsonb;
+    fn strings(v: &ColumnarValue, rows: usize) -> DfResult<StringArray> {
+        let a = arrow::compute::cast(&v.to_array(rows)?, &DataType::Utf8)?;
+        Ok(a.as_string::<i32>().clone())
+    }
+    fn is_int(v: &ColumnarValue) -> bool {
+        v.data_type().is_integer()
+    }
+    for (name, text) in [("eddy_jsonb_get", false), ("eddy_jsonb_get_text", true)] {
+        let body = move |args: &[ColumnarValue], rows: usize| -> DfResult<ColumnarValue> {
+            let (doc, key, by_index) = (strings(&args[0], rows)?, strings(&args[1], rows)?, is_int(&args[1]));
+            let out: StringArray = (0..rows)
+                .map(|i| {
+                    if doc.is_null(i) || key.is_null(i) {
+                        return None;
+                    }
+                    jsonb::get(doc.value(i), key.value(i), by_index, text)
+                })
+                .collect();
+            Ok(ColumnarValue::Array(Arc::new(out)))
+        };
+        register(ctx, name, Signature::any(2, Volatility::Immutable), DataType::Utf8, Arc::new(body));
+    }
+    for (name, text) in [("eddy_jsonb_path", false), ("eddy_jsonb_path_text", true)] {
+        let body = move |args: &[ColumnarValue], rows: usize| -> DfResult<ColumnarValue> {
+            let doc = strings(&args[0], rows)?;
+            let paths = args[1].to_array(rows)?;
+            let out: StringArray = (0..rows)
+                .map(|i| -> Option<String> {
+                    if doc.is_null(i) || paths.is_null(i) {
+                        return None;
+                    }
+                    let path: Vec<String> = match paths.data_type() {
+                        DataType::List(_) => {
+                            let items = paths.as_list::<i32>().value(i);
+                            let items = arrow::compute::cast(&items, &DataType::Utf8).ok()?;
+                            items.as_string::<i32>().iter().map(|s| s.unwrap_or_default().to_string()).collect()
+                        }
+                        _ => {
+                            let text = arrow::compute::cast(&paths.slice(i, 1), &DataType::Utf8).ok()?;
+                            let t = text.as_string::<i32>().value(0).to_string();
+                            eddy_common::text::parse_array_text(&t).ok()?.into_iter().map(|s| s.unwrap_or_default()).collect()
+                        }
+                    };
+                    jsonb::get_path(doc.value(i), &path, text)
+                })
+                .collect();
+            Ok(ColumnarValue::Array(Arc::new(out)))
+        };
+        register(ctx, name, Signature::any(2, Volatility::Immutable), DataType::Utf8, Arc::new(body));
+    }
+    let contains = |args: &[ColumnarValue], rows: usize| -> DfResult<ColumnarValue> {
+        let (a, b) = (strings(&args[0], rows)?, strings(&args[1], rows)?);
+        let out: BooleanArray =
+            (0..rows).map(|i| if a.is_null(i) || b.is_null(i) { None } else { jsonb::contains(a.value(i), b.value(i)) }).collect();
+        Ok(ColumnarValue::Array(Arc::new(out)))
+    };
+    register(ctx, "eddy_jsonb_contains", Signature::any(2, Volatility::Immutable), DataType::Boolean, Arc::new(contains));
+    let exists = |args: &[ColumnarValue], rows: usize| -> DfResult<ColumnarValue> {
+        let (a, k) = (strings(&args[0], rows)?, strings(&args[1], rows)?);
+        let out: BooleanArray =
+            (0..rows).map(|i| if a.is_null(i) || k.is_null(i) { None } else { jsonb::has_key(a.value(i), k.value(i)) }).collect();
+        Ok(ColumnarValue::Array(Arc::new(out)))
+    };
+    register(ctx, "eddy_jsonb_exists", Signature::any(2, Volatility::Immutable), DataType::Boolean, Arc::new(exists));
+    for name in ["jsonb_typeof", "json_typeof"] {
+        let body = |args: &[ColumnarValue], rows: usize| -> DfResult<ColumnarValue> {
+            let a = strings(&args[0], rows)?;
+            let out: StringArray = (0..rows).map(|i| if a.is_null(i) { None } else { jsonb::type_of(a.value(i)) }).collect();
+            Ok(ColumnarValue::Array(Arc::new(out)))
+        };
+        register(ctx, name, Signature::any(1, Volatility::Immutable), DataType::Utf8, Arc::new(body));
+    }
+    for name in ["jsonb_array_length", "json_array_length"] {
+        let body = |args: &[ColumnarValue], rows: usize| -> DfResult<ColumnarValue> {
+            let a = strings(&args[0], rows)?;
+            let out: Int64Array = (0..rows).map(|i| if a.is_null(i) { None } else { jsonb::array_length(a.value(i)) }).collect();
+            Ok(ColumnarValue::Array(Arc::new(out)))
+        };
+        register(ctx, name, Signature::any(1, Volatility::Immutable), DataType::Int64, Arc::new(body));
     }
 }

@@ -44,9 +44,131 @@ fn write_value(v: &Value, out: &mut String) {
     }
 }
 
+/// One step of a JSON path: an object key, or an array index when the step is an integer
+/// (negative counts from the end), as PostgreSQL's `->` / `#>` read them.
+fn step<'a>(v: &'a Value, key: &str, by_index: bool) -> Option<&'a Value> {
+    match v {
+        Value::Object(m) if !by_index => m.get(key),
+        Value::Array(a) => {
+            let i: i64 = key.trim().parse().ok()?;
+            let i = if i < 0 { a.len() as i64 + i } else { i };
+            a.get(usize::try_from(i).ok()?)
+        }
+        _ => None,
+    }
+}
+
+/// A JSON value as `->>` returns it: strings unquoted, JSON null as SQL NULL.
+fn as_text(v: &Value) -> Option<String> {
+    match v {
+        Value::Null => None,
+        Value::String(s) => Some(s.clone()),
+        other => {
+            let mut out = String::new();
+            write_value(other, &mut out);
+            Some(out)
+        }
+    }
+}
+
+fn as_jsonb(v: &Value) -> String {
+    let mut out = String::new();
+    write_value(v, &mut out);
+    out
+}
+
+/// `doc -> key` (`text` false) or `doc ->> key` (`text` true); `by_index` when the key was
+/// an integer.
+pub fn get(doc: &str, key: &str, by_index: bool, text: bool) -> Option<String> {
+    let v: Value = serde_json::from_str(doc).ok()?;
+    let found = step(&v, key, by_index)?;
+    if text { as_text(found) } else { Some(as_jsonb(found)) }
+}
+
+/// `doc #> path` / `doc #>> path`.
+pub fn get_path(doc: &str, path: &[String], text: bool) -> Option<String> {
+    let v: Value = serde_json::from_str(doc).ok()?;
+    let mut cur = &v;
+    for p in path {
+        cur = step(cur, p, matches!(cur, Value::Array(_)))?;
+    }
+    if text { as_text(cur) } else { Some(as_jsonb(cur)) }
+}
+
+/// `a @> b`: `b`'s structure is contained in `a` (PostgreSQL's jsonb containment).
+pub fn contains(a: &str, b: &str) -> Option<bool> {
+    fn within(a: &Value, b: &Value, top: bool) -> bool {
+        match (a, b) {
+            (Value::Object(x), Value::Object(y)) => y.iter().all(|(k, bv)| x.get(k).is_some_and(|av| within(av, bv, false))),
+            (Value::Array(x), Value::Array(y)) => y.iter().all(|bv| x.iter().any(|av| within(av, bv, false))),
+            // A top-level array contains a scalar it has as an element.
+            (Value::Array(x), scalar) if top && !scalar.is_object() && !scalar.is_array() => x.iter().any(|av| av == scalar),
+            (x, y) => x == y,
+        }
+    }
+    let a: Value = serde_json::from_str(a).ok()?;
+    let b: Value = serde_json::from_str(b).ok()?;
+    Some(within(&a, &b, true))
+}
+
+/// `doc ? key`: a top-level object key, or a string element of a top-level array.
+pub fn has_key(doc: &str, key: &str) -> Option<bool> {
+    let v: Value = serde_json::from_str(doc).ok()?;
+    Some(match &v {
+        Value::Object(m) => m.contains_key(key),
+        Value::Array(a) => a.iter().any(|x| x.as_str() == Some(key)),
+        Value::String(s) => s == key,
+        _ => false,
+    })
+}
+
+/// `jsonb_typeof`.
+pub fn type_of(doc: &str) -> Option<String> {
+    let v: Value = serde_json::from_str(doc).ok()?;
+    Some(
+        match v {
+            Value::Object(_) => "object",
+            Value::Array(_) => "array",
+            Value::String(_) => "string",
+            Value::Number(_) => "number",
+            Value::Bool(_) => "boolean",
+            Value::Null => "null",
+        }
+        .to_string(),
+    )
+}
+
+/// `jsonb_array_length` (`None` for a non-array, which PostgreSQL reports as an error).
+pub fn array_length(doc: &str) -> Option<i64> {
+    match serde_json::from_str::<Value>(doc).ok()? {
+        Value::Array(a) => Some(a.len() as i64),
+        _ => None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn operators_read_like_postgres() {
+        let d = r#"{"a": {"b": [10, "x", null]}, "n": 1}"#;
+        assert_eq!(get(d, "a", false, false).as_deref(), Some(r#"{"b": [10, "x", null]}"#));
+        assert_eq!(get(d, "n", false, true).as_deref(), Some("1"));
+        assert_eq!(get(r#"[1, "two"]"#, "1", true, true).as_deref(), Some("two"));
+        assert_eq!(get(r#"[1, "two"]"#, "-1", true, false).as_deref(), Some(r#""two""#));
+        assert_eq!(get(d, "missing", false, true), None);
+        let path = |p: &[&str]| p.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(get_path(d, &path(&["a", "b", "1"]), true).as_deref(), Some("x"));
+        assert_eq!(get_path(d, &path(&["a", "b", "2"]), true), None);
+        assert_eq!(contains(d, r#"{"a": {"b": [10]}}"#), Some(true));
+        assert_eq!(contains(d, r#"{"n": 2}"#), Some(false));
+        assert_eq!(contains("[1, 2]", "1"), Some(true));
+        assert_eq!(has_key(d, "n"), Some(true));
+        assert_eq!(has_key(r#"["a", 1]"#, "a"), Some(true));
+        assert_eq!(type_of(d).as_deref(), Some("object"));
+        assert_eq!(array_length("[1, 2, 3]"), Some(3));
+    }
 
     #[test]
     fn output_matches_postgres_jsonb_formatting() {

@@ -478,6 +478,18 @@ impl VisitorMut for PgRewriter {
                 let f = if *op == BinaryOperator::Multiply { "eddy_interval_mul" } else { "eddy_interval_div" };
                 Some(call(f, vec![iv.as_ref().clone(), n.as_ref().clone()]))
             }
+            Expr::BinaryOp { op: op @ (BinaryOperator::Arrow | BinaryOperator::LongArrow | BinaryOperator::HashArrow | BinaryOperator::HashLongArrow | BinaryOperator::AtArrow | BinaryOperator::ArrowAt | BinaryOperator::Question), left, right } => {
+                let (f, args) = match op {
+                    BinaryOperator::Arrow => ("eddy_jsonb_get", vec![left, right]),
+                    BinaryOperator::LongArrow => ("eddy_jsonb_get_text", vec![left, right]),
+                    BinaryOperator::HashArrow => ("eddy_jsonb_path", vec![left, right]),
+                    BinaryOperator::HashLongArrow => ("eddy_jsonb_path_text", vec![left, right]),
+                    BinaryOperator::AtArrow => ("eddy_jsonb_contains", vec![left, right]),
+                    BinaryOperator::ArrowAt => ("eddy_jsonb_contains", vec![right, left]),
+                    _ => ("eddy_jsonb_exists", vec![left, right]),
+                };
+                Some(call(f, args.into_iter().map(|e| e.as_ref().clone()).collect()))
+            }
             Expr::BinaryOp { op: BinaryOperator::PGExp, left, right } => {
                 // Computed in double precision (PostgreSQL keeps numeric for numeric operands).
                 let double = |e: &Expr| Expr::Cast {
