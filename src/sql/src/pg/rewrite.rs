@@ -547,6 +547,7 @@ impl VisitorMut for PgRewriter {
 
     fn pre_visit_select(&mut self, select: &mut Select) -> ControlFlow<()> {
         super::colnames::assign(select);
+        exists_as_count(select);
         super::subquery::bound_lateral_series(select);
         ControlFlow::Continue(())
     }
@@ -769,5 +770,60 @@ mod pattern_tests {
         assert_eq!(super::pg_datetime_pattern("FMMonth FMDD, YYYY"), "%B %-d, %Y");
         assert_eq!(super::pg_datetime_pattern("\"at\" HH12 AM 100%"), "at %I %p 100%%");
         assert_eq!(super::pg_datetime_pattern("Dy DD Mon YY.MS"), "%a %d %b %y.%3f");
+    }
+}
+
+/// `EXISTS (subquery)` in a select list (DataFusion plans EXISTS only as a filter) becomes
+/// `(SELECT count(*) FROM ... ) > 0`, a scalar subquery it decorrelates; `NOT EXISTS` is `= 0`.
+fn exists_as_count(select: &mut Select) {
+    for item in select.projection.iter_mut() {
+        let e = match item {
+            SelectItem::UnnamedExpr(e) | SelectItem::ExprWithAlias { expr: e, .. } => e,
+            _ => continue,
+        };
+        let _ = visit_expressions_mut(e, |x| {
+            if let Expr::Exists { subquery, negated } = x {
+                let simple = subquery.with.is_none()
+                    && subquery.order_by.is_none()
+                    && subquery.limit_clause.is_none()
+                    && subquery.fetch.is_none()
+                    && matches!(subquery.body.as_ref(), SetExpr::Select(s)
+                        if s.having.is_none() && s.distinct.is_none()
+                            && matches!(&s.group_by, GroupByExpr::Expressions(g, _) if g.is_empty()));
+                let parse = |sql: &str| match datafusion::sql::sqlparser::parser::Parser::parse_sql(
+                    &datafusion::sql::sqlparser::dialect::PostgreSqlDialect {},
+                    sql,
+                )
+                .ok()
+                .and_then(|mut v| v.pop())
+                {
+                    Some(Statement::Query(q)) => Some(*q),
+                    _ => None,
+                };
+                let counted = if simple {
+                    let mut q = subquery.as_ref().clone();
+                    let count = parse("SELECT count(*)").and_then(|c| match *c.body {
+                        SetExpr::Select(s) => s.projection.into_iter().next(),
+                        _ => None,
+                    });
+                    if let (SetExpr::Select(s), Some(count)) = (q.body.as_mut(), count) {
+                        s.projection = vec![count];
+                    }
+                    q
+                } else {
+                    match parse(&format!("SELECT count(*) FROM ({subquery}) AS __exists")) {
+                        Some(q) => q,
+                        None => return ControlFlow::<()>::Continue(()),
+                    }
+                };
+                let op = if *negated { BinaryOperator::Eq } else { BinaryOperator::Gt };
+                *x = Expr::Nested(Box::new(Expr::BinaryOp {
+                    left: Box::new(Expr::Subquery(Box::new(counted))),
+                    op,
+                    right: Box::new(Expr::value(Value::Number("0".into(), false))),
+                }));
+            }
+            ControlFlow::Continue(())
+        });
     }
 }
