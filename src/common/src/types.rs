@@ -163,7 +163,8 @@ impl ColumnType {
             DataType::Int8 | DataType::Int16 | DataType::UInt8 => ColumnType::Int2,
             DataType::Int32 | DataType::UInt16 => ColumnType::Int4,
             DataType::Int64 | DataType::UInt32 => ColumnType::Int8,
-            DataType::UInt64 => ColumnType::Numeric(Some((20, 0))),
+            // Counters (row_number, rank, array_position) are bigint in PostgreSQL.
+            DataType::UInt64 => ColumnType::Int8,
             DataType::Float16 | DataType::Float32 => ColumnType::Float4,
             DataType::Float64 => ColumnType::Float8,
             DataType::Decimal32(p, s) | DataType::Decimal64(p, s) | DataType::Decimal128(p, s) | DataType::Decimal256(p, s) => {

@@ -19,6 +19,7 @@ pub mod sequence;
 pub mod session;
 pub mod split;
 pub mod stream_plan;
+pub mod text_cast;
 pub mod types;
 pub mod view;
 

@@ -281,6 +281,7 @@ impl Session {
                 .with_default_features()
                 .with_catalog_list(Arc::new(EddyCatalogList::new(engine.clone(), expose)))
                 .with_physical_optimizer_rule(Arc::new(crate::overflow::CheckedArithmetic))
+                .with_analyzer_rule(Arc::new(crate::text_cast::PgTextCasts))
                 .build();
             let ctx = SessionContext::new_with_state(state);
             register_session_functions(&ctx, &info);

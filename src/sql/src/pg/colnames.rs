@@ -102,12 +102,16 @@ fn planned_name(item: &SelectItem) -> Option<String> {
 /// repeated output name a marked unique one.
 pub fn assign(select: &mut Select) {
     let mut used: HashSet<String> = HashSet::new();
+    // A wildcard's columns are unknown here: plain columns beside one are marked so they
+    // cannot clash with it (`SELECT *, a FROM t`).
+    let wildcard = select.projection.iter().any(|i| matches!(i, SelectItem::Wildcard(_) | SelectItem::QualifiedWildcard(..)));
     for item in select.projection.iter_mut() {
         if let SelectItem::UnnamedExpr(e) = item {
             let is_column = matches!(e, Expr::Identifier(_) | Expr::CompoundIdentifier(_));
             // A name taken from a column (`c.oid::regclass` is `oid`) could clash with that
             // column when DataFusion adds it for ORDER BY; those keep DataFusion's name.
-            let column_like = matches!(e, Expr::Cast { .. } | Expr::Nested(_) | Expr::CompoundFieldAccess { .. }) && names_a_column(e);
+            let column_like = (wildcard && is_column)
+                || (matches!(e, Expr::Cast { .. } | Expr::Nested(_) | Expr::CompoundFieldAccess { .. }) && names_a_column(e));
             if column_like {
                 // Named after the column but marked, so it cannot clash with the column itself
                 // when DataFusion adds that for ORDER BY (`SELECT c.oid::regclass ... ORDER BY c.oid`).

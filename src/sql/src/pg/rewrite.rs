@@ -336,8 +336,23 @@ fn rewrite_function(f: &mut Function) -> Option<Expr> {
             [Expr::Function(inner)] if base_name(&inner.name) == "unnest" => Some(Expr::Function(inner.clone())),
             _ => None,
         },
+        "localtimestamp" if matches!(f.args, FunctionArguments::None) => Some(Expr::Cast {
+            kind: datafusion::sql::sqlparser::ast::CastKind::Cast,
+            expr: Box::new(call("now", vec![])),
+            data_type: SqlType::Timestamp(None, datafusion::sql::sqlparser::ast::TimezoneInfo::None),
+            array: false,
+            format: None,
+        }),
+        "regexp_matches" if function_args(f).len() == 2 => {
+            f.name = ObjectName::from(vec![Ident::new("regexp_match")]);
+            None
+        }
+        "gen_random_uuid" => {
+            f.name = ObjectName::from(vec![Ident::new("uuid")]);
+            None
+        }
         // PostgreSQL's template patterns → the strftime patterns DataFusion's to_char reads.
-        "to_char" => {
+        "to_char" | "to_timestamp" | "to_date" if function_args(f).len() == 2 => {
             if let FunctionArguments::List(list) = &mut f.args {
                 if let Some(FunctionArg::Unnamed(FunctionArgExpr::Expr(Expr::Value(v)))) = list.args.get_mut(1) {
                     if let Value::SingleQuotedString(s) = &mut v.value {
@@ -461,6 +476,16 @@ impl VisitorMut for PgRewriter {
                 r
             }
             Expr::Collate { expr, .. } => Some(expr.as_ref().clone()),
+            // SQL's `localtimestamp` / `localtime`: the session runs in UTC.
+            Expr::Identifier(i) if i.quote_style.is_none() && i.value.eq_ignore_ascii_case("localtimestamp") => {
+                Some(Expr::Cast {
+                    kind: datafusion::sql::sqlparser::ast::CastKind::Cast,
+                    expr: Box::new(call("now", vec![])),
+                    data_type: SqlType::Timestamp(None, datafusion::sql::sqlparser::ast::TimezoneInfo::None),
+                    array: false,
+                    format: None,
+                })
+            }
             Expr::Like { escape_char: Some(esc), pattern, .. } if esc.to_string().trim_matches('\'') != "\\" => {
                 // Only `\\` escapes in DataFusion: turn the custom escape into backslashes.
                 let c = esc.to_string().trim_matches('\'').to_string();

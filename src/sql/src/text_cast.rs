@@ -1,0 +1,132 @@
+//! `::text` casts print values the way PostgreSQL does (`2024-01-02 03:04:05+00`, `1 day`,
+//! `{1,2}`, `(1,a)`), not in Arrow's formats (`2024-01-02T03:04:05Z`, `0 years 0 mons 1 days`).
+//!
+//! An analyzer rule, run after type coercion, turns casts to text of the types whose formats
+//! differ into `eddy_text(x)`, which uses the wire layer's text output.
+
+use std::sync::Arc;
+
+use arrow::array::StringBuilder;
+use arrow::datatypes::{DataType, Field};
+use datafusion::common::config::ConfigOptions;
+use datafusion::common::tree_node::{Transformed, TreeNode};
+use datafusion::common::{DFSchema, Result as DfResult};
+use datafusion::logical_expr::{
+    Cast, ColumnarValue, Expr, ExprSchemable, LogicalPlan, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature, TryCast,
+    Volatility,
+};
+use datafusion::optimizer::AnalyzerRule;
+
+fn differs_from_arrow(t: &DataType) -> bool {
+    matches!(
+        t,
+        DataType::Timestamp(_, _)
+            | DataType::Time32(_)
+            | DataType::Time64(_)
+            | DataType::Interval(_)
+            | DataType::Duration(_)
+            | DataType::Float16
+            | DataType::Float32
+            | DataType::Float64
+            | DataType::Decimal128(_, _)
+            | DataType::List(_)
+            | DataType::LargeList(_)
+            | DataType::Struct(_)
+            | DataType::Binary
+            | DataType::LargeBinary
+    )
+}
+
+/// `eddy_text(x)`: `x` in PostgreSQL's text output.
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct PgText {
+    signature: Signature,
+}
+
+impl ScalarUDFImpl for PgText {
+    fn name(&self) -> &str {
+        "eddy_text"
+    }
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+    fn return_type(&self, _args: &[DataType]) -> DfResult<DataType> {
+        Ok(DataType::Utf8)
+    }
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
+        let rows = args.number_rows;
+        let arr = args.args[0].to_array(rows)?;
+        let field = args.arg_fields.first().map(|f| f.as_ref().clone()).unwrap_or_else(|| Field::new("", arr.data_type().clone(), true));
+        let mut out = StringBuilder::with_capacity(rows, rows * 16);
+        let mut s = String::new();
+        for r in 0..rows {
+            s.clear();
+            if eddy_common::text_out::write_text(&arr, r, &field, &mut s).map_err(|e| datafusion::error::DataFusionError::External(Box::new(e)))? {
+                out.append_value(&s);
+            } else {
+                out.append_null();
+            }
+        }
+        Ok(ColumnarValue::Array(Arc::new(out.finish())))
+    }
+}
+
+/// The analyzer rule (see the module docs).
+#[derive(Debug, Default)]
+pub struct PgTextCasts;
+
+fn rewrite(e: Expr, schema: &DFSchema, udf: &Arc<ScalarUDF>) -> DfResult<Transformed<Expr>> {
+    e.transform_up(|e| {
+        let (inner, to) = match &e {
+            Expr::Cast(Cast { expr, field }) => (expr.as_ref(), field.data_type()),
+            Expr::TryCast(TryCast { expr, field }) => (expr.as_ref(), field.data_type()),
+            _ => return Ok(Transformed::no(e)),
+        };
+        if !matches!(to, DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View) {
+            return Ok(Transformed::no(e));
+        }
+        let Ok(from) = inner.get_type(schema) else { return Ok(Transformed::no(e)) };
+        if !differs_from_arrow(&from) {
+            return Ok(Transformed::no(e));
+        }
+        let call = udf.call(vec![inner.clone()]);
+        let call = if to == &DataType::Utf8 { call } else { Expr::Cast(Cast::new(Box::new(call), to.clone())) };
+        Ok(Transformed::yes(call))
+    })
+}
+
+impl AnalyzerRule for PgTextCasts {
+    fn analyze(&self, plan: LogicalPlan, _config: &ConfigOptions) -> DfResult<LogicalPlan> {
+        let udf = Arc::new(ScalarUDF::new_from_impl(PgText { signature: Signature::any(1, Volatility::Immutable) }));
+        let out = plan.transform_up_with_subqueries(|node| {
+            // Expressions read the node's inputs; a leaf has none.
+            let schema = match node.inputs().as_slice() {
+                [] => return Ok(Transformed::no(node)),
+                [one] => one.schema().as_ref().clone(),
+                many => {
+                    let mut s = many[0].schema().as_ref().clone();
+                    for other in &many[1..] {
+                        s.merge(other.schema());
+                    }
+                    s
+                }
+            };
+            let names = datafusion::logical_expr::expr_rewriter::NamePreserver::new(&node);
+            let t = node.map_expressions(|e| {
+                let saved = names.save(&e);
+                let t = rewrite(e, &schema, &udf)?;
+                Ok(if t.transformed { Transformed::yes(saved.restore(t.data)) } else { t })
+            })?;
+            if t.transformed {
+                Ok(Transformed::yes(t.data.recompute_schema()?))
+            } else {
+                Ok(t)
+            }
+        })?;
+        Ok(out.data)
+    }
+
+    fn name(&self) -> &str {
+        "eddy_pg_text_casts"
+    }
+}
