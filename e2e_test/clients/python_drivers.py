@@ -100,6 +100,8 @@ def run_sqlalchemy():
                              "FROM sa1 GROUP BY name"))
         conn.execute(sa.text("INSERT INTO sa1 VALUES (2, 'alpha', 1.25), (3, 'beta', 0.10)"))
         conn.execute(sa.text("CREATE VIEW sa1_v AS SELECT id, name FROM sa1 WHERE amount > 1"))
+        conn.execute(sa.text("COMMENT ON TABLE sa1 IS 'accounts'"))
+        conn.execute(sa.text("COMMENT ON COLUMN sa1.name IS 'holder'"))
     insp = sa.inspect(engine)
     assert "public" in insp.get_schema_names(), insp.get_schema_names()
     assert insp.get_table_names() == ["sa1"], insp.get_table_names()
@@ -111,7 +113,9 @@ def run_sqlalchemy():
     assert "count(*) AS n" in definition and "GROUP BY name" in definition, definition
     pk = insp.get_pk_constraint("sa1")
     assert pk["constrained_columns"] == ["id"], pk
+    assert insp.get_table_comment("sa1") == {"text": "accounts"}, insp.get_table_comment("sa1")
     cols = insp.get_columns("sa1")
+    assert [c["comment"] for c in cols] == [None, "holder", None], cols
     assert [c["name"] for c in cols] == ["id", "name", "amount"], cols
     assert [c["nullable"] for c in cols] == [False, False, True], cols
     assert isinstance(cols[0]["type"], sa.INTEGER) and isinstance(cols[1]["type"], sa.VARCHAR), cols

@@ -81,6 +81,18 @@ pub struct TableCatalog {
     /// For views: state-table ids of its stateful operators, in plan order.
     #[serde(default)]
     pub internal_tables: Vec<u32>,
+    /// `COMMENT ON` texts.
+    #[serde(default)]
+    pub comments: Comments,
+}
+
+/// Comments on a relation and its columns (`COMMENT ON TABLE/COLUMN ...`).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct Comments {
+    /// On the relation.
+    pub relation: Option<String>,
+    /// On columns, by name.
+    pub columns: std::collections::BTreeMap<String, String>,
 }
 
 impl TableCatalog {

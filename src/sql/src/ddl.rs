@@ -165,6 +165,7 @@ impl Session {
                     query: None,
                     dependencies: vec![],
                     internal_tables: vec![],
+                    comments: Default::default(),
                 };
                 Ok((vec![CatalogChange::CreateTable(table)], EpochBatch::default()))
             })

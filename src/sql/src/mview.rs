@@ -107,6 +107,7 @@ impl Session {
             query: Some(query.to_string()),
             dependencies,
             internal_tables: planned.internal_tables,
+            comments: Default::default(),
         };
         let mut tail = planned.tail;
         tail.push(Box::new(Materialize::new(self.engine.state_table(&view)?)));

@@ -705,6 +705,10 @@ impl Session {
                 self.end_transaction();
                 Ok(Output::TransactionEnd("ROLLBACK".into()))
             }
+            Statement::Comment { object_type, object_name, comment, if_exists } => {
+                self.comment_on(*object_type, object_name, comment.clone(), *if_exists).await?;
+                Ok(command("COMMENT"))
+            }
             Statement::Truncate(t) => {
                 // Every row goes through the table's source actor as a delete, so views see it.
                 for target in &t.table_names {

@@ -232,8 +232,10 @@ impl Session {
             query: Some(query.to_string()),
             dependencies,
             internal_tables: vec![],
+            comments: Default::default(),
         };
         let replacing = existing.is_some();
+        let view = TableCatalog { comments: existing.map(|e| e.comments.clone()).unwrap_or_default(), ..view };
         self.engine
             .ddl(|cat| {
                 match cat.table(&view.schema, &view.name) {
@@ -263,6 +265,68 @@ impl Session {
             }
             _ => Ok(()),
         }
+    }
+
+    /// `COMMENT ON TABLE | VIEW | MATERIALIZED VIEW | COLUMN name IS 'text' | NULL`.
+    pub(crate) async fn comment_on(
+        &mut self,
+        object_type: datafusion::sql::sqlparser::ast::CommentObject,
+        name: &ObjectName,
+        comment: Option<String>,
+        if_exists: bool,
+    ) -> Result<()> {
+        use datafusion::sql::sqlparser::ast::CommentObject as C;
+        let (rel_name, column) = match object_type {
+            C::Column => {
+                let mut parts = name.0.clone();
+                let col = parts.pop().map(|p| crate::ddl::normalize_ident(&p.to_string()));
+                if parts.is_empty() {
+                    return Err(user_err!(sqlstate::SYNTAX_ERROR, "column name must be qualified"));
+                }
+                (ObjectName(parts), col)
+            }
+            C::Table | C::View | C::MaterializedView => (name.clone(), None),
+            other => return Err(eddy_common::not_supported!("COMMENT ON {other} is not supported")),
+        };
+        let (schema, rel) = resolve_name(self, &rel_name)?;
+        let Some(entry) = self.engine.catalog().table(&schema, &rel).cloned() else {
+            if if_exists {
+                return Ok(());
+            }
+            return Err(user_err!(sqlstate::UNDEFINED_TABLE, "relation \"{rel}\" does not exist"));
+        };
+        let expected = match object_type {
+            C::Table => Some(RelationKind::Table),
+            C::View => Some(RelationKind::View),
+            C::MaterializedView => Some(RelationKind::MaterializedView),
+            _ => None,
+        };
+        if expected.is_some_and(|k| k != entry.kind) {
+            return Err(user_err!(sqlstate::WRONG_OBJECT_TYPE, "\"{rel}\" is not a {}", object_type.to_string().to_lowercase()));
+        }
+        let mut updated = entry.as_ref().clone();
+        let comment = comment.filter(|c| !c.is_empty());
+        match &column {
+            Some(col) => {
+                if !entry.columns.iter().any(|c| &c.name == col && !c.hidden) {
+                    return Err(user_err!(sqlstate::UNDEFINED_COLUMN, "column \"{col}\" of relation \"{rel}\" does not exist"));
+                }
+                match comment {
+                    Some(c) => updated.comments.columns.insert(col.clone(), c),
+                    None => updated.comments.columns.remove(col),
+                };
+            }
+            None => updated.comments.relation = comment,
+        }
+        let id = entry.id;
+        self.engine
+            .ddl(|cat| {
+                if cat.by_id(id).is_none() {
+                    return Err(user_err!(sqlstate::UNDEFINED_TABLE, "relation \"{rel}\" was dropped concurrently"));
+                }
+                Ok((vec![CatalogChange::CreateTable(updated)], EpochBatch::default()))
+            })
+            .await
     }
 
     /// Drops a plain view (no state, no actor).

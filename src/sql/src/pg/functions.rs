@@ -149,12 +149,41 @@ fn register_descriptions(r: &Registrar<'_>) {
         }
         Ok(text(Some(index_def(&rel))))
     });
+    // Eddy does not track per-relation storage sizes: unknown, so NULL.
+    for name in ["pg_table_size", "pg_relation_size", "pg_total_relation_size", "pg_indexes_size", "pg_database_size"] {
+        r.any(name, DataType::Int64, |_, _| Ok(ScalarValue::Int64(None)));
+    }
+    r.any("pg_size_pretty", DataType::Utf8, |_, a| {
+        let Some(bytes) = int_arg(a.first()) else { return Ok(text(None)) };
+        // PostgreSQL: bytes below 10 kB, then kB/MB/GB/TB, each unit used while the value is
+        // below 10240 of it (rounded half up).
+        let mut v = bytes as f64;
+        let mut unit = "bytes";
+        for next in ["kB", "MB", "GB", "TB", "PB"] {
+            if v.abs() < 10_240.0 {
+                break;
+            }
+            v /= 1024.0;
+            unit = next;
+        }
+        Ok(text(Some(if unit == "bytes" { format!("{bytes} bytes") } else { format!("{} {unit}", v.round() as i64) })))
+    });
+    // Comments (COMMENT ON) of relations and their columns.
+    r.any("obj_description", DataType::Utf8, |cx, a| {
+        let Some(o) = int_arg(a.first()) else { return Ok(text(None)) };
+        Ok(text(cx.model().relations.iter().find(|r| i64::from(r.oid) == o).and_then(|r| r.comment.clone())))
+    });
+    r.any("col_description", DataType::Utf8, |cx, a| {
+        let (Some(o), Some(n)) = (int_arg(a.first()), int_arg(a.get(1))) else { return Ok(text(None)) };
+        let rel = cx.model().relations.iter().find(|r| i64::from(r.oid) == o).cloned();
+        Ok(text(rel.and_then(|r| r.cols.get(usize::try_from(n - 1).ok()?)?.comment.clone())))
+    });
     r.any("pg_get_constraintdef", DataType::Utf8, |cx, a| {
         let Some(o) = int_arg(a.first()) else { return Ok(text(None)) };
         Ok(text(cx.model().relation_of_constraint(o as u32).map(|r| format!("PRIMARY KEY ({})", r.pk_columns_sql()))))
     });
     for name in [
-        "obj_description", "col_description", "shobj_description", "pg_get_ruledef", "pg_get_serial_sequence",
+        "shobj_description", "pg_get_ruledef", "pg_get_serial_sequence",
         "pg_get_statisticsobjdef_columns", "pg_get_triggerdef", "pg_get_partkeydef", "pg_get_function_result",
         "pg_get_function_arguments", "pg_get_function_identity_arguments", "pg_get_partition_constraintdef",
         "pg_tablespace_location",

@@ -68,6 +68,8 @@ pub struct ColInfo {
     pub not_null: bool,
     /// DEFAULT expression text.
     pub default: Option<String>,
+    /// `COMMENT ON COLUMN` text.
+    pub comment: Option<String>,
 }
 
 /// One relation as `pg_class` shows it.
@@ -89,6 +91,8 @@ pub struct RelInfo {
     pub pk: Vec<usize>,
     /// The statement that created it (user relations only).
     pub definition: Option<String>,
+    /// `COMMENT ON` text.
+    pub comment: Option<String>,
 }
 
 impl RelInfo {
@@ -150,11 +154,13 @@ fn user_relation(t: &Arc<TableCatalog>, nsp_oid: u32) -> RelInfo {
                 typmod: column_typmod(&c.ty),
                 not_null: c.not_null,
                 default: c.default.clone(),
+                comment: t.comments.columns.get(&c.name).cloned(),
             })
             .collect(),
         // Views have no constraints; their stream key may include hidden columns.
         pk: if t.is_view() { vec![] } else { t.pk.clone() },
         definition: Some(t.definition.clone()),
+        comment: t.comments.relation.clone(),
     }
 }
 
@@ -168,10 +174,11 @@ fn system_relation(def: &RelDef, schema: &str, nsp_oid: u32) -> RelInfo {
         cols: def
             .cols
             .iter()
-            .map(|(n, t)| ColInfo { name: n.to_string(), type_oid: t.pg_oid(), typmod: -1, not_null: false, default: None })
+            .map(|(n, t)| ColInfo { name: n.to_string(), type_oid: t.pg_oid(), typmod: -1, not_null: false, default: None, comment: None })
             .collect(),
         pk: vec![],
         definition: None,
+        comment: None,
     }
 }
 

@@ -84,6 +84,16 @@ pub fn rows_of(def: &RelDef, info: bool, cx: &RowContext<'_>) -> Vec<Vec<V>> {
                 vec![i(*oid), s(*name), i(PG_CATALOG_OID), i(SUPERUSER_OID), s(*provider), V::B(true), i(-1), s("C"), s("C"), V::N, V::N]
             })
             .collect(),
+        // `COMMENT ON` texts: the relation's (objsubid 0) and its columns' (objsubid = attnum).
+        "pg_description" => user_relations(cx.model)
+            .flat_map(|r| {
+                let rel = r.comment.clone().map(|c| vec![i(r.oid), i(PG_CLASS_OID), i(0), s(c)]);
+                let cols = r.cols.iter().enumerate().filter_map(|(n, c)| {
+                    c.comment.clone().map(|t| vec![i(r.oid), i(PG_CLASS_OID), i(n as i64 + 1), s(t)])
+                });
+                rel.into_iter().chain(cols).collect::<Vec<_>>()
+            })
+            .collect(),
         "pg_tablespace" => vec![
             vec![i(1663), s("pg_default"), i(SUPERUSER_OID), V::N, V::N],
             vec![i(1664), s("pg_global"), i(SUPERUSER_OID), V::N, V::N],
@@ -141,6 +151,9 @@ pub fn index_def(r: &RelInfo) -> String {
         r.pk_columns_sql()
     )
 }
+
+/// `pg_class`'s own OID (`classoid` of relation comments).
+const PG_CLASS_OID: i64 = 1259;
 
 fn class_row(oid: u32, name: &str, nsp: u32, kind: char, am: u32, natts: usize, has_index: bool, has_rules: bool) -> Vec<V> {
     vec![
