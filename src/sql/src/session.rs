@@ -705,6 +705,21 @@ impl Session {
                 self.end_transaction();
                 Ok(Output::TransactionEnd("ROLLBACK".into()))
             }
+            Statement::ShowDatabases { .. } => text_rows(&["Name"], vec![vec![DATABASE_NAME.to_string()]]),
+            Statement::ShowSchemas { .. } => {
+                let mut names: Vec<String> = self.engine.catalog().schemas().map(|s| s.name.clone()).collect();
+                names.sort();
+                text_rows(&["Name"], names.into_iter().map(|n| vec![n]).collect())
+            }
+            Statement::ExplainTable { table_name, .. } => self.describe_relation(table_name),
+            Statement::ShowColumns { show_options, .. } => {
+                let name = show_options
+                    .show_in
+                    .as_ref()
+                    .and_then(|i| i.parent_name.clone())
+                    .ok_or_else(|| user_err!(sqlstate::SYNTAX_ERROR, "SHOW COLUMNS needs FROM <relation>"))?;
+                self.describe_relation(&name)
+            }
             Statement::Comment { object_type, object_name, comment, if_exists } => {
                 self.comment_on(*object_type, object_name, comment.clone(), *if_exists).await?;
                 Ok(command("COMMENT"))
@@ -893,6 +908,24 @@ impl Session {
             copy.null = n;
         }
         Ok(Output::CopyIn(copy))
+    }
+
+    /// `DESCRIBE name` / `SHOW COLUMNS FROM name`: each visible column's name, type and comment.
+    fn describe_relation(&self, name: &datafusion::sql::sqlparser::ast::ObjectName) -> Result<Output> {
+        let (schema, rel) = resolve_name(self, name)?;
+        let entry = self
+            .engine
+            .catalog()
+            .table(&schema, &rel)
+            .cloned()
+            .ok_or_else(|| user_err!(sqlstate::UNDEFINED_TABLE, "relation \"{rel}\" does not exist"))?;
+        let rows = entry
+            .columns
+            .iter()
+            .filter(|c| !c.hidden)
+            .map(|c| vec![c.name.clone(), c.ty.pg_name(), entry.comments.columns.get(&c.name).cloned().unwrap_or_default()])
+            .collect();
+        text_rows(&["Name", "Type", "Description"], rows)
     }
 
     /// Evaluates column `col`'s DEFAULT for `n` rows.

@@ -2,7 +2,8 @@
 //! `{1,2}`, `(1,a)`), not in Arrow's formats (`2024-01-02T03:04:05Z`, `0 years 0 mons 1 days`).
 //!
 //! An analyzer rule, run after type coercion, turns casts to text of the types whose formats
-//! differ into `eddy_text(x)`, which uses the wire layer's text output.
+//! differ into `eddy_text(x)`, which uses the wire layer's text output. The same rule makes
+//! float `/` and `%` fail on a zero divisor (22012) instead of producing Infinity/NaN.
 
 use std::sync::Arc;
 
@@ -71,12 +72,71 @@ impl ScalarUDFImpl for PgText {
     }
 }
 
+/// `eddy_float_div(x, y)` / `eddy_float_mod(x, y)`: float `/` and `%` that fail on a zero
+/// divisor with 22012, as PostgreSQL's do (IEEE division would give Infinity or NaN).
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct FloatDiv {
+    modulo: bool,
+    signature: Signature,
+}
+
+impl ScalarUDFImpl for FloatDiv {
+    fn name(&self) -> &str {
+        if self.modulo { "eddy_float_mod" } else { "eddy_float_div" }
+    }
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+    fn return_type(&self, _args: &[DataType]) -> DfResult<DataType> {
+        Ok(DataType::Float64)
+    }
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
+        use arrow::array::{Array, AsArray, Float64Array};
+        let rows = args.number_rows;
+        let l = arrow::compute::cast(&args.args[0].to_array(rows)?, &DataType::Float64)?;
+        let r = arrow::compute::cast(&args.args[1].to_array(rows)?, &DataType::Float64)?;
+        let (l, r) = (l.as_primitive::<arrow::datatypes::Float64Type>(), r.as_primitive::<arrow::datatypes::Float64Type>());
+        let mut out = Vec::with_capacity(rows);
+        for i in 0..rows {
+            if l.is_null(i) || r.is_null(i) {
+                out.push(None);
+                continue;
+            }
+            let d = r.value(i);
+            if d == 0.0 {
+                return Err(datafusion::error::DataFusionError::ArrowError(Box::new(arrow::error::ArrowError::DivideByZero), None));
+            }
+            out.push(Some(if self.modulo { l.value(i) % d } else { l.value(i) / d }));
+        }
+        Ok(ColumnarValue::Array(Arc::new(out.into_iter().collect::<Float64Array>())))
+    }
+}
+
 /// The analyzer rule (see the module docs).
 #[derive(Debug, Default)]
 pub struct PgTextCasts;
 
-fn rewrite(e: Expr, schema: &DFSchema, udf: &Arc<ScalarUDF>) -> DfResult<Transformed<Expr>> {
+fn is_float(t: &DataType) -> bool {
+    matches!(t, DataType::Float16 | DataType::Float32 | DataType::Float64)
+}
+
+fn rewrite(e: Expr, schema: &DFSchema, udf: &Arc<ScalarUDF>, div: &Arc<ScalarUDF>, rem: &Arc<ScalarUDF>) -> DfResult<Transformed<Expr>> {
     e.transform_up(|e| {
+        if let Expr::BinaryExpr(b) = &e {
+            let f = match b.op {
+                datafusion::logical_expr::Operator::Divide => div,
+                datafusion::logical_expr::Operator::Modulo => rem,
+                _ => return Ok(Transformed::no(e)),
+            };
+            let (Ok(l), Ok(r)) = (b.left.get_type(schema), b.right.get_type(schema)) else { return Ok(Transformed::no(e)) };
+            if !(is_float(&l) || is_float(&r)) {
+                return Ok(Transformed::no(e));
+            }
+            let out = f.call(vec![b.left.as_ref().clone(), b.right.as_ref().clone()]);
+            // Keep a float4 result float4.
+            let out = if l == DataType::Float64 || r == DataType::Float64 { out } else if is_float(&l) { Expr::Cast(Cast::new(Box::new(out), l)) } else { Expr::Cast(Cast::new(Box::new(out), r)) };
+            return Ok(Transformed::yes(out));
+        }
         let (inner, to) = match &e {
             Expr::Cast(Cast { expr, field }) => (expr.as_ref(), field.data_type()),
             Expr::TryCast(TryCast { expr, field }) => (expr.as_ref(), field.data_type()),
@@ -98,6 +158,8 @@ fn rewrite(e: Expr, schema: &DFSchema, udf: &Arc<ScalarUDF>) -> DfResult<Transfo
 impl AnalyzerRule for PgTextCasts {
     fn analyze(&self, plan: LogicalPlan, _config: &ConfigOptions) -> DfResult<LogicalPlan> {
         let udf = Arc::new(ScalarUDF::new_from_impl(PgText { signature: Signature::any(1, Volatility::Immutable) }));
+        let div = Arc::new(ScalarUDF::new_from_impl(FloatDiv { modulo: false, signature: Signature::any(2, Volatility::Immutable) }));
+        let rem = Arc::new(ScalarUDF::new_from_impl(FloatDiv { modulo: true, signature: Signature::any(2, Volatility::Immutable) }));
         let out = plan.transform_up_with_subqueries(|node| {
             // Expressions read the node's inputs; a leaf has none.
             let schema = match node.inputs().as_slice() {
@@ -114,7 +176,7 @@ impl AnalyzerRule for PgTextCasts {
             let names = datafusion::logical_expr::expr_rewriter::NamePreserver::new(&node);
             let t = node.map_expressions(|e| {
                 let saved = names.save(&e);
-                let t = rewrite(e, &schema, &udf)?;
+                let t = rewrite(e, &schema, &udf, &div, &rem)?;
                 Ok(if t.transformed { Transformed::yes(saved.restore(t.data)) } else { t })
             })?;
             if t.transformed {
