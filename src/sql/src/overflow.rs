@@ -26,7 +26,11 @@ fn overflows(t: &DataType) -> bool {
 
 /// `expr` with every integer/decimal `+`, `-`, `*` over `schema` checked for overflow.
 pub fn checked(expr: Arc<dyn PhysicalExpr>, schema: &Schema) -> DfResult<Arc<dyn PhysicalExpr>> {
-    let out = expr.transform_up(|e| {
+    Ok(checked_if_needed(expr, schema)?.data)
+}
+
+fn checked_if_needed(expr: Arc<dyn PhysicalExpr>, schema: &Schema) -> DfResult<Transformed<Arc<dyn PhysicalExpr>>> {
+    expr.transform_up(|e| {
         let Some(b) = e.downcast_ref::<BinaryExpr>() else { return Ok(Transformed::no(e)) };
         if !matches!(b.op(), Operator::Plus | Operator::Minus | Operator::Multiply) {
             return Ok(Transformed::no(e));
@@ -37,8 +41,7 @@ pub fn checked(expr: Arc<dyn PhysicalExpr>, schema: &Schema) -> DfResult<Arc<dyn
         }
         let rebuilt = BinaryExpr::new(Arc::clone(b.left()), *b.op(), Arc::clone(b.right())).with_fail_on_overflow(true);
         Ok(Transformed::yes(Arc::new(rebuilt) as Arc<dyn PhysicalExpr>))
-    })?;
-    Ok(out.data)
+    })
 }
 
 /// Physical optimizer rule applying [`checked`] to projections and filters.
@@ -50,17 +53,29 @@ impl PhysicalOptimizerRule for CheckedArithmetic {
         let out = plan.transform_up(|node| {
             if let Some(p) = node.downcast_ref::<ProjectionExec>() {
                 let schema = p.input().schema();
+                let mut changed = false;
                 let exprs = p
                     .expr()
                     .iter()
-                    .map(|pe| Ok(ProjectionExpr { expr: checked(Arc::clone(&pe.expr), &schema)?, alias: pe.alias.clone() }))
+                    .map(|pe| {
+                        let t = checked_if_needed(Arc::clone(&pe.expr), &schema)?;
+                        changed |= t.transformed;
+                        Ok(ProjectionExpr { expr: t.data, alias: pe.alias.clone() })
+                    })
                     .collect::<DfResult<Vec<_>>>()?;
+                if !changed {
+                    return Ok(Transformed::no(node));
+                }
                 let rebuilt = ProjectionExec::try_new(exprs, Arc::clone(p.input()))?;
                 return Ok(Transformed::yes(Arc::new(rebuilt) as Arc<dyn ExecutionPlan>));
             }
             if let Some(f) = node.downcast_ref::<FilterExec>() {
                 let schema = f.input().schema();
-                let predicate = checked(Arc::clone(f.predicate()), &schema)?;
+                let t = checked_if_needed(Arc::clone(f.predicate()), &schema)?;
+                if !t.transformed {
+                    return Ok(Transformed::no(node));
+                }
+                let predicate = t.data;
                 let rebuilt = FilterExecBuilder::new(predicate, Arc::clone(f.input()))
                     .apply_projection_by_ref(f.projection().as_ref())?
                     .with_default_selectivity(f.default_selectivity())

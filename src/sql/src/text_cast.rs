@@ -162,15 +162,15 @@ impl AnalyzerRule for PgTextCasts {
         let rem = Arc::new(ScalarUDF::new_from_impl(FloatDiv { modulo: true, signature: Signature::any(2, Volatility::Immutable) }));
         let out = plan.transform_up_with_subqueries(|node| {
             // Expressions read the node's inputs; a leaf has none.
-            let schema = match node.inputs().as_slice() {
+            let schema: Arc<DFSchema> = match node.inputs().as_slice() {
                 [] => return Ok(Transformed::no(node)),
-                [one] => one.schema().as_ref().clone(),
+                [one] => Arc::clone(one.schema()),
                 many => {
                     let mut s = many[0].schema().as_ref().clone();
                     for other in &many[1..] {
                         s.merge(other.schema());
                     }
-                    s
+                    Arc::new(s)
                 }
             };
             let names = datafusion::logical_expr::expr_rewriter::NamePreserver::new(&node);

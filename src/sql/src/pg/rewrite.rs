@@ -463,6 +463,15 @@ impl VisitorMut for PgRewriter {
         ControlFlow::Continue(())
     }
 
+    fn pre_visit_expr(&mut self, e: &mut Expr) -> ControlFlow<()> {
+        // Before the children are visited: the subquery of `x op ANY/ALL (subquery)` is a set,
+        // not a scalar subquery to decorrelate.
+        if let Some(r) = quantified_subquery(e) {
+            *e = r;
+        }
+        ControlFlow::Continue(())
+    }
+
     fn post_visit_expr(&mut self, e: &mut Expr) -> ControlFlow<()> {
         let replacement = match e {
             Expr::Function(f) => rewrite_function(f),
@@ -572,12 +581,13 @@ impl VisitorMut for PgRewriter {
 
     fn pre_visit_select(&mut self, select: &mut Select) -> ControlFlow<()> {
         super::colnames::assign(select);
-        exists_as_count(select);
         super::subquery::bound_lateral_series(select);
         ControlFlow::Continue(())
     }
 
     fn post_visit_select(&mut self, select: &mut Select) -> ControlFlow<()> {
+        // After the items' own rewrites, which may introduce EXISTS (`x > ALL (subquery)`).
+        exists_as_count(select);
         super::subquery::lift_outer_references(select);
         ControlFlow::Continue(())
     }
@@ -850,5 +860,92 @@ fn exists_as_count(select: &mut Select) {
             }
             ControlFlow::Continue(())
         });
+    }
+}
+
+/// `x op ANY (subquery)` → `EXISTS (SELECT 1 FROM (subquery) v WHERE x op v)` and
+/// `x op ALL (subquery)` → `NOT EXISTS (SELECT 1 FROM (subquery) v WHERE NOT (x op v) OR v IS NULL)`,
+/// which DataFusion plans as semi/anti joins (its own ALL planning fails). A NULL element
+/// makes ALL false where PostgreSQL says NULL, and ANY false where it says NULL — the same in a
+/// WHERE clause.
+fn quantified_subquery(e: &Expr) -> Option<Expr> {
+    let (left, op, q, all) = match e {
+        Expr::AnyOp { left, compare_op, right, .. } => (left, compare_op, right, false),
+        Expr::AllOp { left, compare_op, right } => (left, compare_op, right, true),
+        _ => return None,
+    };
+    let inner = match q.as_ref() {
+        Expr::Nested(n) => n.as_ref(),
+        other => other,
+    };
+    let Expr::Subquery(q) = inner else { return None };
+    // A plain `SELECT v FROM f WHERE w` keeps its correlation in a WHERE clause:
+    // `SELECT 1 FROM f WHERE w AND <test on v>`.
+    if q.with.is_none() && q.order_by.is_none() && q.limit_clause.is_none() && q.fetch.is_none() {
+        if let SetExpr::Select(s) = q.body.as_ref() {
+            // `x` must not be captured by the subquery's relations: only qualified columns whose
+            // qualifiers the subquery does not define.
+            let inner: Vec<String> = s
+                .from
+                .iter()
+                .flat_map(|t| std::iter::once(&t.relation).chain(t.joins.iter().map(|j| &j.relation)))
+                .filter_map(|f| match f {
+                    TableFactor::Table { alias: Some(a), .. } | TableFactor::Derived { alias: Some(a), .. } => Some(a.name.value.to_lowercase()),
+                    TableFactor::Table { name, .. } => name.0.last().map(|p| p.to_string().to_lowercase()),
+                    _ => None,
+                })
+                .collect();
+            let mut safe = true;
+            let _ = datafusion::sql::sqlparser::ast::visit_expressions(left.as_ref(), |x| {
+                match x {
+                    Expr::Identifier(_) | Expr::Subquery(_) | Expr::Exists { .. } | Expr::InSubquery { .. } => safe = false,
+                    Expr::CompoundIdentifier(parts) if parts.len() >= 2 => {
+                        safe &= !inner.contains(&parts[parts.len() - 2].value.to_lowercase())
+                    }
+                    _ => {}
+                }
+                ControlFlow::<()>::Continue(())
+            });
+            let plain = safe
+                && s.projection.len() == 1
+                && s.having.is_none()
+                && s.distinct.is_none()
+                && matches!(&s.group_by, GroupByExpr::Expressions(g, _) if g.is_empty())
+                && !s.from.is_empty();
+            let item = match s.projection.first() {
+                Some(SelectItem::UnnamedExpr(v) | SelectItem::ExprWithAlias { expr: v, .. }) if plain && !is_aggregate_call(v) => Some(v),
+                _ => None,
+            };
+            if let Some(v) = item {
+                let from = s.from.iter().map(|t| t.to_string()).collect::<Vec<_>>().join(", ");
+                let test = if all { format!("(NOT ({left} {op} ({v})) OR ({v}) IS NULL)") } else { format!("({left} {op} ({v}))") };
+                let filter = match &s.selection {
+                    Some(w) => format!("({w}) AND {test}"),
+                    None => test,
+                };
+                let sql = format!("SELECT 1 FROM {from} WHERE {filter}");
+                if let Some(Statement::Query(sub)) = datafusion::sql::sqlparser::parser::Parser::parse_sql(
+                    &datafusion::sql::sqlparser::dialect::PostgreSqlDialect {},
+                    &sql,
+                )
+                .ok()
+                .and_then(|mut v| v.pop())
+                {
+                    return Some(Expr::Exists { subquery: sub, negated: all });
+                }
+            }
+        }
+    }
+    let sql = if all {
+        format!("SELECT 1 FROM ({q}) AS __all(__v) WHERE NOT ({left} {op} __all.__v) OR __all.__v IS NULL")
+    } else {
+        format!("SELECT 1 FROM ({q}) AS __any(__v) WHERE {left} {op} __any.__v")
+    };
+    match datafusion::sql::sqlparser::parser::Parser::parse_sql(&datafusion::sql::sqlparser::dialect::PostgreSqlDialect {}, &sql)
+        .ok()?
+        .pop()?
+    {
+        Statement::Query(sub) => Some(Expr::Exists { subquery: sub, negated: all }),
+        _ => None,
     }
 }
