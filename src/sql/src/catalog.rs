@@ -271,6 +271,8 @@ impl Catalog {
                 self.schemas.remove(&s.name);
             }
             CatalogChange::CreateTable(t) => {
+                // An existing id is replaced (a rename, a comment, a replaced view).
+                self.tables.retain(|_, e| e.id != t.id);
                 self.next_id = self.next_id.max(t.id + 1);
                 self.tables.insert((t.schema.clone(), t.name.clone()), Arc::new(t));
             }

@@ -118,6 +118,11 @@ impl Engine {
         self.barrier.commit_writes(batch).await?;
         let mut cat = self.catalog.write();
         for c in changes {
+            if let CatalogChange::CreateTable(t) = &c {
+                // A replaced entry may have renamed columns: rebuild what was derived from it.
+                self.state_tables.lock().remove(&t.id);
+                self.defaults.lock().remove(&t.id);
+            }
             if let CatalogChange::DropTable(t) = &c {
                 self.sequences.drop_table(t.id);
                 self.state_tables.lock().remove(&t.id);

@@ -705,6 +705,10 @@ impl Session {
                 self.end_transaction();
                 Ok(Output::TransactionEnd("ROLLBACK".into()))
             }
+            Statement::AlterTable(at) => {
+                self.alter_relation(at).await?;
+                Ok(command(if at.table_type.is_some() { "ALTER" } else { "ALTER TABLE" }))
+            }
             Statement::ShowDatabases { .. } => text_rows(&["Name"], vec![vec![DATABASE_NAME.to_string()]]),
             Statement::ShowSchemas { .. } => {
                 let mut names: Vec<String> = self.engine.catalog().schemas().map(|s| s.name.clone()).collect();

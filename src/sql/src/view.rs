@@ -329,6 +329,69 @@ impl Session {
             .await
     }
 
+    /// `ALTER TABLE/VIEW name RENAME TO new` and `ALTER TABLE name RENAME [COLUMN] a TO b`, for
+    /// relations nothing else reads (views store the names they read). Other ALTERs are not
+    /// supported yet.
+    pub(crate) async fn alter_relation(&mut self, at: &datafusion::sql::sqlparser::ast::AlterTable) -> Result<()> {
+        use datafusion::sql::sqlparser::ast::{AlterTableOperation as Op, RenameTableNameKind};
+        let (schema, rel) = resolve_name(self, &at.name)?;
+        let Some(entry) = self.engine.catalog().table(&schema, &rel).cloned() else {
+            if at.if_exists {
+                self.notice(&format!("relation \"{rel}\" does not exist, skipping"));
+                return Ok(());
+            }
+            return Err(user_err!(sqlstate::UNDEFINED_TABLE, "relation \"{rel}\" does not exist"));
+        };
+        let mut updated = entry.as_ref().clone();
+        for op in &at.operations {
+            match op {
+                Op::RenameTable { table_name: RenameTableNameKind::To(n) | RenameTableNameKind::As(n) } => {
+                    let new_name = crate::ddl::normalize_ident(&n.0.last().map(|p| p.to_string()).unwrap_or_default());
+                    if self.engine.catalog().table(&schema, &new_name).is_some() {
+                        return Err(user_err!(sqlstate::DUPLICATE_TABLE, "relation \"{new_name}\" already exists"));
+                    }
+                    updated.name = new_name;
+                }
+                Op::RenameColumn { old_column_name, new_column_name } => {
+                    let old = crate::ddl::normalize_ident(&old_column_name.to_string());
+                    let new = crate::ddl::normalize_ident(&new_column_name.to_string());
+                    if updated.columns.iter().any(|c| c.name == new) {
+                        return Err(user_err!(sqlstate::DUPLICATE_COLUMN, "column \"{new}\" of relation \"{rel}\" already exists"));
+                    }
+                    let c = updated.columns.iter_mut().find(|c| c.name == old && !c.hidden).ok_or_else(|| {
+                        user_err!(sqlstate::UNDEFINED_COLUMN, "column \"{old}\" does not exist")
+                    })?;
+                    c.name = new.clone();
+                    if let Some(comment) = updated.comments.columns.remove(&old) {
+                        updated.comments.columns.insert(new, comment);
+                    }
+                }
+                other => return Err(eddy_common::not_supported!("ALTER TABLE ... {other} is not supported yet")),
+            }
+        }
+        let dependents = self.engine.catalog().dependents(entry.id);
+        if !dependents.is_empty() {
+            let names: Vec<String> = dependents.iter().map(|d| format!("{} {}", d.kind_name(), d.name)).collect();
+            return Err(eddy_common::not_supported!(
+                "cannot rename in {} \"{rel}\" while other objects read it: {}",
+                entry.kind_name(),
+                names.join(", ")
+            ));
+        }
+        let id = entry.id;
+        self.engine
+            .ddl(|cat| {
+                if cat.by_id(id).is_none() {
+                    return Err(user_err!(sqlstate::UNDEFINED_TABLE, "relation \"{rel}\" was dropped concurrently"));
+                }
+                if updated.name != rel && cat.table(&schema, &updated.name).is_some() {
+                    return Err(user_err!(sqlstate::DUPLICATE_TABLE, "relation \"{}\" already exists", updated.name));
+                }
+                Ok((vec![CatalogChange::CreateTable(updated)], EpochBatch::default()))
+            })
+            .await
+    }
+
     /// Drops a plain view (no state, no actor).
     pub(crate) async fn drop_plain_view(&mut self, rel: Arc<TableCatalog>) -> Result<()> {
         let id = rel.id;
