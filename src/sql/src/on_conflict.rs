@@ -10,13 +10,9 @@ use std::collections::HashSet;
 use arrow::array::{BooleanArray, RecordBatch};
 use arrow::compute::filter_record_batch;
 use arrow::row::{RowConverter, SortField};
-use datafusion::dataframe::DataFrame;
-use datafusion::sql::parser::Statement as DFStatement;
 use datafusion::sql::sqlparser::ast::{
     AssignmentTarget, ConflictTarget, Ident, OnConflict, OnConflictAction, OnInsert, Statement,
 };
-use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
-use datafusion::sql::sqlparser::parser::Parser;
 use eddy_common::error::sqlstate;
 use eddy_common::{not_supported, user_err, Result};
 
@@ -152,15 +148,7 @@ impl Session {
         let ctx = self.scratch_context();
         ctx.register_batch(&target, existing_visible)?;
         ctx.register_batch("excluded", RecordBatch::try_new(visible.clone(), excluded.columns()[..visible.fields().len()].to_vec())?)?;
-        let mut stmt = Parser::parse_sql(&PostgreSqlDialect {}, &sql)
-            .map_err(|e| user_err!(sqlstate::SYNTAX_ERROR, "{e}"))?
-            .pop()
-            .ok_or_else(|| user_err!(sqlstate::SYNTAX_ERROR, "empty ON CONFLICT statement"))?;
-        crate::rewrite::rewrite_statement(&mut stmt)?;
-        let state = ctx.state();
-        let plan = state.statement_to_plan(DFStatement::Statement(Box::new(stmt))).await?;
-        let plan = crate::rewrite::rewrite_plan(plan)?;
-        let updated = DataFrame::new(state, plan).collect().await?;
+        let (_, updated) = crate::session::run_scratch(&ctx, &sql).await?;
         let schema = rows.schema();
         let mut out = vec![inserted];
         for b in updated {

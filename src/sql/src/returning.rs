@@ -6,17 +6,13 @@ use std::sync::Arc;
 
 use arrow::array::RecordBatch;
 use arrow::datatypes::SchemaRef;
-use datafusion::dataframe::DataFrame;
-use datafusion::sql::parser::Statement as DFStatement;
 use datafusion::sql::sqlparser::ast::{FromTable, ObjectName, SelectItem, Statement, TableFactor, TableObject};
-use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
-use datafusion::sql::sqlparser::parser::Parser;
 use eddy_common::error::sqlstate;
 use eddy_common::{user_err, Result};
 
 use crate::catalog::TableCatalog;
 use crate::ddl::resolve_name;
-use crate::session::{client_schema, Session};
+use crate::session::Session;
 
 /// `stmt` without its RETURNING list, and the list.
 pub fn take_returning(stmt: &Statement) -> Option<(Statement, Vec<SelectItem>)> {
@@ -74,17 +70,7 @@ impl Session {
         ctx.register_batch(&table.name, rows)?;
         let list = items.iter().map(|i| i.to_string()).collect::<Vec<_>>().join(", ");
         let sql = format!("SELECT {list} FROM \"{}\"", table.name.replace('"', "\"\""));
-        let mut stmt = Parser::parse_sql(&PostgreSqlDialect {}, &sql)
-            .map_err(|e| user_err!(sqlstate::SYNTAX_ERROR, "{e}"))?
-            .pop()
-            .ok_or_else(|| user_err!(sqlstate::SYNTAX_ERROR, "empty RETURNING list"))?;
-        crate::rewrite::rewrite_statement(&mut stmt)?;
-        let state = ctx.state();
-        let plan = state.statement_to_plan(DFStatement::Statement(Box::new(stmt))).await?;
-        let plan = crate::rewrite::rewrite_plan(plan)?;
-        let schema = client_schema(plan.schema().as_arrow());
-        let batches = DataFrame::new(state, plan).collect().await?;
-        Ok((schema, batches))
+        crate::session::run_scratch(&ctx, &sql).await
     }
 
     /// The columns a RETURNING list produces for `stmt` (for Describe).

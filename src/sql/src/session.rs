@@ -1075,3 +1075,18 @@ pub(crate) fn unique_column_names<'a>(names: impl Iterator<Item = &'a str>) -> R
     }
     Ok(())
 }
+
+/// Plans `sql` (with the PostgreSQL rewrites) in a scratch context holding in-memory tables and
+/// runs it: the client-visible schema and the rows.
+pub(crate) async fn run_scratch(ctx: &SessionContext, sql: &str) -> Result<(SchemaRef, Vec<RecordBatch>)> {
+    let mut stmt = Parser::parse_sql(&PostgreSqlDialect {}, sql)
+        .map_err(|e| user_err!(sqlstate::SYNTAX_ERROR, "{e}"))?
+        .pop()
+        .ok_or_else(|| user_err!(sqlstate::SYNTAX_ERROR, "empty statement"))?;
+    crate::rewrite::rewrite_statement(&mut stmt)?;
+    let state = ctx.state();
+    let plan = state.statement_to_plan(DFStatement::Statement(Box::new(stmt))).await?;
+    let plan = crate::rewrite::rewrite_plan(plan)?;
+    let schema = client_schema(plan.schema().as_arrow());
+    Ok((schema, DataFrame::new(state, plan).collect().await?))
+}
