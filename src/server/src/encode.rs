@@ -30,6 +30,11 @@ pub fn pg_type_of(field: &Field) -> Type {
         Some("name") => return Type::NAME,
         Some("char") => return Type::CHAR,
         Some("regproc") => return Type::REGPROC,
+        Some(tag) => {
+            if let Some((oid, name)) = eddy_sql::enums::parse_enum_tag(tag) {
+                return Type::new(name.to_string(), oid, postgres_types::Kind::Simple, "public".to_string());
+            }
+        }
         _ => {}
     }
     // One-dimensional arrays (catalog columns, array_agg) as PostgreSQL's array types, so

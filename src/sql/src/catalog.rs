@@ -170,11 +170,32 @@ pub struct SchemaCatalog {
     pub name: String,
 }
 
+/// A user-defined enum type (`CREATE TYPE name AS ENUM (...)`).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct TypeCatalog {
+    /// Object id (OID = 16384 + id).
+    pub id: u32,
+    /// Schema name.
+    pub schema: String,
+    /// Type name.
+    pub name: String,
+    /// The labels, in sort order.
+    pub labels: Vec<String>,
+}
+
+impl TypeCatalog {
+    /// PostgreSQL OID.
+    pub fn oid(&self) -> u32 {
+        FIRST_USER_OID + self.id
+    }
+}
+
 /// A persisted catalog entry.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 enum Entry {
     Schema(SchemaCatalog),
     Table(TableCatalog),
+    Type(TypeCatalog),
 }
 
 /// The in-memory catalog; the persisted copy is changed only through [`CatalogChange`]s that
@@ -185,6 +206,8 @@ pub struct Catalog {
     schemas: BTreeMap<String, SchemaCatalog>,
     /// Relations by (schema, name).
     tables: BTreeMap<(String, String), Arc<TableCatalog>>,
+    /// Enum types by (schema, name).
+    types: BTreeMap<(String, String), TypeCatalog>,
     /// Next object id.
     next_id: u32,
 }
@@ -196,6 +219,8 @@ pub enum CatalogChange {
     DropSchema(SchemaCatalog),
     CreateTable(TableCatalog),
     DropTable(Arc<TableCatalog>),
+    CreateType(TypeCatalog),
+    DropType(TypeCatalog),
 }
 
 fn entry_key(id: u32) -> Vec<u8> {
@@ -220,6 +245,10 @@ impl Catalog {
                 Entry::Table(t) => {
                     cat.next_id = cat.next_id.max(t.id + 1);
                     cat.tables.insert((t.schema.clone(), t.name.clone()), Arc::new(t));
+                }
+                Entry::Type(t) => {
+                    cat.next_id = cat.next_id.max(t.id + 1);
+                    cat.types.insert((t.schema.clone(), t.name.clone()), t);
                 }
             }
         }
@@ -249,6 +278,8 @@ impl Catalog {
             CatalogChange::CreateTable(t) => (t.id, Some(Entry::Table(t.clone()))),
             CatalogChange::DropSchema(s) => (s.id, None),
             CatalogChange::DropTable(t) => (t.id, None),
+            CatalogChange::CreateType(t) => (t.id, Some(Entry::Type(t.clone()))),
+            CatalogChange::DropType(t) => (t.id, None),
         };
         match entry {
             Some(e) => batch.put(
@@ -279,6 +310,13 @@ impl Catalog {
             CatalogChange::DropTable(t) => {
                 self.tables.remove(&(t.schema.clone(), t.name.clone()));
             }
+            CatalogChange::CreateType(t) => {
+                self.next_id = self.next_id.max(t.id + 1);
+                self.types.insert((t.schema.clone(), t.name.clone()), t);
+            }
+            CatalogChange::DropType(t) => {
+                self.types.remove(&(t.schema.clone(), t.name.clone()));
+            }
         }
     }
 
@@ -305,6 +343,16 @@ impl Catalog {
     /// Views that read relation `id`.
     pub fn dependents(&self, id: u32) -> Vec<Arc<TableCatalog>> {
         self.tables.values().filter(|t| t.dependencies.contains(&id)).cloned().collect()
+    }
+
+    /// The enum type `schema.name`.
+    pub fn enum_type(&self, schema: &str, name: &str) -> Option<&TypeCatalog> {
+        self.types.get(&(schema.to_string(), name.to_string()))
+    }
+
+    /// All enum types.
+    pub fn enum_types(&self) -> impl Iterator<Item = &TypeCatalog> {
+        self.types.values()
     }
 
     /// A relation by id.

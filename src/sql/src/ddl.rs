@@ -53,6 +53,13 @@ impl Session {
                 return Err(user_err!(sqlstate::DUPLICATE_COLUMN, "column name \"{ROW_ID_COLUMN}\" is reserved"));
             }
             let serial = crate::sequence::serial_type(&col.data_type.to_string());
+            if let datafusion::sql::sqlparser::ast::DataType::Custom(type_name, _) = &col.data_type {
+                if let Ok((s, n)) = resolve_name(self, type_name) {
+                    if self.engine.catalog().enum_type(&s, &n).is_some() {
+                        return Err(not_supported!("column \"{cname}\": columns of enum types are not supported yet; use text"));
+                    }
+                }
+            }
             let ty = match serial.clone() {
                 Some(t) => t,
                 None => parse_type_name(&col.data_type.to_string())?,
@@ -271,6 +278,10 @@ impl Session {
                     RelationKind::Table => "DROP TABLE",
                 })
             }
+            ObjectType::Type => {
+                self.drop_enums(names, if_exists).await?;
+                Ok("DROP TYPE")
+            }
             ObjectType::Schema => {
                 for n in names {
                     let name = normalize_ident(&n.to_string());
@@ -309,6 +320,7 @@ impl Session {
                                 return Err(user_err!(sqlstate::INVALID_SCHEMA_NAME, "schema \"{name}\" does not exist"));
                             };
                             let mut changes: Vec<CatalogChange> = cat.tables_in(&name).into_iter().map(CatalogChange::DropTable).collect();
+                            changes.extend(cat.enum_types().filter(|t| t.schema == name).cloned().map(CatalogChange::DropType));
                             changes.push(CatalogChange::DropSchema(s));
                             Ok((changes, batch))
                         })

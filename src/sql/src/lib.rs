@@ -6,6 +6,7 @@ pub mod copy;
 pub mod ddl;
 pub mod dml;
 pub mod engine;
+pub mod enums;
 pub mod functions;
 pub mod jsonb;
 pub mod mview;

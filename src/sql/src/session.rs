@@ -285,6 +285,7 @@ impl Session {
                 .build();
             let ctx = SessionContext::new_with_state(state);
             register_session_functions(&ctx, &info);
+            ctx.register_udf(crate::enums::enum_value_udf());
             crate::pg::install(&ctx, &engine, &info);
             if engine.config.test_functions {
                 crate::functions::register_test_functions(&ctx);
@@ -417,6 +418,8 @@ impl Session {
             }
         }
         crate::rewrite::rewrite_statement(&mut stmt)?;
+        // After the PostgreSQL rewrites, which name the column after the cast's type.
+        self.rewrite_enum_casts(&mut stmt);
         let plan = state.statement_to_plan(DFStatement::Statement(Box::new(stmt))).await?;
         let plan = crate::rewrite::rewrite_plan(plan)?;
         Ok((state, plan))
@@ -705,6 +708,13 @@ impl Session {
                 self.end_transaction();
                 Ok(Output::TransactionEnd("ROLLBACK".into()))
             }
+            Statement::CreateType { name, representation } => match representation {
+                Some(datafusion::sql::sqlparser::ast::UserDefinedTypeRepresentation::Enum { labels }) => {
+                    self.create_enum(name, labels).await?;
+                    Ok(command("CREATE TYPE"))
+                }
+                _ => Err(not_supported!("only enum types can be created (CREATE TYPE name AS ENUM (...))")),
+            },
             Statement::AlterTable(at) => {
                 self.alter_relation(at).await?;
                 Ok(command(if at.table_type.is_some() { "ALTER" } else { "ALTER TABLE" }))

@@ -158,3 +158,27 @@ async fn output_column_names_follow_postgres_including_repeats() {
     assert_eq!(sqlstate(&e), "42701", "{e:?}");
     srv.shutdown().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn enum_types_round_trip_through_a_driver_type_lookup() {
+    let srv = server("memory://").await;
+    let c = connect(srv.addr).await;
+    c.batch_execute("CREATE TYPE mood AS ENUM ('sad', 'ok', 'happy')").await.unwrap();
+    // tokio-postgres sees an unknown type OID and looks it up in pg_type and pg_enum.
+    let stmt = c.prepare("SELECT 'ok'::mood").await.unwrap();
+    let ty = stmt.columns()[0].type_().clone();
+    assert_eq!(ty.name(), "mood");
+    assert_eq!(stmt.columns()[0].name(), "mood");
+    match ty.kind() {
+        tokio_postgres::types::Kind::Enum(labels) => assert_eq!(labels, &vec!["sad".to_string(), "ok".into(), "happy".into()]),
+        other => panic!("{other:?}"),
+    }
+    let e = c.query("SELECT 'meh'::mood", &[]).await.expect_err("not a label");
+    assert_eq!(sqlstate(&e), "22P02", "{e:?}");
+    let e = c.batch_execute("CREATE TYPE mood AS ENUM ('x')").await.expect_err("exists");
+    assert_eq!(sqlstate(&e), "42710", "{e:?}");
+    c.batch_execute("DROP TYPE mood; DROP TYPE IF EXISTS mood").await.unwrap();
+    let e = c.batch_execute("DROP TYPE mood").await.expect_err("dropped");
+    assert_eq!(sqlstate(&e), "42704", "{e:?}");
+    srv.shutdown().await.unwrap();
+}

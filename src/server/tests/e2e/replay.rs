@@ -15,13 +15,9 @@ struct Captured {
     params: Vec<String>,
 }
 
-/// Statements Eddy does not support by design, with the SQLSTATE it must answer with.
-const UNSUPPORTED: &[(&str, &str)] = &[
-    // User-defined enum types (tokio-postgres' enum round trip).
-    ("create type dummy_enum", "0A000"),
-    ("select 'a'::dummy_enum", "0A000"),
-    ("drop type if exists dummy_enum", "0A000"),
-];
+/// Statements Eddy does not support by design, with the SQLSTATE it must answer with (none
+/// at present: keep the mechanism for captures of clients that use what Eddy lacks).
+const UNSUPPORTED: &[(&str, &str)] = &[];
 
 /// Known gaps, named by a fragment of the statement: they must fail (so a fix is noticed and
 /// the entry removed), and they are reported.

@@ -120,8 +120,11 @@ fn register_casts(r: &Registrar<'_>) {
 
 /// Definitions and descriptions: `format_type`, `pg_get_*def`, `obj_description`, ...
 fn register_descriptions(r: &Registrar<'_>) {
-    r.any("format_type", DataType::Utf8, |_, a| {
+    r.any("format_type", DataType::Utf8, |cx, a| {
         let Some(t) = int_arg(a.first()) else { return Ok(text(None)) };
+        if let Some((_, _, name, _)) = cx.model().enums.iter().find(|(oid, ..)| i64::from(*oid) == t) {
+            return Ok(text(Some(quote_ident(name))));
+        }
         Ok(text(Some(format_type(t as u32, int_arg(a.get(1)).map(|m| m as i32)))))
     });
     // Defaults and index predicates are stored as SQL text, which is what pg_get_expr prints.
@@ -216,8 +219,10 @@ fn register_visibility(r: &Registrar<'_>) {
         let rel = model.relation(o as u32).or_else(|| model.relation_of_index(o as u32));
         Ok(ScalarValue::Boolean(Some(rel.is_some_and(|r| r.schema == "pg_catalog" || path.contains(&r.schema)))))
     });
-    r.any("pg_type_is_visible", DataType::Boolean, |_, a| {
-        Ok(ScalarValue::Boolean(int_arg(a.first()).map(|o| type_by_oid(o as u32).is_some())))
+    r.any("pg_type_is_visible", DataType::Boolean, |cx, a| {
+        let Some(o) = int_arg(a.first()) else { return Ok(ScalarValue::Boolean(None)) };
+        let user = cx.model().enums.iter().any(|(oid, ..)| i64::from(*oid) == o);
+        Ok(ScalarValue::Boolean(Some(user || type_by_oid(o as u32).is_some())))
     });
     for name in ["pg_function_is_visible", "pg_collation_is_visible", "pg_opclass_is_visible", "pg_conversion_is_visible"] {
         r.any(name, DataType::Boolean, |_, a| Ok(ScalarValue::Boolean(int_arg(a.first()).map(|_| true))));

@@ -189,6 +189,8 @@ pub struct Model {
     pub namespaces: Vec<(u32, String)>,
     /// Every relation: user relations first, then catalog relations.
     pub relations: Vec<RelInfo>,
+    /// User enum types: `(oid, namespace oid, name, labels)`.
+    pub enums: Vec<(u32, u32, String, Vec<String>)>,
 }
 
 impl Model {
@@ -201,7 +203,8 @@ impl Model {
         relations.extend(
             INFORMATION_SCHEMA_RELS.iter().map(|d| system_relation(d, "information_schema", INFORMATION_SCHEMA_OID)),
         );
-        Self { namespaces, relations }
+        let enums = catalog.enum_types().map(|t| (t.oid(), nsp(&t.schema), t.name.clone(), t.labels.clone())).collect();
+        Self { namespaces, relations, enums }
     }
 
     /// The relation with `oid` (also a primary-key index's owning table via its index OID).

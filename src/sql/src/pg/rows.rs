@@ -35,7 +35,22 @@ pub fn rows_of(def: &RelDef, info: bool, cx: &RowContext<'_>) -> Vec<Vec<V>> {
             .map(|(oid, name)| vec![i(*oid), s(name), i(SUPERUSER_OID), V::N])
             .collect(),
         "pg_attribute" => pg_attribute(cx.model),
-        "pg_type" => all_type_rows().iter().map(pg_type_row).collect(),
+        "pg_type" => {
+            let mut rows: Vec<Vec<V>> = all_type_rows().iter().map(pg_type_row).collect();
+            rows.extend(cx.model.enums.iter().map(|(oid, nsp, name, _)| enum_type_row(*oid, *nsp, name)));
+            rows
+        }
+        "pg_enum" => cx
+            .model
+            .enums
+            .iter()
+            .flat_map(|(oid, _, _, labels)| {
+                labels.iter().enumerate().map(move |(n, l)| {
+                    // Label OIDs: unique per (type, position).
+                    vec![i(i64::from(*oid) * 1000 + n as i64 + 1), i(*oid), V::F(n as f64 + 1.0), s(l)]
+                })
+            })
+            .collect(),
         "pg_attrdef" => user_relations(cx.model)
             .flat_map(|r| {
                 r.cols.iter().enumerate().filter_map(move |(n, c)| {
@@ -202,6 +217,15 @@ fn pg_attribute(model: &Model) -> Vec<Vec<V>> {
         }
     }
     rows
+}
+
+/// The `pg_type` row of a user enum type (typtype `e`, category `E`).
+fn enum_type_row(oid: u32, nsp: u32, name: &str) -> Vec<V> {
+    vec![
+        i(oid), s(name), i(nsp), i(SUPERUSER_OID), i(4), V::B(true), s("e"), s("E"), V::B(false), V::B(true), s(","), i(0),
+        s("-"), i(0), i(0), s("enum_in"), s("enum_out"), s("enum_recv"), s("enum_send"), s("-"), s("-"), s("-"), s("i"),
+        s("p"), V::B(false), i(0), i(-1), i(0), i(0), V::N, V::N, V::N,
+    ]
 }
 
 fn pg_type_row(t: &TypeRow) -> Vec<V> {
