@@ -98,9 +98,15 @@ fn planned_name(item: &SelectItem) -> Option<String> {
     }
 }
 
-/// Gives every unaliased, non-column select item of `select` its PostgreSQL name, and every
-/// repeated output name a marked unique one.
-pub fn assign(select: &mut Select) {
+/// Gives every unaliased, non-column select item of `select` its PostgreSQL name. In the
+/// statement's outermost SELECT (`top`), whose names only clients see, repeated names get a
+/// marked unique one; inside (derived tables, CTEs, subqueries), where other clauses refer to
+/// the names, column-like items keep their column's name and repeats get a `_N` suffix.
+pub fn assign(select: &mut Select, top: bool) {
+    if !top {
+        assign_inner(select);
+        return;
+    }
     let mut used: HashSet<String> = HashSet::new();
     // A wildcard's columns are unknown here: plain columns beside one are marked so they
     // cannot clash with it (`SELECT *, a FROM t`).
@@ -145,5 +151,32 @@ pub fn assign(select: &mut Select) {
             _ => continue,
         };
         *item = SelectItem::ExprWithAlias { expr, alias: Ident::with_quote('"', unique) };
+    }
+}
+
+fn assign_inner(select: &mut Select) {
+    let mut used: HashSet<String> = select.projection.iter().filter_map(planned_name).collect();
+    for item in select.projection.iter_mut() {
+        let SelectItem::UnnamedExpr(e) = item else { continue };
+        if matches!(e, Expr::Identifier(_) | Expr::CompoundIdentifier(_)) {
+            continue;
+        }
+        // `x::text` is named `x` (DataFusion would say `t.x`), unless that name is taken.
+        if matches!(e, Expr::Cast { .. } | Expr::Nested(_) | Expr::CompoundFieldAccess { .. }) && names_a_column(e) {
+            if let Some(name) = figure(e).map(|n| n.to_lowercase()).filter(|n| !used.contains(n)) {
+                used.insert(name.clone());
+                *item = SelectItem::ExprWithAlias { expr: e.clone(), alias: Ident::with_quote('"', name) };
+            }
+            continue;
+        }
+        let base = figure(e).unwrap_or_else(|| "?column?".to_string());
+        let mut name = base.clone();
+        let mut n = 1;
+        while used.contains(&name) {
+            n += 1;
+            name = format!("{base}_{n}");
+        }
+        used.insert(name.clone());
+        *item = SelectItem::ExprWithAlias { expr: e.clone(), alias: Ident::with_quote('"', name) };
     }
 }

@@ -34,12 +34,15 @@ use eddy_common::Result;
 
 /// Applies every rewrite in the module docs to `stmt`.
 pub fn rewrite(stmt: &mut Statement) -> Result<()> {
-    let mut v = PgRewriter;
+    let mut v = PgRewriter { depth: 0 };
     let _ = stmt.visit(&mut v);
     Ok(())
 }
 
-struct PgRewriter;
+struct PgRewriter {
+    /// Nesting of the query being visited (1 = the statement's own query).
+    depth: usize,
+}
 
 /// The reg* pseudo-types a cast can name.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -457,7 +460,13 @@ fn name_recursive_cte_columns(q: &mut Query) {
 impl VisitorMut for PgRewriter {
     type Break = ();
 
+    fn post_visit_query(&mut self, _q: &mut Query) -> ControlFlow<()> {
+        self.depth -= 1;
+        ControlFlow::Continue(())
+    }
+
     fn pre_visit_query(&mut self, q: &mut Query) -> ControlFlow<()> {
+        self.depth += 1;
         name_recursive_cte_columns(q);
         fetch_as_limit(q);
         ControlFlow::Continue(())
@@ -580,7 +589,7 @@ impl VisitorMut for PgRewriter {
     }
 
     fn pre_visit_select(&mut self, select: &mut Select) -> ControlFlow<()> {
-        super::colnames::assign(select);
+        super::colnames::assign(select, self.depth <= 1);
         super::subquery::bound_lateral_series(select);
         ControlFlow::Continue(())
     }
