@@ -436,6 +436,7 @@ pub fn decode_param(bytes: Option<&[u8]>, binary: bool, ty: &Type, target: Optio
 #[cfg(test)]
 mod tests {
     use super::*;
+    use eddy_common::text_out::{format_decimal, trim_decimal};
 
     fn f8(v: f64) -> String {
         let mut s = String::new();
