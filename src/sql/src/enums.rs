@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use std::ops::ControlFlow;
 use std::sync::Arc;
 
-use arrow::array::{AsArray, StringArray};
+use arrow::array::{Array, AsArray, StringArray};
 use arrow::datatypes::{DataType, Field, FieldRef};
 use datafusion::common::ScalarValue;
 use datafusion::error::{DataFusionError, Result as DfResult};
@@ -76,7 +76,12 @@ impl ScalarUDFImpl for EnumValue {
             _ => String::new(),
         };
         let labels = args.args[2].to_array(1)?;
-        let labels = arrow::compute::cast(&labels.as_list::<i32>().value(0), &DataType::Utf8)?;
+        let labels = labels
+            .as_list_opt::<i32>()
+            .filter(|l| !l.is_empty())
+            .ok_or_else(|| DataFusionError::Plan("eddy_enum_value: the labels must be an array".into()))?
+            .value(0);
+        let labels = arrow::compute::cast(&labels, &DataType::Utf8)?;
         let labels: Vec<String> = labels.as_string::<i32>().iter().flatten().map(str::to_string).collect();
         let values = arrow::compute::cast(&args.args[3].to_array(rows)?, &DataType::Utf8)?;
         let values = values.as_string::<i32>();

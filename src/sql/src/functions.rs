@@ -227,7 +227,7 @@ fn register_interval_arithmetic(ctx: &SessionContext) {
     use arrow::datatypes::{IntervalMonthDayNano, IntervalMonthDayNanoType};
     for (name, divide) in [("eddy_interval_mul", false), ("eddy_interval_div", true)] {
         let body = move |args: &[ColumnarValue], rows: usize| -> DfResult<ColumnarValue> {
-            let iv = args[0].to_array(rows)?;
+            let iv = arrow::compute::cast(&args[0].to_array(rows)?, &DataType::Interval(arrow::datatypes::IntervalUnit::MonthDayNano))?;
             let f = arrow::compute::cast(&args[1].to_array(rows)?, &DataType::Float64)?;
             let (iv, f) = (iv.as_primitive::<IntervalMonthDayNanoType>(), f.as_primitive::<arrow::datatypes::Float64Type>());
             let mut out = Vec::with_capacity(rows);
