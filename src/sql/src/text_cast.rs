@@ -112,6 +112,30 @@ impl ScalarUDFImpl for FloatDiv {
     }
 }
 
+/// `eddy_rint(x)`: `round(double precision)` as PostgreSQL computes it (`rint`: halves to even).
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct Rint {
+    signature: Signature,
+}
+
+impl ScalarUDFImpl for Rint {
+    fn name(&self) -> &str {
+        "eddy_rint"
+    }
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+    fn return_type(&self, _args: &[DataType]) -> DfResult<DataType> {
+        Ok(DataType::Float64)
+    }
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
+        use arrow::array::{AsArray, Float64Array};
+        let a = arrow::compute::cast(&args.args[0].to_array(args.number_rows)?, &DataType::Float64)?;
+        let out: Float64Array = a.as_primitive::<arrow::datatypes::Float64Type>().iter().map(|v| v.map(f64::round_ties_even)).collect();
+        Ok(ColumnarValue::Array(Arc::new(out)))
+    }
+}
+
 /// The analyzer rule (see the module docs).
 #[derive(Debug, Default)]
 pub struct PgTextCasts;
@@ -120,8 +144,13 @@ fn is_float(t: &DataType) -> bool {
     matches!(t, DataType::Float16 | DataType::Float32 | DataType::Float64)
 }
 
-fn rewrite(e: Expr, schema: &DFSchema, udf: &Arc<ScalarUDF>, div: &Arc<ScalarUDF>, rem: &Arc<ScalarUDF>) -> DfResult<Transformed<Expr>> {
+fn rewrite(e: Expr, schema: &DFSchema, udf: &Arc<ScalarUDF>, div: &Arc<ScalarUDF>, rem: &Arc<ScalarUDF>, rint: &Arc<ScalarUDF>) -> DfResult<Transformed<Expr>> {
     e.transform_up(|e| {
+        if let Expr::ScalarFunction(f) = &e {
+            if f.name() == "round" && f.args.len() == 1 && f.args[0].get_type(schema).is_ok_and(|t| t == DataType::Float64) {
+                return Ok(Transformed::yes(rint.call(f.args.clone())));
+            }
+        }
         if let Expr::BinaryExpr(b) = &e {
             let f = match b.op {
                 datafusion::logical_expr::Operator::Divide => div,
@@ -160,6 +189,7 @@ impl AnalyzerRule for PgTextCasts {
         let udf = Arc::new(ScalarUDF::new_from_impl(PgText { signature: Signature::any(1, Volatility::Immutable) }));
         let div = Arc::new(ScalarUDF::new_from_impl(FloatDiv { modulo: false, signature: Signature::any(2, Volatility::Immutable) }));
         let rem = Arc::new(ScalarUDF::new_from_impl(FloatDiv { modulo: true, signature: Signature::any(2, Volatility::Immutable) }));
+        let rint = Arc::new(ScalarUDF::new_from_impl(Rint { signature: Signature::any(1, Volatility::Immutable) }));
         let out = plan.transform_up_with_subqueries(|node| {
             // Expressions read the node's inputs; a leaf has none.
             let schema: Arc<DFSchema> = match node.inputs().as_slice() {
@@ -176,7 +206,7 @@ impl AnalyzerRule for PgTextCasts {
             let names = datafusion::logical_expr::expr_rewriter::NamePreserver::new(&node);
             let t = node.map_expressions(|e| {
                 let saved = names.save(&e);
-                let t = rewrite(e, &schema, &udf, &div, &rem)?;
+                let t = rewrite(e, &schema, &udf, &div, &rem, &rint)?;
                 Ok(if t.transformed { Transformed::yes(saved.restore(t.data)) } else { t })
             })?;
             if t.transformed {

@@ -72,7 +72,13 @@ fn type_name(t: &SqlType) -> String {
         "boolean" => "bool".into(),
         "double precision" => "float8".into(),
         "real" => "float4".into(),
-        other => other.split('(').next().unwrap_or(other).trim().to_string(),
+        other => match other.split('(').next().unwrap_or(other).trim() {
+            "character varying" => "varchar".into(),
+            "character" => "bpchar".into(),
+            "timestamp with time zone" => "timestamptz".into(),
+            "timestamp without time zone" | "timestamp" => "timestamp".into(),
+            base => base.to_string(),
+        },
     }
 }
 

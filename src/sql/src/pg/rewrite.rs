@@ -409,6 +409,20 @@ pub fn is_aggregate_call(e: &Expr) -> bool {
 }
 
 fn rewrite_cast(expr: &Expr, data_type: &SqlType) -> Option<Expr> {
+    // An explicit cast to `varchar(n)` truncates to n characters (assignment to a varchar(n)
+    // column instead fails when too long, as in PostgreSQL).
+    if let SqlType::Varchar(Some(datafusion::sql::sqlparser::ast::CharacterLength::IntegerLength { length, .. }))
+    | SqlType::CharacterVarying(Some(datafusion::sql::sqlparser::ast::CharacterLength::IntegerLength { length, .. })) = data_type
+    {
+        let text = Expr::Cast {
+            kind: datafusion::sql::sqlparser::ast::CastKind::Cast,
+            expr: Box::new(expr.clone()),
+            data_type: SqlType::Text,
+            array: false,
+            format: None,
+        };
+        return Some(call("left", vec![text, Expr::value(Value::Number(length.to_string(), false))]));
+    }
     if let Some(reg) = reg_of(data_type) {
         return Some(call(reg.function(), vec![expr.clone()]));
     }
