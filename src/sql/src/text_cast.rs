@@ -150,6 +150,15 @@ fn rewrite(e: Expr, schema: &DFSchema, udf: &Arc<ScalarUDF>, div: &Arc<ScalarUDF
             if f.name() == "round" && f.args.len() == 1 && f.args[0].get_type(schema).is_ok_and(|t| t == DataType::Float64) {
                 return Ok(Transformed::yes(rint.call(f.args.clone())));
             }
+            // ceil/floor of a numeric are integral numerics: scale 0, as PostgreSQL prints them.
+            if matches!(f.name(), "ceil" | "floor") && f.args.len() == 1 {
+                if let Ok(DataType::Decimal128(p, s)) = f.args[0].get_type(schema) {
+                    if s > 0 {
+                        let to = DataType::Decimal128(p, 0);
+                        return Ok(Transformed::yes(Expr::Cast(Cast::new(Box::new(e.clone()), to))));
+                    }
+                }
+            }
         }
         if let Expr::BinaryExpr(b) = &e {
             let f = match b.op {
