@@ -102,6 +102,7 @@ pub struct SessionInfo {
 pub fn register_session_functions(ctx: &SessionContext, info: &SessionInfo) {
     register_interval_arithmetic(ctx);
     register_jsonb(ctx);
+    register_format(ctx);
     constant_text(ctx, "version", version_string());
     constant_text(ctx, "current_database", crate::catalog::DATABASE_NAME.to_string());
     for name in ["current_user", "session_user", "current_role", "user"] {
@@ -351,4 +352,86 @@ fn register_jsonb(ctx: &SessionContext) {
         };
         register(ctx, name, Signature::any(1, Volatility::Immutable), DataType::Int64, Arc::new(body));
     }
+}
+
+/// `format(fmt, args...)`: `%s` (text; NULL is empty), `%I` (identifier, quoted when needed),
+/// `%L` (literal, `NULL` for NULL) and `%%`, as PostgreSQL's `format`.
+fn register_format(ctx: &SessionContext) {
+    use arrow::array::StringArray;
+    let body = |args: &[ColumnarValue], rows: usize| -> DfResult<ColumnarValue> {
+        let texts = args
+            .iter()
+            .map(|a| {
+                let arr = a.to_array(rows)?;
+                let mut out = Vec::with_capacity(rows);
+                let field = arrow::datatypes::Field::new("", arr.data_type().clone(), true);
+                for r in 0..rows {
+                    let mut s = String::new();
+                    let present = eddy_common::text_out::write_text(&arr, r, &field, &mut s)
+                        .map_err(|e| datafusion::error::DataFusionError::External(Box::new(e)))?;
+                    out.push(present.then_some(s));
+                }
+                Ok(out)
+            })
+            .collect::<DfResult<Vec<Vec<Option<String>>>>>()?;
+        let mut result: Vec<Option<String>> = Vec::with_capacity(rows);
+        for r in 0..rows {
+            let Some(fmt) = texts.first().and_then(|t| t[r].clone()) else {
+                result.push(None);
+                continue;
+            };
+            let mut out = String::new();
+            let mut next = 1;
+            let mut chars = fmt.chars();
+            while let Some(c) = chars.next() {
+                if c != '%' {
+                    out.push(c);
+                    continue;
+                }
+                let spec = chars.next().ok_or_else(|| {
+                    datafusion::error::DataFusionError::External(Box::new(eddy_common::user_err!(
+                        eddy_common::error::sqlstate::INVALID_PARAMETER_VALUE,
+                        "unterminated format() type specifier"
+                    )))
+                })?;
+                if spec == '%' {
+                    out.push('%');
+                    continue;
+                }
+                let arg = texts.get(next).ok_or_else(|| {
+                    datafusion::error::DataFusionError::External(Box::new(eddy_common::user_err!(
+                        eddy_common::error::sqlstate::INVALID_PARAMETER_VALUE,
+                        "too few arguments for format()"
+                    )))
+                })?[r]
+                    .clone();
+                next += 1;
+                match spec {
+                    's' => out.push_str(arg.as_deref().unwrap_or("")),
+                    'I' => match arg {
+                        Some(a) => out.push_str(&crate::pg::model::quote_ident(&a)),
+                        None => {
+                            return Err(datafusion::error::DataFusionError::External(Box::new(eddy_common::user_err!(
+                                "22004",
+                                "null values cannot be formatted as an SQL identifier"
+                            ))))
+                        }
+                    },
+                    'L' => match arg {
+                        Some(a) => out.push_str(&format!("'{}'", a.replace('\'', "''"))),
+                        None => out.push_str("NULL"),
+                    },
+                    other => {
+                        return Err(datafusion::error::DataFusionError::External(Box::new(eddy_common::user_err!(
+                            eddy_common::error::sqlstate::INVALID_PARAMETER_VALUE,
+                            "unrecognized format() type specifier \"{other}\""
+                        ))))
+                    }
+                }
+            }
+            result.push(Some(out));
+        }
+        Ok(ColumnarValue::Array(Arc::new(result.into_iter().collect::<StringArray>())))
+    };
+    register(ctx, "format", Signature::variadic_any(Volatility::Immutable), DataType::Utf8, Arc::new(body));
 }
