@@ -72,9 +72,14 @@ impl ScalarUDFImpl for FnUdf {
     }
 }
 
+/// A closure-defined scalar function.
+pub(crate) fn closure_udf(name: &str, signature: Signature, ret: DataType, body: Arc<Body>) -> ScalarUDF {
+    ScalarUDF::new_from_impl(FnUdf { name: name.to_string(), signature, ret, body })
+}
+
 /// Registers a closure-defined scalar function on `ctx`.
 pub(crate) fn register(ctx: &SessionContext, name: &str, signature: Signature, ret: DataType, body: Arc<Body>) {
-    ctx.register_udf(ScalarUDF::new_from_impl(FnUdf { name: name.to_string(), signature, ret, body }));
+    ctx.register_udf(closure_udf(name, signature, ret, body));
 }
 
 fn constant_text(ctx: &SessionContext, name: &'static str, value: String) {

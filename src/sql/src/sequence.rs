@@ -14,7 +14,7 @@ use arrow::array::{Array, Int64Array};
 use arrow::datatypes::DataType;
 use datafusion::common::ScalarValue;
 use datafusion::error::Result as DfResult;
-use datafusion::logical_expr::{ColumnarValue, Expr, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature, Volatility};
+use datafusion::logical_expr::{ColumnarValue, Expr, Signature, Volatility};
 use parking_lot::Mutex;
 
 /// `serial` spellings and the integer type they stand for.
@@ -66,57 +66,16 @@ impl Sequences {
         self.next.lock().retain(|(t, _), _| *t != table);
     }
 
-    /// The expression a serial column's DEFAULT evaluates as.
+    /// The expression a serial column's DEFAULT evaluates as: `eddy_nextval(table id, column
+    /// index)`, one new value per row.
     pub fn default_expr(self: &Arc<Self>, table: u32, column: usize) -> Expr {
-        let udf = ScalarUDF::new_from_impl(NextVal { sequences: self.clone(), signature: Signature::any(2, Volatility::Volatile) });
-        udf.call(vec![Expr::Literal(ScalarValue::Int64(Some(i64::from(table))), None), Expr::Literal(ScalarValue::Int64(Some(column as i64)), None)])
-    }
-}
-
-/// `eddy_nextval(table id, column index)`: one new value per row.
-#[derive(Debug)]
-struct NextVal {
-    sequences: Arc<Sequences>,
-    signature: Signature,
-}
-
-impl PartialEq for NextVal {
-    fn eq(&self, other: &Self) -> bool {
-        Arc::ptr_eq(&self.sequences, &other.sequences)
-    }
-}
-impl Eq for NextVal {}
-impl std::hash::Hash for NextVal {
-    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
-        "eddy_nextval".hash(state)
-    }
-}
-
-impl ScalarUDFImpl for NextVal {
-    fn name(&self) -> &str {
-        "eddy_nextval"
-    }
-    fn signature(&self) -> &Signature {
-        &self.signature
-    }
-    fn return_type(&self, _args: &[DataType]) -> DfResult<DataType> {
-        Ok(DataType::Int64)
-    }
-    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
-        let arg = |i: usize| -> DfResult<i64> {
-            let v = match &args.args[i] {
-                ColumnarValue::Scalar(s) => s.clone(),
-                ColumnarValue::Array(a) if !a.is_empty() => ScalarValue::try_from_array(a, 0)?,
-                ColumnarValue::Array(_) => ScalarValue::Int64(Some(0)),
-            };
-            match v.cast_to(&DataType::Int64)? {
-                ScalarValue::Int64(Some(v)) => Ok(v),
-                _ => Err(datafusion::error::DataFusionError::Internal("eddy_nextval takes two integers".into())),
-            }
+        let sequences = self.clone();
+        let body = move |_args: &[ColumnarValue], rows: usize| -> DfResult<ColumnarValue> {
+            let values = sequences.take(table, column, rows);
+            Ok(ColumnarValue::Array(Arc::new(Int64Array::from_iter_values(values))))
         };
-        let (table, column) = (arg(0)? as u32, arg(1)? as usize);
-        let values = self.sequences.take(table, column, args.number_rows);
-        Ok(ColumnarValue::Array(Arc::new(Int64Array::from_iter_values(values))))
+        let udf = crate::functions::closure_udf("eddy_nextval", Signature::any(2, Volatility::Volatile), DataType::Int64, Arc::new(body));
+        udf.call(vec![Expr::Literal(ScalarValue::Int64(Some(i64::from(table))), None), Expr::Literal(ScalarValue::Int64(Some(column as i64)), None)])
     }
 }
 

@@ -74,27 +74,11 @@ impl ScalarUDFImpl for PgText {
 
 /// `eddy_float_div(x, y)` / `eddy_float_mod(x, y)`: float `/` and `%` that fail on a zero
 /// divisor with 22012, as PostgreSQL's do (IEEE division would give Infinity or NaN).
-#[derive(Debug, PartialEq, Eq, Hash)]
-struct FloatDiv {
-    modulo: bool,
-    signature: Signature,
-}
-
-impl ScalarUDFImpl for FloatDiv {
-    fn name(&self) -> &str {
-        if self.modulo { "eddy_float_mod" } else { "eddy_float_div" }
-    }
-    fn signature(&self) -> &Signature {
-        &self.signature
-    }
-    fn return_type(&self, _args: &[DataType]) -> DfResult<DataType> {
-        Ok(DataType::Float64)
-    }
-    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
+fn float_div(modulo: bool) -> ScalarUDF {
+    let body = move |args: &[ColumnarValue], rows: usize| -> DfResult<ColumnarValue> {
         use arrow::array::{Array, AsArray, Float64Array};
-        let rows = args.number_rows;
-        let l = arrow::compute::cast(&args.args[0].to_array(rows)?, &DataType::Float64)?;
-        let r = arrow::compute::cast(&args.args[1].to_array(rows)?, &DataType::Float64)?;
+        let l = arrow::compute::cast(&args[0].to_array(rows)?, &DataType::Float64)?;
+        let r = arrow::compute::cast(&args[1].to_array(rows)?, &DataType::Float64)?;
         let (l, r) = (l.as_primitive::<arrow::datatypes::Float64Type>(), r.as_primitive::<arrow::datatypes::Float64Type>());
         let mut out = Vec::with_capacity(rows);
         for i in 0..rows {
@@ -106,34 +90,23 @@ impl ScalarUDFImpl for FloatDiv {
             if d == 0.0 {
                 return Err(datafusion::error::DataFusionError::ArrowError(Box::new(arrow::error::ArrowError::DivideByZero), None));
             }
-            out.push(Some(if self.modulo { l.value(i) % d } else { l.value(i) / d }));
+            out.push(Some(if modulo { l.value(i) % d } else { l.value(i) / d }));
         }
         Ok(ColumnarValue::Array(Arc::new(out.into_iter().collect::<Float64Array>())))
-    }
+    };
+    let name = if modulo { "eddy_float_mod" } else { "eddy_float_div" };
+    crate::functions::closure_udf(name, Signature::any(2, Volatility::Immutable), DataType::Float64, Arc::new(body))
 }
 
 /// `eddy_rint(x)`: `round(double precision)` as PostgreSQL computes it (`rint`: halves to even).
-#[derive(Debug, PartialEq, Eq, Hash)]
-struct Rint {
-    signature: Signature,
-}
-
-impl ScalarUDFImpl for Rint {
-    fn name(&self) -> &str {
-        "eddy_rint"
-    }
-    fn signature(&self) -> &Signature {
-        &self.signature
-    }
-    fn return_type(&self, _args: &[DataType]) -> DfResult<DataType> {
-        Ok(DataType::Float64)
-    }
-    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
+fn rint() -> ScalarUDF {
+    let body = |args: &[ColumnarValue], rows: usize| -> DfResult<ColumnarValue> {
         use arrow::array::{AsArray, Float64Array};
-        let a = arrow::compute::cast(&args.args[0].to_array(args.number_rows)?, &DataType::Float64)?;
+        let a = arrow::compute::cast(&args[0].to_array(rows)?, &DataType::Float64)?;
         let out: Float64Array = a.as_primitive::<arrow::datatypes::Float64Type>().iter().map(|v| v.map(f64::round_ties_even)).collect();
         Ok(ColumnarValue::Array(Arc::new(out)))
-    }
+    };
+    crate::functions::closure_udf("eddy_rint", Signature::any(1, Volatility::Immutable), DataType::Float64, Arc::new(body))
 }
 
 /// The analyzer rule (see the module docs).
@@ -196,9 +169,9 @@ fn rewrite(e: Expr, schema: &DFSchema, udf: &Arc<ScalarUDF>, div: &Arc<ScalarUDF
 impl AnalyzerRule for PgTextCasts {
     fn analyze(&self, plan: LogicalPlan, _config: &ConfigOptions) -> DfResult<LogicalPlan> {
         let udf = Arc::new(ScalarUDF::new_from_impl(PgText { signature: Signature::any(1, Volatility::Immutable) }));
-        let div = Arc::new(ScalarUDF::new_from_impl(FloatDiv { modulo: false, signature: Signature::any(2, Volatility::Immutable) }));
-        let rem = Arc::new(ScalarUDF::new_from_impl(FloatDiv { modulo: true, signature: Signature::any(2, Volatility::Immutable) }));
-        let rint = Arc::new(ScalarUDF::new_from_impl(Rint { signature: Signature::any(1, Volatility::Immutable) }));
+        let div = Arc::new(float_div(false));
+        let rem = Arc::new(float_div(true));
+        let rint = Arc::new(rint());
         let out = plan.transform_up_with_subqueries(|node| {
             // Expressions read the node's inputs; a leaf has none.
             let schema: Arc<DFSchema> = match node.inputs().as_slice() {
