@@ -393,14 +393,6 @@ fn respond<C: ClientInfo>(client: &C, output: Output, format: &Format) -> Respon
     }
 }
 
-/// True for `ROLLBACK [WORK | TRANSACTION] TO [SAVEPOINT] name` as the first statement of `sql`.
-fn starts_with_rollback_to(sql: &str) -> bool {
-    let words: Vec<String> = sql.split_whitespace().take(3).map(|w| w.to_ascii_lowercase()).collect();
-    words.first().map(String::as_str) == Some("rollback")
-        && (words.get(1).map(String::as_str) == Some("to")
-            || (matches!(words.get(1).map(String::as_str), Some("work" | "transaction")) && words.get(2).map(String::as_str) == Some("to")))
-}
-
 #[async_trait]
 impl SimpleQueryHandler for Handlers {
     /// `ROLLBACK TO SAVEPOINT` in a failed transaction block returns it to "in transaction";
@@ -414,8 +406,12 @@ impl SimpleQueryHandler for Handlers {
         C::Error: Debug,
         PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
     {
-        if client.transaction_status() == TransactionStatus::Error && starts_with_rollback_to(&query.query) {
-            client.set_transaction_status(TransactionStatus::Transaction);
+        if client.transaction_status() == TransactionStatus::Error {
+            let slot = session_of(&self.engine, client);
+            let first = slot.lock().await.parse(&query.query).ok().and_then(|s| s.into_iter().next());
+            if first.is_some_and(|s| s.tx_control() == TxControl::RollbackTo) {
+                client.set_transaction_status(TransactionStatus::Transaction);
+            }
         }
         self._on_query(client, query).await
     }

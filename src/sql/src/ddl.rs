@@ -221,17 +221,8 @@ impl Session {
         };
         let target = table.planning_schema(false);
         let mut n = 0;
-        for b in batches {
-            if b.num_rows() == 0 {
-                continue;
-            }
-            let cols = b
-                .columns()
-                .iter()
-                .zip(target.fields())
-                .map(|(c, f)| Ok(arrow::compute::cast(c, f.data_type())?))
-                .collect::<Result<Vec<_>>>()?;
-            let rows = self.prepare_insert(&table, arrow::array::RecordBatch::try_new(target.clone(), cols)?)?;
+        for b in crate::dml::rebind(&target, batches.into_iter().filter(|b| b.num_rows() > 0).collect())? {
+            let rows = self.prepare_insert(&table, b)?;
             n += rows.num_rows();
             self.engine.write_table(table.id, eddy_common::StreamChunk::inserts(rows)).await?;
         }

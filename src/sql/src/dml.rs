@@ -190,7 +190,7 @@ impl Session {
 
 /// Re-labels batches with `schema` (same column types; planner output names/nullability may
 /// differ from the table's).
-fn rebind(schema: &Arc<Schema>, batches: Vec<RecordBatch>) -> Result<Vec<RecordBatch>> {
+pub(crate) fn rebind(schema: &Arc<Schema>, batches: Vec<RecordBatch>) -> Result<Vec<RecordBatch>> {
     batches
         .into_iter()
         .map(|b| {

@@ -327,20 +327,17 @@ fn register_jsonb(ctx: &SessionContext) {
         };
         register(ctx, name, Signature::any(2, Volatility::Immutable), DataType::Utf8, Arc::new(body));
     }
-    let contains = |args: &[ColumnarValue], rows: usize| -> DfResult<ColumnarValue> {
-        let (a, b) = (strings(&args[0], rows)?, strings(&args[1], rows)?);
-        let out: BooleanArray =
-            (0..rows).map(|i| if a.is_null(i) || b.is_null(i) { None } else { jsonb::contains(a.value(i), b.value(i)) }).collect();
-        Ok(ColumnarValue::Array(Arc::new(out)))
-    };
-    register(ctx, "eddy_jsonb_contains", Signature::any(2, Volatility::Immutable), DataType::Boolean, Arc::new(contains));
-    let exists = |args: &[ColumnarValue], rows: usize| -> DfResult<ColumnarValue> {
-        let (a, k) = (strings(&args[0], rows)?, strings(&args[1], rows)?);
-        let out: BooleanArray =
-            (0..rows).map(|i| if a.is_null(i) || k.is_null(i) { None } else { jsonb::has_key(a.value(i), k.value(i)) }).collect();
-        Ok(ColumnarValue::Array(Arc::new(out)))
-    };
-    register(ctx, "eddy_jsonb_exists", Signature::any(2, Volatility::Immutable), DataType::Boolean, Arc::new(exists));
+    let tests: [(&str, fn(&str, &str) -> Option<bool>); 2] =
+        [("eddy_jsonb_contains", jsonb::contains), ("eddy_jsonb_exists", jsonb::has_key)];
+    for (name, test) in tests {
+        let body = move |args: &[ColumnarValue], rows: usize| -> DfResult<ColumnarValue> {
+            let (a, b) = (strings(&args[0], rows)?, strings(&args[1], rows)?);
+            let out: BooleanArray =
+                (0..rows).map(|i| if a.is_null(i) || b.is_null(i) { None } else { test(a.value(i), b.value(i)) }).collect();
+            Ok(ColumnarValue::Array(Arc::new(out)))
+        };
+        register(ctx, name, Signature::any(2, Volatility::Immutable), DataType::Boolean, Arc::new(body));
+    }
     for name in ["jsonb_typeof", "json_typeof"] {
         let body = |args: &[ColumnarValue], rows: usize| -> DfResult<ColumnarValue> {
             let a = strings(&args[0], rows)?;

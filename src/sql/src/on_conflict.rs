@@ -151,14 +151,8 @@ impl Session {
         let (_, updated) = crate::session::run_scratch(&ctx, &sql).await?;
         let schema = rows.schema();
         let mut out = vec![inserted];
-        for b in updated {
-            let cols = b
-                .columns()
-                .iter()
-                .zip(schema.fields())
-                .map(|(c, f)| Ok(arrow::compute::cast(c, f.data_type())?))
-                .collect::<Result<Vec<_>>>()?;
-            out.push(self.validate_rows(table, RecordBatch::try_new(schema.clone(), cols)?)?);
+        for b in crate::dml::rebind(&schema, updated)? {
+            out.push(self.validate_rows(table, b)?);
         }
         Ok(arrow::compute::concat_batches(&schema, &out)?)
     }

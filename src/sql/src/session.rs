@@ -430,6 +430,9 @@ impl Session {
     /// (planning then reports why).
     async fn apply_correlated(&self, q: &Query) -> Option<Query> {
         use crate::pg::apply;
+        if !apply::may_have_site(q) {
+            return None;
+        }
         let mut q = q.clone();
         let mut changed = false;
         for _ in 0..16 {

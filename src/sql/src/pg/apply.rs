@@ -142,15 +142,32 @@ fn outer_columns(q: &Query, outer: &HashSet<String>) -> Vec<(String, String)> {
     keys
 }
 
-/// A correlated subquery DataFusion cannot decorrelate: it has its own WITH, ORDER BY/LIMIT,
-/// or a set operation at the top.
-fn needs_apply(q: &Query, outer: &HashSet<String>) -> bool {
-    let shape = q.with.is_some()
+/// A subquery shape DataFusion cannot decorrelate: its own WITH, ORDER BY/LIMIT, or a set
+/// operation at the top.
+fn undecorrelatable_shape(q: &Query) -> bool {
+    q.with.is_some()
         || q.order_by.is_some()
         || q.limit_clause.is_some()
         || q.fetch.is_some()
-        || !matches!(q.body.as_ref(), SetExpr::Select(_));
-    shape && !outer_columns(q, outer).is_empty()
+        || !matches!(q.body.as_ref(), SetExpr::Select(_))
+}
+
+/// A correlated subquery of a shape DataFusion cannot decorrelate.
+fn needs_apply(q: &Query, outer: &HashSet<String>) -> bool {
+    undecorrelatable_shape(q) && !outer_columns(q, outer).is_empty()
+}
+
+/// True when `q` has a scalar subquery of such a shape anywhere: a cheap test that spares the
+/// common query the copy [`find_site`] works on.
+pub fn may_have_site(q: &Query) -> bool {
+    let mut found = false;
+    let _ = visit_expressions(q, |e| {
+        if let Expr::Subquery(sub) = e {
+            found |= undecorrelatable_shape(sub);
+        }
+        if found { ControlFlow::Break(()) } else { ControlFlow::Continue(()) }
+    });
+    found
 }
 
 fn only_outer(e: &Expr, outer: &HashSet<String>) -> bool {
@@ -361,6 +378,7 @@ mod tests {
     #[test]
     fn a_guarded_recursive_subquery_is_taken_out_with_its_guard() {
         let mut q = parse_query(INTRO).unwrap();
+        assert!(may_have_site(&q));
         let site = find_site(&mut q).expect("site");
         assert_eq!(site.keys, vec![("t".to_string(), "oid".to_string())]);
         assert_eq!(site.keys_query, "SELECT DISTINCT t.oid FROM pg_type t WHERE t.typtype = 'd'");
@@ -382,6 +400,9 @@ mod tests {
         ] {
             let mut q = parse_query(sql).unwrap();
             assert!(find_site(&mut q).is_none(), "{sql}");
+        }
+        for sql in ["SELECT a FROM t WHERE b IN (SELECT b FROM u)", "SELECT (SELECT max(x) FROM u WHERE u.k = t.k) FROM t"] {
+            assert!(!may_have_site(&parse_query(sql).unwrap()), "{sql}");
         }
     }
 }
