@@ -31,7 +31,7 @@ pub fn pg_type_of(field: &Field) -> Type {
         Some("char") => return Type::CHAR,
         Some("regproc") => return Type::REGPROC,
         Some(tag) => {
-            if let Some((oid, name)) = eddy_sql::enums::parse_enum_tag(tag) {
+            if let Some((oid, name)) = eddy_sql::planner::enums::parse_enum_tag(tag) {
                 return Type::new(name.to_string(), oid, postgres_types::Kind::Simple, "public".to_string());
             }
         }

@@ -35,7 +35,7 @@ impl ServerHandle {
 
 /// Opens the state store and starts listening.
 pub async fn start(config: ServerConfig) -> Result<ServerHandle> {
-    let engine = Engine::open(config.engine_config()).await?;
+    let engine = eddy_sql::open_database(config.engine_config()).await?;
     let listener = TcpListener::bind(&config.listen)
         .await
         .map_err(|e| EddyError::external(format!("cannot listen on {}: {e}", config.listen)))?;

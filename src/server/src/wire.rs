@@ -15,8 +15,8 @@ use bytes::{BufMut, BytesMut};
 use datafusion::execution::SendableRecordBatchStream;
 use eddy_common::error::sqlstate;
 use eddy_common::{EddyError, Result};
-use eddy_sql::copy::{CopyFormat, CopyIn};
-use eddy_sql::session::{in_failed_transaction, TxControl};
+use eddy_sql::frontend::copy_in::{CopyFormat, CopyIn};
+use eddy_sql::frontend::statement::{in_failed_transaction, TxControl};
 use eddy_sql::{Described, EddyStatement, Engine, Output, Session};
 use futures::{FutureExt, Sink, SinkExt, StreamExt};
 use pgwire::api::auth::sasl::scram::{gen_salted_password, ScramAuth};
@@ -198,7 +198,7 @@ fn session_of<C: ClientInfo>(engine: &Arc<Engine>, client: &C) -> Arc<SessionSlo
 fn startup_parameters<C: ClientInfo>(client: &C) -> HashMap<String, String> {
     let meta = client.metadata();
     let mut p = HashMap::new();
-    p.insert("server_version".into(), eddy_sql::functions::PG_VERSION.into());
+    p.insert("server_version".into(), eddy_sql::planner::settings::PG_VERSION.into());
     p.insert("server_encoding".into(), "UTF8".into());
     p.insert("client_encoding".into(), "UTF8".into());
     p.insert("DateStyle".into(), meta.get("DateStyle").cloned().unwrap_or_else(|| "ISO, MDY".into()));
@@ -487,7 +487,7 @@ pub struct EddyQueryParser {
 
 /// Parameter `i`'s type as reported to clients: the type it is cast to in the statement
 /// (`$1::oid[]`), else the type Eddy inferred.
-fn described_param_type(d: &eddy_sql::session::Described, i: usize) -> Type {
+fn described_param_type(d: &eddy_sql::Described, i: usize) -> Type {
     d.declared.get(i).copied().flatten().and_then(Type::from_oid).unwrap_or_else(|| pg_param_type(&d.params[i]))
 }
 

@@ -1,28 +1,27 @@
-//! SQL frontend (DESIGN.md, "Planning"): parsing, the catalog, DataFusion integration, DDL,
-//! DML and session settings. `server` turns wire messages into calls on [`Session`].
+//! The SQL side of Eddy (DESIGN.md, "Planning"), in layers whose imports only point down:
+//!
+//! 1. [`catalog`]: relations, schemas, types, serial counters and their persistence; the
+//!    narrow [`catalog::Relations`] trait through which the layers above read the database.
+//! 2. [`engine`]: the process-wide runtime wiring: state store, barrier manager, table source
+//!    actors, view actors and recovery (which re-plans views through [`engine::ViewPlanner`]).
+//! 3. [`planner`]: DataFusion integration: UDFs, checked arithmetic, text casts, table
+//!    providers and the stream planner (LogicalPlan → operators).
+//! 4. [`pg`]: PostgreSQL compatibility, a plug-in of the planner: `pg_catalog`,
+//!    `information_schema`, catalog functions and the SQL rewrites clients need.
+//! 5. [`frontend`]: sessions and statement dispatch (DDL, DML, COPY, views, transactions): the
+//!    only layer that knows a [`Session`].
+//!
+//! `server` turns wire messages into calls on [`Session`]. A test (`tests/layers.rs`) fails on
+//! any import that points up or any cycle between modules.
 
 pub mod catalog;
-pub mod copy;
-pub mod ddl;
-pub mod dml;
 pub mod engine;
-pub mod enums;
-pub mod functions;
-pub mod jsonb;
-pub mod mview;
-pub mod on_conflict;
-pub mod overflow;
+pub mod frontend;
 pub mod pg;
-pub mod provider;
-pub mod returning;
-pub mod rewrite;
-pub mod sequence;
-pub mod session;
-pub mod split;
-pub mod stream_plan;
-pub mod text_cast;
-pub mod types;
-pub mod view;
+pub mod planner;
 
 pub use engine::{Engine, EngineConfig};
-pub use session::{Described, EddyStatement, Output, Session};
+pub use frontend::recovery::open_database;
+pub use frontend::output::{Described, Output};
+pub use frontend::session::Session;
+pub use frontend::statement::EddyStatement;

@@ -6,6 +6,8 @@
 
 use std::collections::HashSet;
 
+use crate::planner::names::DUPLICATE_MARK;
+
 use datafusion::sql::sqlparser::ast::{DataType as SqlType, Expr, FunctionArguments, Ident, Select, SelectItem};
 
 /// PostgreSQL's name for an unaliased select item, and whether it is only the `?column?` fallback.
@@ -82,15 +84,7 @@ fn type_name(t: &SqlType) -> String {
     }
 }
 
-/// Marks a duplicate output name: DataFusion needs unique names, PostgreSQL allows repeats
-/// (`SELECT a, a`, `SELECT 1, 1` both name two columns alike). The `n`th repeat of `name` is
-/// planned as `name` + [`DUPLICATE_MARK`] + `n`; [`output_name`] gives the name back.
-pub const DUPLICATE_MARK: char = '\u{1}';
 
-/// The name a client sees for a planned output column (see [`DUPLICATE_MARK`]).
-pub fn output_name(planned: &str) -> &str {
-    planned.split(DUPLICATE_MARK).next().unwrap_or(planned)
-}
 
 /// The output name of a select item as DataFusion derives it (unquoted identifiers fold to
 /// lower case), or `None` for wildcards.

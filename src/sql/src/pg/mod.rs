@@ -16,9 +16,11 @@ pub mod functions;
 pub mod info_schema;
 pub mod keywords;
 pub mod apply;
+pub mod literals;
 pub mod model;
 pub mod rewrite;
 pub mod rows;
+pub mod session_functions;
 pub mod subquery;
 pub mod table;
 pub mod types;
@@ -39,8 +41,9 @@ use self::defs::{information_schema_rel, pg_catalog_rel, INFORMATION_SCHEMA_RELS
 use self::model::Model;
 use self::rows::{keyword_rows, rows_of, RowContext};
 use self::table::{build_batch, CatalogTable, RelDef, Ty};
-use crate::engine::Engine;
-use crate::functions::SessionInfo;
+use crate::catalog::Relations;
+use crate::pg::session_functions::SessionInfo;
+use crate::planner::provider::SystemCatalog;
 
 /// The session a catalog read or catalog function runs for, kept as a DataFusion
 /// session-config extension so table scans can find it.
@@ -78,42 +81,55 @@ fn session_of(state: &dyn Session) -> Arc<PgSession> {
 }
 
 /// The catalog table for `def` (`info`: an `information_schema` relation).
-fn catalog_table(engine: &Arc<Engine>, def: &'static RelDef, info: bool) -> Arc<dyn TableProvider> {
-    let engine = engine.clone();
+fn catalog_table(relations: &Arc<dyn Relations>, def: &'static RelDef, info: bool) -> Arc<dyn TableProvider> {
+    let relations = relations.clone();
     Arc::new(CatalogTable {
         def,
         rows: Arc::new(move |state: &dyn Session| {
             let session = session_of(state);
-            let model = Model::new(&engine.catalog());
+            let model = Model::new(&relations.catalog());
             Ok(rows_of(def, info, &RowContext { model: &model, session: &session }))
         }),
     })
 }
 
-/// The `pg_catalog` relation `name` (for unqualified names, which PostgreSQL also looks up in
-/// `pg_catalog`).
-pub fn catalog_relation(engine: &Arc<Engine>, name: &str) -> Option<Arc<dyn TableProvider>> {
-    pg_catalog_rel(name).map(|d| catalog_table(engine, d, false))
-}
-
-/// `pg_catalog` or `information_schema` as a DataFusion schema.
+/// The PostgreSQL layer as the planner's [`SystemCatalog`] plug-in: `pg_catalog` and
+/// `information_schema`, and `pg_catalog`'s relations for unqualified names.
 #[derive(Debug)]
-pub struct SystemSchema {
-    engine: Arc<Engine>,
-    info: bool,
+pub struct PgCatalog {
+    relations: Arc<dyn Relations>,
 }
 
-impl SystemSchema {
-    /// The schema `name`, if it is one of the two system schemas.
-    pub fn for_name(engine: &Arc<Engine>, name: &str) -> Option<Arc<dyn SchemaProvider>> {
+impl PgCatalog {
+    /// The system schemas of `relations`' database.
+    pub fn new(relations: Arc<dyn Relations>) -> Arc<Self> {
+        Arc::new(Self { relations })
+    }
+}
+
+impl SystemCatalog for PgCatalog {
+    fn schema(&self, name: &str) -> Option<Arc<dyn SchemaProvider>> {
         let info = match name {
             "pg_catalog" => false,
             "information_schema" => true,
             _ => return None,
         };
-        Some(Arc::new(SystemSchema { engine: engine.clone(), info }))
+        Some(Arc::new(SystemSchema { relations: self.relations.clone(), info }))
     }
 
+    fn implicit_relation(&self, name: &str) -> Option<Arc<dyn TableProvider>> {
+        pg_catalog_rel(name).map(|d| catalog_table(&self.relations, d, false))
+    }
+}
+
+/// `pg_catalog` or `information_schema` as a DataFusion schema.
+#[derive(Debug)]
+struct SystemSchema {
+    relations: Arc<dyn Relations>,
+    info: bool,
+}
+
+impl SystemSchema {
     fn def(&self, name: &str) -> Option<&'static RelDef> {
         if self.info {
             information_schema_rel(name)
@@ -131,7 +147,7 @@ impl SchemaProvider for SystemSchema {
     }
 
     async fn table(&self, name: &str) -> DfResult<Option<Arc<dyn TableProvider>>> {
-        Ok(self.def(name).map(|d| catalog_table(&self.engine, d, self.info)))
+        Ok(self.def(name).map(|d| catalog_table(&self.relations, d, self.info)))
     }
 
     fn table_exist(&self, name: &str) -> bool {
@@ -160,11 +176,24 @@ impl TableFunctionImpl for KeywordsFn {
     }
 }
 
+/// Rewrites a statement's PostgreSQL syntax into what DataFusion plans: catalog syntax and
+/// output column names ([`rewrite`]), then literal syntax ([`literals`]).
+pub fn rewrite_statement(stmt: &mut datafusion::sql::sqlparser::ast::Statement) -> eddy_common::Result<()> {
+    rewrite::rewrite(stmt)?;
+    literals::rewrite_literals(stmt)
+}
+
+/// The plan-level rewrites that follow [`rewrite_statement`] (implicit interval casts, integer
+/// literal widths).
+pub fn rewrite_plan(plan: datafusion::logical_expr::LogicalPlan) -> eddy_common::Result<datafusion::logical_expr::LogicalPlan> {
+    literals::rewrite_plan(plan)
+}
+
 /// Installs the catalog functions and the session extension on a session's context.
-pub fn install(ctx: &SessionContext, engine: &Arc<Engine>, info: &SessionInfo) {
+pub fn install(ctx: &SessionContext, relations: &Arc<dyn Relations>, info: &SessionInfo) {
     let session = Arc::new(PgSession { user: info.user.clone(), pid: info.pid, vars: info.vars.clone() });
     ctx.state_ref().write().config_mut().set_extension(session.clone());
-    let registrar = udf::Registrar { ctx, engine: engine.clone(), session };
+    let registrar = udf::Registrar { ctx, relations: relations.clone(), session };
     functions::register_all(&registrar);
     ctx.register_udtf("pg_get_keywords", Arc::new(KeywordsFn));
 }

@@ -1,5 +1,5 @@
 //! SQL-AST rewrites that turn PostgreSQL catalog syntax into what DataFusion plans, applied to
-//! every statement before planning (called from `crate::rewrite::rewrite_statement`):
+//! every statement before planning (called from `crate::pg::rewrite_statement`):
 //!
 //! * `pg_catalog.f(...)` / `information_schema.f(...)` → `f(...)` (functions and table functions).
 //! * Casts: `::oid` → `int`; `::regclass`, `::regtype`, `::regnamespace`, `::regrole` → the

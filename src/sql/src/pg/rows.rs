@@ -292,7 +292,7 @@ fn pg_settings(session: &PgSession) -> Vec<Vec<V>> {
     vars.sort();
     vars.into_iter()
         .map(|(name, setting)| {
-            let display = crate::session::display_var_name(&name).to_string();
+            let display = crate::planner::settings::display_var_name(&name).to_string();
             vec![
                 s(display), s(&setting), V::N, s("Eddy"), V::N, V::N, s("user"), s("string"), s("session"), V::N, V::N,
                 V::N, s(&setting), s(&setting), V::N, V::N, V::B(false),

@@ -13,11 +13,11 @@ use datafusion::scalar::ScalarValue;
 
 use super::model::Model;
 use super::PgSession;
-use crate::engine::Engine;
+use crate::catalog::Relations;
 
 /// What a catalog function can look at: the catalog (lazily modelled) and the session.
 pub struct FnContext {
-    engine: Arc<Engine>,
+    relations: Arc<dyn Relations>,
     /// The calling session.
     pub session: Arc<PgSession>,
     model: Option<Model>,
@@ -26,8 +26,8 @@ pub struct FnContext {
 impl FnContext {
     /// The catalog model, built on first use.
     pub fn model(&mut self) -> &Model {
-        let engine = &self.engine;
-        self.model.get_or_insert_with(|| Model::new(&engine.catalog()))
+        let relations = &self.relations;
+        self.model.get_or_insert_with(|| Model::new(&relations.catalog()))
     }
 
     /// Schemas on the session's `search_path` (`"$user"` dropped).
@@ -40,14 +40,14 @@ type Body = dyn Fn(&mut FnContext, &[ScalarValue]) -> DfResult<ScalarValue> + Se
 
 /// Evaluates a row-wise `body` over DataFusion's (scalar or array) arguments.
 fn eval_rows(
-    engine: &Arc<Engine>,
+    relations: &Arc<dyn Relations>,
     session: &Arc<PgSession>,
     ret: &DataType,
     body: &Body,
     args: &[ColumnarValue],
     n: usize,
 ) -> DfResult<ColumnarValue> {
-    let mut cx = FnContext { engine: engine.clone(), session: session.clone(), model: None };
+    let mut cx = FnContext { relations: relations.clone(), session: session.clone(), model: None };
     if args.iter().all(|a| matches!(a, ColumnarValue::Scalar(_))) {
         let row: Vec<ScalarValue> = args
             .iter()
@@ -86,8 +86,8 @@ fn typed(ret: &DataType, v: ScalarValue) -> DfResult<ScalarValue> {
 pub struct Registrar<'a> {
     /// The context.
     pub ctx: &'a SessionContext,
-    /// The engine.
-    pub engine: Arc<Engine>,
+    /// The database.
+    pub relations: Arc<dyn Relations>,
     /// The session.
     pub session: Arc<PgSession>,
 }
@@ -104,9 +104,9 @@ impl Registrar<'_> {
     }
 
     fn add(&self, name: &str, signature: Signature, ret: DataType, body: Arc<Body>) {
-        let (engine, session, out) = (self.engine.clone(), self.session.clone(), ret.clone());
-        let columnar = move |args: &[ColumnarValue], n: usize| eval_rows(&engine, &session, &out, body.as_ref(), args, n);
-        crate::functions::register(self.ctx, name, signature, ret, Arc::new(columnar));
+        let (relations, session, out) = (self.relations.clone(), self.session.clone(), ret.clone());
+        let columnar = move |args: &[ColumnarValue], n: usize| eval_rows(&relations, &session, &out, body.as_ref(), args, n);
+        crate::planner::udf::register(self.ctx, name, signature, ret, Arc::new(columnar));
     }
 }
 

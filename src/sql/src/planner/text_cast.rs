@@ -95,7 +95,7 @@ fn float_div(modulo: bool) -> ScalarUDF {
         Ok(ColumnarValue::Array(Arc::new(out.into_iter().collect::<Float64Array>())))
     };
     let name = if modulo { "eddy_float_mod" } else { "eddy_float_div" };
-    crate::functions::closure_udf(name, Signature::any(2, Volatility::Immutable), DataType::Float64, Arc::new(body))
+    crate::planner::udf::closure_udf(name, Signature::any(2, Volatility::Immutable), DataType::Float64, Arc::new(body))
 }
 
 /// `eddy_rint(x)`: `round(double precision)` as PostgreSQL computes it (`rint`: halves to even).
@@ -106,7 +106,7 @@ fn rint() -> ScalarUDF {
         let out: Float64Array = a.as_primitive::<arrow::datatypes::Float64Type>().iter().map(|v| v.map(f64::round_ties_even)).collect();
         Ok(ColumnarValue::Array(Arc::new(out)))
     };
-    crate::functions::closure_udf("eddy_rint", Signature::any(1, Volatility::Immutable), DataType::Float64, Arc::new(body))
+    crate::planner::udf::closure_udf("eddy_rint", Signature::any(1, Volatility::Immutable), DataType::Float64, Arc::new(body))
 }
 
 /// The analyzer rule (see the module docs).

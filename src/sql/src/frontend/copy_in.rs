@@ -10,7 +10,7 @@ use eddy_common::text::cast_text;
 use eddy_common::{user_err, Result, StreamChunk};
 
 use crate::catalog::TableCatalog;
-use crate::session::Session;
+use crate::frontend::session::Session;
 
 /// Input format of a COPY.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -218,6 +218,7 @@ impl Session {
         Ok(n)
     }
 }
+
 
 #[cfg(test)]
 mod tests {

@@ -1,24 +1,45 @@
 //! [`Engine`]: the process-wide database — state store, barrier manager and catalog — that
-//! sessions share. Nothing here is global: tests run several engines in one process.
+//! sessions share (layer 2 of the SQL crate). Nothing here is global: tests run several engines
+//! in one process.
+//!
+//! Recovery starts every table's source actor and every view's actor from committed state. The
+//! engine cannot plan SQL itself (planning sits above it); it asks a [`ViewPlanner`], which the
+//! frontend provides, for each view's operators.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use datafusion::common::DFSchema;
-use datafusion::logical_expr::Expr;
-use datafusion::prelude::SessionContext;
-use eddy_common::Result;
-use eddy_storage::{EpochBatch, StateStore, StateTable, StoreOptions};
+use async_trait::async_trait;
+use eddy_common::{EddyError, Result, StreamChunk};
+use eddy_storage::{EpochBatch, ReadSnapshot, StateStore, StoreOptions};
+use eddy_stream::operator::Operator;
 use eddy_stream::BarrierManager;
-use parking_lot::{Mutex, RwLock, RwLockReadGuard};
-
-use eddy_common::{EddyError, StreamChunk};
 use eddy_stream::{Branch, Output, SourceMsg, TableActor, ViewActor, CHANNEL_CAPACITY};
+use parking_lot::{Mutex, RwLock};
 use tokio::sync::{mpsc, oneshot};
 
-use crate::catalog::{Catalog, CatalogChange, TableCatalog};
+use crate::catalog::sequence::Sequences;
+use crate::catalog::{Catalog, CatalogChange, Relations, TableCatalog};
+
+/// The operators of one materialized view, as its planner built them.
+pub struct ViewOperators {
+    /// One chain per input: the relation it reads and the operators applied to it alone.
+    pub branches: Vec<(Arc<TableCatalog>, Vec<Box<dyn Operator>>)>,
+    /// Operators after the inputs meet, ending in the view's `Materialize`.
+    pub tail: Vec<Box<dyn Operator>>,
+}
+
+/// Re-plans a view at recovery. Implemented above the engine (the frontend plans SQL).
+///
+/// Implementers must build exactly the operators the view was created with, reusing its
+/// recorded state-table ids and restoring operator state from `snapshot`.
+#[async_trait]
+pub trait ViewPlanner: Send + Sync {
+    /// The operators of `view`, with state restored from `snapshot`.
+    async fn view_operators(&self, view: &TableCatalog, snapshot: &ReadSnapshot) -> Result<ViewOperators>;
+}
 
 /// Engine settings.
 #[derive(Debug, Clone)]
@@ -43,20 +64,16 @@ pub struct Engine {
     pub store: Arc<StateStore>,
     /// Epoch commits.
     pub barrier: Arc<BarrierManager>,
-    /// The catalog as of the last committed DDL.
-    catalog: RwLock<Catalog>,
+    /// The catalog as of the last committed DDL; replaced (not changed) by each DDL.
+    catalog: RwLock<Arc<Catalog>>,
     /// Serializes DDL so catalog changes commit in the order they were decided.
     ddl_lock: tokio::sync::Mutex<()>,
     /// Next hidden row id: `generation << 40 | counter`, unique across restarts.
     next_row_id: AtomicU64,
-    /// State tables by id (their codecs are worth reusing).
-    state_tables: Mutex<HashMap<u32, Arc<StateTable>>>,
-    /// Parsed column defaults by table id.
-    defaults: Mutex<HashMap<u32, HashMap<String, Expr>>>,
     /// Input channels of the tables' source actors.
     sources: Mutex<HashMap<u32, mpsc::Sender<SourceMsg>>>,
     /// Counters of serial columns.
-    pub sequences: Arc<crate::sequence::Sequences>,
+    pub sequences: Arc<Sequences>,
     /// Engine settings.
     pub config: EngineConfig,
 }
@@ -68,7 +85,8 @@ impl std::fmt::Debug for Engine {
 }
 
 impl Engine {
-    /// Opens the store, recovers the catalog and starts the barrier loop.
+    /// Opens the store, recovers the catalog and starts the barrier loop. The dataflow graph
+    /// is started by [`Engine::recover`].
     pub async fn open(config: EngineConfig) -> Result<Arc<Self>> {
         let store = StateStore::open(&config.store).await?;
         let mut catalog = Catalog::load(&store.snapshot()).await?;
@@ -78,25 +96,22 @@ impl Engine {
         let engine = Arc::new(Self {
             store,
             barrier,
-            catalog: RwLock::new(catalog),
+            catalog: RwLock::new(Arc::new(catalog)),
             ddl_lock: tokio::sync::Mutex::new(()),
             next_row_id: AtomicU64::new(generation << 40),
-            state_tables: Mutex::new(HashMap::new()),
-            defaults: Mutex::new(HashMap::new()),
             sources: Mutex::new(HashMap::new()),
-            sequences: Arc::new(crate::sequence::Sequences::default()),
+            sequences: Arc::new(Sequences::default()),
             config,
         });
         if !bootstrap.is_empty() {
             engine.commit_catalog(bootstrap, EpochBatch::default()).await?;
         }
-        engine.start_graph().await?;
         Ok(engine)
     }
 
     /// The current catalog.
-    pub fn catalog(&self) -> RwLockReadGuard<'_, Catalog> {
-        self.catalog.read()
+    pub fn catalog(&self) -> Arc<Catalog> {
+        self.catalog.read().clone()
     }
 
     /// Runs `decide` under the DDL lock with a copy of the catalog, then commits the changes it
@@ -106,7 +121,7 @@ impl Engine {
         F: FnOnce(&mut Catalog) -> Result<(Vec<CatalogChange>, EpochBatch)>,
     {
         let _guard = self.ddl_lock.lock().await;
-        let mut scratch = self.catalog.read().clone();
+        let mut scratch = Catalog::clone(&self.catalog.read());
         let (changes, extra) = decide(&mut scratch)?;
         self.commit_catalog(changes, extra).await
     }
@@ -117,74 +132,32 @@ impl Engine {
         }
         self.barrier.commit_writes(batch).await?;
         let mut cat = self.catalog.write();
+        let next = Arc::make_mut(&mut cat);
         for c in changes {
-            if let CatalogChange::CreateTable(t) = &c {
-                // A replaced entry may have renamed columns: rebuild what was derived from it.
-                self.state_tables.lock().remove(&t.id);
-                self.defaults.lock().remove(&t.id);
-            }
             if let CatalogChange::DropTable(t) = &c {
                 self.sequences.drop_table(t.id);
-                self.state_tables.lock().remove(&t.id);
-                self.defaults.lock().remove(&t.id);
             }
-            cat.apply(c);
+            next.apply(c);
         }
         Ok(())
     }
 
-    /// The state table holding `table`'s rows.
-    pub fn state_table(&self, table: &TableCatalog) -> Result<Arc<StateTable>> {
-        if let Some(t) = self.state_tables.lock().get(&table.id) {
-            return Ok(t.clone());
-        }
-        let st = Arc::new(StateTable::try_new(table.id, table.storage_schema(), table.storage_pk())?);
-        self.state_tables.lock().insert(table.id, st.clone());
-        Ok(st)
-    }
-
-    /// Default expressions of `table`'s columns, parsed once.
-    pub fn column_defaults(&self, table: &TableCatalog) -> HashMap<String, Expr> {
-        if let Some(d) = self.defaults.lock().get(&table.id) {
-            return d.clone();
-        }
-        let ctx = SessionContext::new();
-        let empty = DFSchema::empty();
-        let parsed: HashMap<String, Expr> = table
-            .columns
-            .iter()
-            .enumerate()
-            .filter_map(|(i, c)| {
-                let sql = c.default.as_ref()?;
-                if crate::sequence::is_serial_default(sql) {
-                    return Some((c.name.clone(), self.sequences.default_expr(table.id, i)));
-                }
-                // Validated at CREATE TABLE; an entry that no longer parses is dropped, not fatal.
-                let expr = ctx.parse_sql_expr(sql, &empty).ok()?;
-                Some((c.name.clone(), expr))
-            })
-            .collect();
-        self.defaults.lock().insert(table.id, parsed.clone());
-        parsed
-    }
-
     /// Recovery: starts every table's source actor and every view's actor from committed state,
     /// wired to each other, before the first barrier flows.
-    async fn start_graph(self: &Arc<Self>) -> Result<()> {
+    pub async fn recover(&self, planner: &dyn ViewPlanner) -> Result<()> {
         let mut relations: Vec<Arc<TableCatalog>> = self.catalog().tables().cloned().collect();
         // A view's id is larger than its upstreams' (they exist when it is created).
         relations.sort_by_key(|t| t.id);
         let snapshot = self.store.snapshot();
         let mut outputs: HashMap<u32, Vec<Output>> = HashMap::new();
         let mut views = Vec::new();
-        let mut session = crate::Session::new(self.clone(), "root", 0);
         for v in relations.iter().filter(|t| t.is_view()) {
-            let planned = session.view_operators(v, Some(&snapshot)).await?;
+            let planned = planner.view_operators(v, &snapshot).await?;
             let mut branches = Vec::new();
-            for b in planned.branches {
+            for (upstream, operators) in planned.branches {
                 let (tx, rx) = mpsc::channel(CHANNEL_CAPACITY);
-                outputs.entry(b.upstream.id).or_default().push(Output { actor: v.id, tx });
-                branches.push(Branch { input: rx, operators: b.operators, upstream: self.state_table(&b.upstream)? });
+                outputs.entry(upstream.id).or_default().push(Output { actor: v.id, tx });
+                branches.push(Branch { input: rx, operators, upstream: upstream.state_table()? });
             }
             views.push((v.id, branches, planned.tail));
         }
@@ -206,15 +179,15 @@ impl Engine {
             .columns
             .iter()
             .enumerate()
-            .filter(|(_, c)| c.default.as_deref().is_some_and(crate::sequence::is_serial_default))
+            .filter(|(_, c)| c.default.as_deref().is_some_and(crate::catalog::sequence::is_serial_default))
             .map(|(i, _)| i)
             .collect();
         if serial.is_empty() {
             return Ok(());
         }
-        for batch in self.state_table(table)?.scan(snapshot).await? {
+        for batch in table.state_table()?.scan(snapshot).await? {
             for &i in &serial {
-                if let Some(m) = crate::sequence::column_max(batch.column(i).as_ref()) {
+                if let Some(m) = crate::catalog::sequence::column_max(batch.column(i).as_ref()) {
                     self.sequences.advance_past(table.id, i, m);
                 }
             }
@@ -227,7 +200,7 @@ impl Engine {
         let (tx, rx) = mpsc::channel(CHANNEL_CAPACITY);
         let actor = TableActor::try_new(
             table.id,
-            self.state_table(table)?,
+            table.state_table()?,
             table.has_row_id(),
             rx,
             outputs,
@@ -262,7 +235,7 @@ impl Engine {
 
     /// A fresh object id.
     pub fn allocate_id(&self) -> u32 {
-        self.catalog.write().allocate_id()
+        Arc::make_mut(&mut self.catalog.write()).allocate_id()
     }
 
     /// Why a materialized view stopped being maintained, if it did.
@@ -290,5 +263,23 @@ impl Engine {
     pub async fn shutdown(&self) -> Result<()> {
         self.barrier.shutdown().await;
         self.store.close().await
+    }
+}
+
+impl Relations for Engine {
+    fn catalog(&self) -> Arc<Catalog> {
+        Engine::catalog(self)
+    }
+
+    fn snapshot(&self) -> ReadSnapshot {
+        self.store.snapshot()
+    }
+
+    fn view_failure(&self, table: &TableCatalog) -> Option<EddyError> {
+        Engine::view_failure(self, table)
+    }
+
+    fn sequences(&self) -> &Arc<Sequences> {
+        &self.sequences
     }
 }

@@ -17,10 +17,12 @@ use datafusion::error::{DataFusionError, Result as DfResult};
 use datafusion::logical_expr::{Expr, TableProviderFilterPushDown};
 use datafusion::scalar::ScalarValue;
 use datafusion::physical_plan::ExecutionPlan;
+use datafusion::common::DFSchema;
+use datafusion::prelude::SessionContext;
 use eddy_storage::{ReadSnapshot, StateTable};
 
-use crate::catalog::{TableCatalog, DATABASE_NAME};
-use crate::engine::Engine;
+use crate::catalog::sequence::is_serial_default;
+use crate::catalog::{Relations, TableCatalog, DATABASE_NAME};
 
 /// The snapshot a statement reads, stored as a DataFusion session-config extension.
 #[derive(Debug, Clone)]
@@ -39,16 +41,48 @@ pub struct EddyTable {
     defaults: HashMap<String, Expr>,
     /// Schema DataFusion plans against.
     schema: SchemaRef,
-    /// The engine, for the latest snapshot when a statement pinned none.
-    engine: Arc<Engine>,
+    /// The database, for the latest snapshot when a statement pinned none.
+    relations: Arc<dyn Relations>,
+}
+
+/// Default expressions of `table`'s columns, parsed once per catalog entry. A serial column's
+/// default draws from the engine's counters.
+pub fn column_defaults(relations: &dyn Relations, table: &TableCatalog) -> HashMap<String, Expr> {
+    table
+        .derived
+        .defaults
+        .get_or_init(|| {
+            let ctx = SessionContext::new();
+            let empty = DFSchema::empty();
+            table
+                .columns
+                .iter()
+                .enumerate()
+                .filter_map(|(i, c)| {
+                    let sql = c.default.as_ref()?;
+                    if is_serial_default(sql) {
+                        return Some((c.name.clone(), crate::planner::udf::nextval_expr(relations.sequences(), table.id, i)));
+                    }
+                    // Validated at CREATE TABLE; an entry that no longer parses is dropped, not fatal.
+                    match ctx.parse_sql_expr(sql, &empty) {
+                        Ok(expr) => Some((c.name.clone(), expr)),
+                        Err(e) => {
+                            tracing::warn!("default of {}.{} does not parse and is ignored: {e}", table.name, c.name);
+                            None
+                        }
+                    }
+                })
+                .collect()
+        })
+        .clone()
 }
 
 impl EddyTable {
-    fn new(engine: Arc<Engine>, catalog: Arc<TableCatalog>, expose_row_id: bool) -> DfResult<Self> {
-        let state_table = engine.state_table(&catalog).map_err(|e| DataFusionError::External(Box::new(e)))?;
+    fn new(relations: Arc<dyn Relations>, catalog: Arc<TableCatalog>, expose_row_id: bool) -> DfResult<Self> {
+        let state_table = catalog.state_table().map_err(|e| DataFusionError::External(Box::new(e)))?;
         let schema = catalog.planning_schema(expose_row_id);
-        let defaults = engine.column_defaults(&catalog);
-        Ok(Self { catalog, state_table, expose_row_id, defaults, schema, engine })
+        let defaults = column_defaults(relations.as_ref(), &catalog);
+        Ok(Self { catalog, state_table, expose_row_id, defaults, schema, relations })
     }
 
     /// All rows visible to the statement (storage schema, including any `_row_id`).
@@ -60,7 +94,7 @@ impl EddyTable {
     fn snapshot(&self, state: &dyn Session) -> eddy_storage::ReadSnapshot {
         match state.config().get_extension::<QuerySnapshot>() {
             Some(s) => s.0.clone(),
-            None => self.engine.store.snapshot(),
+            None => self.relations.snapshot(),
         }
     }
 
@@ -149,7 +183,7 @@ impl TableProvider for EddyTable {
         filters: &[Expr],
         _limit: Option<usize>,
     ) -> DfResult<Arc<dyn ExecutionPlan>> {
-        if let Some(err) = self.engine.view_failure(&self.catalog) {
+        if let Some(err) = self.relations.view_failure(&self.catalog) {
             return Err(DataFusionError::External(Box::new(err)));
         }
         if self.catalog.kind == crate::catalog::RelationKind::View {
@@ -181,10 +215,22 @@ impl TableProvider for EddyTable {
     }
 }
 
+/// Schemas served by a plug-in rather than stored (the PostgreSQL layer's `pg_catalog` and
+/// `information_schema`).
+pub trait SystemCatalog: Send + Sync + std::fmt::Debug {
+    /// The system schema `name`, if it is one.
+    fn schema(&self, name: &str) -> Option<Arc<dyn SchemaProvider>>;
+
+    /// The relation an unqualified `name` means when no user schema on the path has it
+    /// (PostgreSQL searches `pg_catalog` implicitly).
+    fn implicit_relation(&self, name: &str) -> Option<Arc<dyn TableProvider>>;
+}
+
 /// One schema of the catalog.
 #[derive(Debug)]
 pub struct EddySchema {
-    engine: Arc<Engine>,
+    relations: Arc<dyn Relations>,
+    system: Option<Arc<dyn SystemCatalog>>,
     name: String,
     expose_row_id: bool,
 }
@@ -192,41 +238,47 @@ pub struct EddySchema {
 #[async_trait]
 impl SchemaProvider for EddySchema {
     fn table_names(&self) -> Vec<String> {
-        self.engine.catalog().tables_in(&self.name).into_iter().map(|t| t.name.clone()).collect()
+        self.relations.catalog().tables_in(&self.name).into_iter().map(|t| t.name.clone()).collect()
     }
 
     async fn table(&self, name: &str) -> DfResult<Option<Arc<dyn TableProvider>>> {
-        let entry = self.engine.catalog().table(&self.name, name).cloned();
+        let entry = self.relations.catalog().table(&self.name, name).cloned();
         match entry {
-            Some(t) => Ok(Some(Arc::new(EddyTable::new(self.engine.clone(), t, self.expose_row_id)?))),
-            // PostgreSQL searches pg_catalog implicitly: `pg_class` means `pg_catalog.pg_class`.
-            None => Ok(crate::pg::catalog_relation(&self.engine, name)),
+            Some(t) => Ok(Some(Arc::new(EddyTable::new(self.relations.clone(), t, self.expose_row_id)?))),
+            None => Ok(self.system.as_ref().and_then(|s| s.implicit_relation(name))),
         }
     }
 
     fn table_exist(&self, name: &str) -> bool {
-        self.engine.catalog().table(&self.name, name).is_some() || crate::pg::defs::pg_catalog_rel(name).is_some()
+        self.relations.catalog().table(&self.name, name).is_some()
+            || self.system.as_ref().is_some_and(|s| s.implicit_relation(name).is_some())
     }
 }
 
 /// The `dev` database.
 #[derive(Debug)]
 pub struct EddyDatabase {
-    engine: Arc<Engine>,
+    relations: Arc<dyn Relations>,
+    system: Option<Arc<dyn SystemCatalog>>,
     expose_row_id: bool,
 }
 
 impl CatalogProvider for EddyDatabase {
     fn schema_names(&self) -> Vec<String> {
-        self.engine.catalog().schemas().map(|s| s.name.clone()).collect()
+        self.relations.catalog().schemas().map(|s| s.name.clone()).collect()
     }
 
     fn schema(&self, name: &str) -> Option<Arc<dyn SchemaProvider>> {
-        if let Some(system) = crate::pg::SystemSchema::for_name(&self.engine, name) {
+        if let Some(system) = self.system.as_ref().and_then(|s| s.schema(name)) {
             return Some(system);
         }
-        self.engine.catalog().schema(name)?;
-        Some(Arc::new(EddySchema { engine: self.engine.clone(), name: name.to_string(), expose_row_id: self.expose_row_id }))
+        self.relations.catalog().schema(name)?;
+        Some(Arc::new(EddySchema {
+            relations: self.relations.clone(),
+            system: self.system.clone(),
+            name: name.to_string(),
+            expose_row_id: self.expose_row_id,
+        }))
     }
 }
 
@@ -237,10 +289,11 @@ pub struct EddyCatalogList {
 }
 
 impl EddyCatalogList {
-    /// The catalog list of `engine`. With `expose_row_id`, tables without a primary key show
-    /// their hidden `_row_id` column (used to plan UPDATE and DELETE).
-    pub fn new(engine: Arc<Engine>, expose_row_id: bool) -> Self {
-        Self { db: Arc::new(EddyDatabase { engine, expose_row_id }) }
+    /// The catalog list over `relations`, with `system`'s schemas beside the stored ones. With
+    /// `expose_row_id`, tables without a primary key show their hidden `_row_id` column (used to
+    /// plan UPDATE and DELETE).
+    pub fn new(relations: Arc<dyn Relations>, system: Option<Arc<dyn SystemCatalog>>, expose_row_id: bool) -> Self {
+        Self { db: Arc::new(EddyDatabase { relations, system, expose_row_id }) }
     }
 }
 

@@ -21,8 +21,8 @@ use eddy_common::{user_err, EddyError, Result};
 use eddy_storage::EpochBatch;
 
 use crate::catalog::{CatalogChange, ColumnCatalog, RelationKind, TableCatalog};
-use crate::ddl::resolve_name;
-use crate::session::Session;
+use crate::frontend::names::resolve_name;
+use crate::frontend::session::Session;
 
 /// Views nested deeper than this are taken to refer to themselves.
 const MAX_DEPTH: usize = 32;
@@ -169,8 +169,8 @@ impl Session {
         for (i, f) in fields.iter().enumerate() {
             let col_name = column_names
                 .get(i)
-                .map(|c| crate::ddl::normalize_ident(&c.to_string()))
-                .unwrap_or_else(|| crate::pg::colnames::output_name(f.name()).to_string());
+                .map(|c| crate::frontend::names::normalize_ident(&c.to_string()))
+                .unwrap_or_else(|| crate::planner::names::output_name(f.name()).to_string());
             if columns.iter().any(|c| c.name == col_name) {
                 return Err(user_err!(sqlstate::DUPLICATE_COLUMN, "column \"{col_name}\" specified more than once"));
             }
@@ -233,6 +233,7 @@ impl Session {
             dependencies,
             internal_tables: vec![],
             comments: Default::default(),
+            derived: Default::default(),
         };
         let replacing = existing.is_some();
         let view = TableCatalog { comments: existing.map(|e| e.comments.clone()).unwrap_or_default(), ..view };
@@ -279,7 +280,7 @@ impl Session {
         let (rel_name, column) = match object_type {
             C::Column => {
                 let mut parts = name.0.clone();
-                let col = parts.pop().map(|p| crate::ddl::normalize_ident(&p.to_string()));
+                let col = parts.pop().map(|p| crate::frontend::names::normalize_ident(&p.to_string()));
                 if parts.is_empty() {
                     return Err(user_err!(sqlstate::SYNTAX_ERROR, "column name must be qualified"));
                 }
@@ -346,15 +347,15 @@ impl Session {
         for op in &at.operations {
             match op {
                 Op::RenameTable { table_name: RenameTableNameKind::To(n) | RenameTableNameKind::As(n) } => {
-                    let new_name = crate::ddl::normalize_ident(&n.0.last().map(|p| p.to_string()).unwrap_or_default());
+                    let new_name = crate::frontend::names::normalize_ident(&n.0.last().map(|p| p.to_string()).unwrap_or_default());
                     if self.engine.catalog().table(&schema, &new_name).is_some() {
                         return Err(user_err!(sqlstate::DUPLICATE_TABLE, "relation \"{new_name}\" already exists"));
                     }
                     updated.name = new_name;
                 }
                 Op::RenameColumn { old_column_name, new_column_name } => {
-                    let old = crate::ddl::normalize_ident(&old_column_name.to_string());
-                    let new = crate::ddl::normalize_ident(&new_column_name.to_string());
+                    let old = crate::frontend::names::normalize_ident(&old_column_name.to_string());
+                    let new = crate::frontend::names::normalize_ident(&new_column_name.to_string());
                     if updated.columns.iter().any(|c| c.name == new) {
                         return Err(user_err!(sqlstate::DUPLICATE_COLUMN, "column \"{new}\" of relation \"{rel}\" already exists"));
                     }

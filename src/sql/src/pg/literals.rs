@@ -1,4 +1,4 @@
-//! PostgreSQL-compatibility rewrites around DataFusion's planner.
+//! PostgreSQL literal syntax around DataFusion's planner.
 //!
 //! * Interval text: PostgreSQL's interval syntax (`1 day 02:00:00`, `3 mons`) is parsed by Eddy
 //!   and handed to DataFusion in a form Arrow reads exactly, both in SQL literals (AST pass) and
@@ -33,8 +33,7 @@ fn is_interval(t: &SqlType) -> bool {
 }
 
 /// Rewrites interval literals in `stmt` into text Arrow parses exactly.
-pub fn rewrite_statement(stmt: &mut Statement) -> Result<()> {
-    crate::pg::rewrite::rewrite(stmt)?;
+pub fn rewrite_literals(stmt: &mut Statement) -> Result<()> {
     let flow = visit_expressions_mut(stmt, |e| {
         let r = match e {
             SqlExpr::Interval(iv) if iv.leading_field.is_none() && iv.last_field.is_none() => match iv.value.as_mut() {

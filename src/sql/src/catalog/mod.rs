@@ -3,6 +3,15 @@
 //!
 //! Object ids come from one sequence; a relation's state-table id is its object id and its
 //! PostgreSQL OID is `16384 + id`, stable across restarts.
+//!
+//! This is layer 1 of the SQL crate: it knows nothing of sessions, planning or actors. The
+//! layers above read the live database through the [`Relations`] trait.
+
+pub mod relations;
+pub mod sequence;
+pub mod types;
+
+pub use relations::Relations;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -10,7 +19,7 @@ use std::sync::Arc;
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use eddy_common::error::sqlstate;
 use eddy_common::{user_err, ColumnType, EddyError, Result};
-use eddy_storage::{EpochBatch, ReadSnapshot};
+use eddy_storage::{EpochBatch, ReadSnapshot, StateTable};
 use serde::{Deserialize, Serialize};
 
 /// First OID handed to user objects, as in PostgreSQL.
@@ -84,6 +93,25 @@ pub struct TableCatalog {
     /// `COMMENT ON` texts.
     #[serde(default)]
     pub comments: Comments,
+    /// What is derived from this entry and worth building once (entries are immutable: a DDL
+    /// change replaces the whole entry, and with it this cache).
+    #[serde(skip)]
+    pub derived: Derived,
+}
+
+/// Values derived from a [`TableCatalog`] on first use. Never persisted; equal whatever it holds.
+#[derive(Debug, Clone, Default)]
+pub struct Derived {
+    /// The state table holding the relation's rows (its codecs are worth reusing).
+    state_table: std::sync::OnceLock<Arc<StateTable>>,
+    /// Parsed column defaults, by column name.
+    pub defaults: std::sync::OnceLock<std::collections::HashMap<String, datafusion::logical_expr::Expr>>,
+}
+
+impl PartialEq for Derived {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
 }
 
 /// Comments on a relation and its columns (`COMMENT ON TABLE/COLUMN ...`).
@@ -149,6 +177,15 @@ impl TableCatalog {
             fields.push(Field::new(ROW_ID_COLUMN, DataType::Int64, false));
         }
         Arc::new(Schema::new(fields))
+    }
+
+    /// The state table holding this relation's rows.
+    pub fn state_table(&self) -> Result<Arc<StateTable>> {
+        if let Some(t) = self.derived.state_table.get() {
+            return Ok(t.clone());
+        }
+        let t = Arc::new(StateTable::try_new(self.id, self.storage_schema(), self.storage_pk())?);
+        Ok(self.derived.state_table.get_or_init(|| t).clone())
     }
 
     /// Key columns of stored rows.

@@ -19,8 +19,9 @@ use eddy_common::error::sqlstate;
 use eddy_common::{internal_err, user_err, ColumnType, Op, Result, StreamChunk};
 
 use crate::catalog::TableCatalog;
-use crate::provider::EddyTable;
-use crate::session::Session;
+use crate::planner::provider::EddyTable;
+use crate::frontend::rows::rebind;
+use crate::frontend::session::Session;
 
 /// Prefix of the extra columns carrying a row's old key through an UPDATE.
 const OLD_KEY_PREFIX: &str = "__eddy_old_";
@@ -43,7 +44,7 @@ impl Session {
         state: &SessionState,
         dml: DmlStatement,
         want_rows: bool,
-        conflict: Option<&crate::on_conflict::Conflict>,
+        conflict: Option<&crate::frontend::on_conflict::Conflict>,
     ) -> Result<(usize, Option<(Arc<TableCatalog>, RecordBatch)>)> {
         let provider = source_as_provider(&dml.target)?;
         let table = provider
@@ -135,8 +136,8 @@ impl Session {
         let rows = self.validate_rows(catalog, rows)?;
         // Explicit values in a serial column move its counter past them.
         for (i, c) in catalog.columns.iter().enumerate() {
-            if c.default.as_deref().is_some_and(crate::sequence::is_serial_default) {
-                if let Some(m) = crate::sequence::column_max(rows.column(i).as_ref()) {
+            if c.default.as_deref().is_some_and(crate::catalog::sequence::is_serial_default) {
+                if let Some(m) = crate::catalog::sequence::column_max(rows.column(i).as_ref()) {
                     self.engine.sequences.advance_past(catalog.id, i, m);
                 }
             }
@@ -177,7 +178,7 @@ impl Session {
                     let s = arr.as_string::<i32>();
                     let normalized: StringArray = s
                         .iter()
-                        .map(|v| v.map(crate::jsonb::normalize).transpose())
+                        .map(|v| v.map(crate::planner::jsonb::normalize).transpose())
                         .collect::<Result<_>>()?;
                     cols[i] = Arc::new(normalized);
                 }
@@ -186,32 +187,6 @@ impl Session {
         }
         Ok(RecordBatch::try_new(rows.schema(), cols)?)
     }
-}
-
-/// Re-labels batches with `schema` (same column types; planner output names/nullability may
-/// differ from the table's).
-pub(crate) fn rebind(schema: &Arc<Schema>, batches: Vec<RecordBatch>) -> Result<Vec<RecordBatch>> {
-    batches
-        .into_iter()
-        .map(|b| {
-            if b.num_columns() != schema.fields().len() {
-                return Err(internal_err!("DML input has {} columns, table has {}", b.num_columns(), schema.fields().len()));
-            }
-            let cols = b
-                .columns()
-                .iter()
-                .zip(schema.fields())
-                .map(|(c, f)| {
-                    if c.data_type() == f.data_type() {
-                        Ok(c.clone())
-                    } else {
-                        Ok(arrow::compute::cast(c, f.data_type())?)
-                    }
-                })
-                .collect::<Result<Vec<_>>>()?;
-            Ok(RecordBatch::try_new(schema.clone(), cols)?)
-        })
-        .collect()
 }
 
 /// Extends an UPDATE's projection with the old values of the key columns.

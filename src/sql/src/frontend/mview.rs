@@ -25,9 +25,9 @@ use eddy_stream::{Backfill, Branch, Mutation, Output, ViewActor, CHANNEL_CAPACIT
 use tokio::sync::{mpsc, oneshot};
 
 use crate::catalog::{CatalogChange, RelationKind, TableCatalog};
-use crate::ddl::resolve_name;
-use crate::session::Session;
-use crate::stream_plan::{check_deterministic, plan_view, PlannedView, TableIds};
+use crate::frontend::names::resolve_name;
+use crate::frontend::session::Session;
+use crate::planner::stream_plan::{check_deterministic, plan_view, PlannedView, TableIds};
 
 /// Adds deletes of every entry of state table `id` to `batch`.
 async fn clear_table(snapshot: &ReadSnapshot, id: u32, batch: &mut EpochBatch) -> Result<()> {
@@ -62,7 +62,7 @@ impl Session {
         let (_, plan) = self.view_plan(&query).await?;
         let mut ids = TableIds::Reuse(view.internal_tables.iter());
         let mut planned = plan_view(&plan, &mut ids, snapshot).await?;
-        let st = self.engine.state_table(view)?;
+        let st = view.state_table()?;
         planned.tail.push(Box::new(Materialize::new(st)));
         Ok(planned)
     }
@@ -108,9 +108,10 @@ impl Session {
             dependencies,
             internal_tables: planned.internal_tables,
             comments: Default::default(),
+            derived: Default::default(),
         };
         let mut tail = planned.tail;
-        tail.push(Box::new(Materialize::new(self.engine.state_table(&view)?)));
+        tail.push(Box::new(Materialize::new(view.state_table()?)));
         let (epoch_tx, epoch_rx) = oneshot::channel();
         let backfill = Backfill { epoch: epoch_rx, store: self.engine.store.clone(), completed: self.engine.barrier.completed() };
         let mut add_outputs: HashMap<u32, Vec<Output>> = HashMap::new();
@@ -118,7 +119,7 @@ impl Session {
         for b in planned.branches {
             let (tx, rx) = mpsc::channel(CHANNEL_CAPACITY);
             add_outputs.entry(b.upstream.id).or_default().push(Output { actor: id, tx });
-            branches.push(Branch { input: rx, operators: b.operators, upstream: self.engine.state_table(&b.upstream)? });
+            branches.push(Branch { input: rx, operators: b.operators, upstream: b.upstream.state_table()? });
         }
         let actor = ViewActor::new(id, branches, tail, vec![], self.engine.barrier.collector(), Some(backfill));
         tokio::spawn(actor.run());
@@ -194,11 +195,11 @@ impl Session {
         let (state, plan) = self.plan(&Statement::Query(Box::new(query)), false).await?;
         let snapshot = state
             .config()
-            .get_extension::<crate::provider::QuerySnapshot>()
+            .get_extension::<crate::planner::provider::QuerySnapshot>()
             .map(|s| s.0.clone())
             .ok_or_else(|| internal_err!("statement has no snapshot"))?;
         let expected_batches = collect(state.create_physical_plan(&plan).await?, state.task_ctx()).await?;
-        let st = self.engine.state_table(&view)?;
+        let st = view.state_table()?;
         let visible = view.visible_indices();
         let actual_batches: Vec<RecordBatch> = st.scan(&snapshot).await?.iter().map(|b| b.project(&visible)).collect::<Result<_, _>>()?;
         let schema = view.user_schema();
@@ -256,7 +257,7 @@ impl Session {
         let t = self
             .engine
             .catalog()
-            .table(&schema, &crate::ddl::normalize_ident(&n))
+            .table(&schema, &crate::frontend::names::normalize_ident(&n))
             .cloned()
             .ok_or_else(|| user_err!(sqlstate::UNDEFINED_TABLE, "materialized view \"{n}\" does not exist"))?;
         if !t.is_view() {

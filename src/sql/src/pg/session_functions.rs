@@ -1,24 +1,22 @@
-//! PostgreSQL session functions clients call on connect: `version()`, `current_schema()`,
+//! PostgreSQL functions (part of the PostgreSQL layer): session functions clients call on connect: `version()`, `current_schema()`,
 //! `current_database()`, `current_user`, `current_setting(name)`, `set_config(name, value,
 //! is_local)` (sets the session setting; `is_local` is ignored, as transactions are no-ops),
 //! `pg_backend_pid()`.
 
 use std::collections::BTreeMap;
-use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
 use arrow::array::{Array, AsArray, StringArray};
 use arrow::datatypes::DataType;
 use datafusion::error::{DataFusionError, Result as DfResult};
-use datafusion::logical_expr::{ColumnarValue, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature, Volatility};
+use datafusion::logical_expr::{ColumnarValue, Signature, Volatility};
 use datafusion::prelude::SessionContext;
 use datafusion::scalar::ScalarValue;
 use parking_lot::RwLock;
 
-/// PostgreSQL version Eddy reports (clients pick query shapes from it).
-pub const PG_VERSION: &str = "15.0";
-/// `server_version_num` matching [`PG_VERSION`].
-pub const PG_VERSION_NUM: &str = "150000";
+use crate::planner::settings::PG_VERSION;
+use crate::planner::udf::register;
+
 
 /// `version()` text: parseable by SQLAlchemy's `PostgreSQL (\d+)\.?(\d+)?` and names Eddy.
 pub fn version_string() -> String {
@@ -28,59 +26,12 @@ pub fn version_string() -> String {
     )
 }
 
-/// The body of a closure-defined function: arguments and row count to result.
-pub(crate) type Body = dyn Fn(&[ColumnarValue], usize) -> DfResult<ColumnarValue> + Send + Sync;
 
-/// A scalar function defined by a closure.
-struct FnUdf {
-    name: String,
-    signature: Signature,
-    ret: DataType,
-    body: Arc<Body>,
-}
 
-impl std::fmt::Debug for FnUdf {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}()", self.name)
-    }
-}
 
-impl PartialEq for FnUdf {
-    fn eq(&self, other: &Self) -> bool {
-        self.name == other.name && Arc::ptr_eq(&self.body, &other.body)
-    }
-}
-impl Eq for FnUdf {}
-impl Hash for FnUdf {
-    fn hash<H: Hasher>(&self, state: &mut H) {
-        self.name.hash(state)
-    }
-}
 
-impl ScalarUDFImpl for FnUdf {
-    fn name(&self) -> &str {
-        &self.name
-    }
-    fn signature(&self) -> &Signature {
-        &self.signature
-    }
-    fn return_type(&self, _args: &[DataType]) -> DfResult<DataType> {
-        Ok(self.ret.clone())
-    }
-    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
-        (self.body)(&args.args, args.number_rows)
-    }
-}
 
-/// A closure-defined scalar function.
-pub(crate) fn closure_udf(name: &str, signature: Signature, ret: DataType, body: Arc<Body>) -> ScalarUDF {
-    ScalarUDF::new_from_impl(FnUdf { name: name.to_string(), signature, ret, body })
-}
 
-/// Registers a closure-defined scalar function on `ctx`.
-pub(crate) fn register(ctx: &SessionContext, name: &str, signature: Signature, ret: DataType, body: Arc<Body>) {
-    ctx.register_udf(closure_udf(name, signature, ret, body));
-}
 
 fn constant_text(ctx: &SessionContext, name: &'static str, value: String) {
     let v = ScalarValue::Utf8(Some(value));
@@ -146,7 +97,7 @@ pub fn register_session_functions(ctx: &SessionContext, info: &SessionInfo) {
         Arc::new(move |args, rows| {
             let vars = vars.read();
             let lookup = |name: &str| -> DfResult<String> {
-                let key = crate::session::canonical_var(name);
+                let key = crate::planner::settings::canonical_var(name);
                 vars.get(&key).cloned().ok_or_else(|| {
                     DataFusionError::External(Box::new(eddy_common::user_err!(
                         eddy_common::error::sqlstate::UNDEFINED_OBJECT,
@@ -193,7 +144,7 @@ fn set_config(vars: &RwLock<BTreeMap<String, String>>, args: &[ColumnarValue], r
             ))));
         }
         let value = if values.is_null(i) { String::new() } else { values.value(i).to_string() };
-        vars.write().insert(crate::session::canonical_var(names.value(i)), value.clone());
+        vars.write().insert(crate::planner::settings::canonical_var(names.value(i)), value.clone());
         out.push(Some(value));
     }
     Ok(if all_scalar {
@@ -276,7 +227,7 @@ fn register_interval_arithmetic(ctx: &SessionContext) {
 /// `eddy_jsonb_*` calls) and functions, over jsonb text.
 fn register_jsonb(ctx: &SessionContext) {
     use arrow::array::{Array, AsArray, BooleanArray, Int64Array, StringArray};
-    use crate::jsonb;
+    use crate::planner::jsonb;
     fn strings(v: &ColumnarValue, rows: usize) -> DfResult<StringArray> {
         let a = arrow::compute::cast(&v.to_array(rows)?, &DataType::Utf8)?;
         Ok(a.as_string::<i32>().clone())
@@ -437,3 +388,4 @@ fn register_format(ctx: &SessionContext) {
     };
     register(ctx, "format", Signature::variadic_any(Volatility::Immutable), DataType::Utf8, Arc::new(body));
 }
+

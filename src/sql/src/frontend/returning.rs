@@ -11,8 +11,8 @@ use eddy_common::error::sqlstate;
 use eddy_common::{user_err, Result};
 
 use crate::catalog::TableCatalog;
-use crate::ddl::resolve_name;
-use crate::session::Session;
+use crate::frontend::names::resolve_name;
+use crate::frontend::session::Session;
 
 /// `stmt` without its RETURNING list, and the list.
 pub fn take_returning(stmt: &Statement) -> Option<(Statement, Vec<SelectItem>)> {
@@ -70,7 +70,7 @@ impl Session {
         ctx.register_batch(&table.name, rows)?;
         let list = items.iter().map(|i| i.to_string()).collect::<Vec<_>>().join(", ");
         let sql = format!("SELECT {list} FROM \"{}\"", table.name.replace('"', "\"\""));
-        crate::session::run_scratch(&ctx, &sql).await
+        crate::frontend::session::run_scratch(&ctx, &sql).await
     }
 
     /// The columns a RETURNING list produces for `stmt` (for Describe).

@@ -10,28 +10,9 @@ use eddy_common::{not_supported, user_err, ColumnType, Result};
 use eddy_storage::EpochBatch;
 
 use crate::catalog::{CatalogChange, ColumnCatalog, RelationKind, SchemaCatalog, TableCatalog, BUILTIN_SCHEMAS, ROW_ID_COLUMN};
-use crate::session::Session;
-use crate::types::parse_type_name;
-
-/// Splits `[schema.]name` (identifiers already case-normalized) using the session's default schema.
-pub fn resolve_name(session: &Session, name: &ObjectName) -> Result<(String, String)> {
-    let parts: Vec<String> = name.0.iter().map(|p| normalize_ident(&p.to_string())).collect();
-    match parts.as_slice() {
-        [n] => Ok((session.default_schema(), n.clone())),
-        [s, n] => Ok((s.clone(), n.clone())),
-        [_db, s, n] => Ok((s.clone(), n.clone())),
-        _ => Err(user_err!(sqlstate::SYNTAX_ERROR, "improper qualified name (too many dotted names): {name}")),
-    }
-}
-
-/// PostgreSQL identifier folding: unquoted names are lower-cased, quoted ones kept verbatim.
-pub fn normalize_ident(raw: &str) -> String {
-    if raw.len() >= 2 && raw.starts_with('"') && raw.ends_with('"') {
-        raw[1..raw.len() - 1].replace("\"\"", "\"")
-    } else {
-        raw.to_lowercase()
-    }
-}
+use crate::frontend::names::{normalize_ident, resolve_name};
+use crate::frontend::session::Session;
+use crate::catalog::types::parse_type_name;
 
 impl Session {
     /// `CREATE TABLE`.
@@ -52,7 +33,7 @@ impl Session {
             if cname == ROW_ID_COLUMN {
                 return Err(user_err!(sqlstate::DUPLICATE_COLUMN, "column name \"{ROW_ID_COLUMN}\" is reserved"));
             }
-            let serial = crate::sequence::serial_type(&col.data_type.to_string());
+            let serial = crate::catalog::sequence::serial_type(&col.data_type.to_string());
             if let datafusion::sql::sqlparser::ast::DataType::Custom(type_name, _) = &col.data_type {
                 if let Ok((s, n)) = resolve_name(self, type_name) {
                     if self.engine.catalog().enum_type(&s, &n).is_some() {
@@ -65,7 +46,7 @@ impl Session {
                 None => parse_type_name(&col.data_type.to_string())?,
             };
             let mut not_null = serial.is_some();
-            let mut default = serial.map(|_| crate::sequence::serial_default(&name, &cname));
+            let mut default = serial.map(|_| crate::catalog::sequence::serial_default(&name, &cname));
             for opt in &col.options {
                 match &opt.option {
                     ColumnOption::NotNull => not_null = true,
@@ -95,7 +76,7 @@ impl Session {
                             ));
                         }
                         not_null = true;
-                        default = Some(crate::sequence::serial_default(&name, &cname));
+                        default = Some(crate::catalog::sequence::serial_default(&name, &cname));
                     }
                     ColumnOption::Unique(_) => {
                         return Err(not_supported!("UNIQUE constraints are not supported (column \"{cname}\"); use PRIMARY KEY"));
@@ -173,6 +154,7 @@ impl Session {
                     dependencies: vec![],
                     internal_tables: vec![],
                     comments: Default::default(),
+                    derived: Default::default(),
                 };
                 Ok((vec![CatalogChange::CreateTable(table)], EpochBatch::default()))
             })
@@ -207,7 +189,7 @@ impl Session {
             let ty = eddy_common::ColumnType::from_arrow_field(f)
                 .ok_or_else(|| not_supported!("column \"{}\" has type {} which a table cannot store yet", f.name(), f.data_type()))?;
             columns.push(ColumnCatalog {
-                name: crate::pg::colnames::output_name(f.name()).to_string(),
+                name: crate::planner::names::output_name(f.name()).to_string(),
                 ty,
                 not_null: false,
                 default: None,
@@ -215,13 +197,13 @@ impl Session {
             });
         }
         let definition = sql.trim().trim_end_matches(';').to_string();
-        crate::session::unique_column_names(columns.iter().map(|c| c.name.as_str()))?;
+        crate::frontend::session::unique_column_names(columns.iter().map(|c| c.name.as_str()))?;
         let Some(table) = self.commit_new_table(schema, name, columns, vec![], definition, ct.if_not_exists).await? else {
             return Ok(0);
         };
         let target = table.planning_schema(false);
         let mut n = 0;
-        for b in crate::dml::rebind(&target, batches.into_iter().filter(|b| b.num_rows() > 0).collect())? {
+        for b in crate::frontend::rows::rebind(&target, batches.into_iter().filter(|b| b.num_rows() > 0).collect())? {
             let rows = self.prepare_insert(&table, b)?;
             n += rows.num_rows();
             self.engine.write_table(table.id, eddy_common::StreamChunk::inserts(rows)).await?;

@@ -27,7 +27,7 @@ use eddy_storage::ReadSnapshot;
 use eddy_stream::operator::{AggCall, AggKind, Filter, HashAgg, Operator, Project};
 
 use crate::catalog::{ColumnCatalog, TableCatalog};
-use crate::provider::EddyTable;
+use crate::planner::provider::EddyTable;
 
 /// The operators applied to one input of a view.
 pub struct BranchPlan {
@@ -123,7 +123,7 @@ pub fn check_deterministic(plan: &LogicalPlan) -> Result<()> {
 
 fn physical(expr: &Expr, schema: &DFSchema) -> Result<Arc<dyn PhysicalExpr>> {
     let e = create_physical_expr(expr, schema, &ExecutionProps::new())?;
-    Ok(crate::overflow::checked(e, schema.as_arrow())?)
+    Ok(crate::planner::overflow::checked(e, schema.as_arrow())?)
 }
 
 fn strip_alias(e: &Expr) -> &Expr {
@@ -217,7 +217,7 @@ pub async fn plan_view(plan: &LogicalPlan, ids: &mut TableIds<'_>, restore: Opti
 
 /// PostgreSQL's name for an unaliased output column: the column, the function, or `?column?`.
 fn pg_column_name(df_name: &str) -> String {
-    let df_name = crate::pg::colnames::output_name(df_name);
+    let df_name = crate::planner::names::output_name(df_name);
     if df_name.chars().all(|c| c.is_alphanumeric() || c == '_' || c == '.') {
         return df_name.rsplit('.').next().unwrap_or(df_name).to_string();
     }

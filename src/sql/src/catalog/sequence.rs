@@ -1,20 +1,16 @@
 //! `serial` / `bigserial` / `smallserial` and identity columns: a per-column counter.
 //!
 //! The column's DEFAULT is PostgreSQL's `nextval('<table>_<column>_seq'::regclass)` (so clients
-//! reflecting the catalog see an auto-increment column); Eddy evaluates it with
-//! `eddy_nextval(table id, column index)`. Counters live in memory: at startup each resumes
+//! reflecting the catalog see an auto-increment column); the planner evaluates it with
+//! `eddy_nextval(table id, column index)` over these counters. Counters live in memory: at startup each resumes
 //! after the largest value in its column, and an INSERT of explicit values moves it past them,
 //! so a generated value never overwrites an existing row. Values are unique and increasing
 //! but, as in PostgreSQL, not gap-free.
 
 use std::collections::HashMap;
-use std::sync::Arc;
 
 use arrow::array::{Array, Int64Array};
 use arrow::datatypes::DataType;
-use datafusion::common::ScalarValue;
-use datafusion::error::Result as DfResult;
-use datafusion::logical_expr::{ColumnarValue, Expr, Signature, Volatility};
 use parking_lot::Mutex;
 
 /// `serial` spellings and the integer type they stand for.
@@ -64,18 +60,6 @@ impl Sequences {
     /// Forgets a dropped table's counters.
     pub fn drop_table(&self, table: u32) {
         self.next.lock().retain(|(t, _), _| *t != table);
-    }
-
-    /// The expression a serial column's DEFAULT evaluates as: `eddy_nextval(table id, column
-    /// index)`, one new value per row.
-    pub fn default_expr(self: &Arc<Self>, table: u32, column: usize) -> Expr {
-        let sequences = self.clone();
-        let body = move |_args: &[ColumnarValue], rows: usize| -> DfResult<ColumnarValue> {
-            let values = sequences.take(table, column, rows);
-            Ok(ColumnarValue::Array(Arc::new(Int64Array::from_iter_values(values))))
-        };
-        let udf = crate::functions::closure_udf("eddy_nextval", Signature::any(2, Volatility::Volatile), DataType::Int64, Arc::new(body));
-        udf.call(vec![Expr::Literal(ScalarValue::Int64(Some(i64::from(table))), None), Expr::Literal(ScalarValue::Int64(Some(column as i64)), None)])
     }
 }
 

@@ -17,7 +17,7 @@ use eddy_common::error::sqlstate;
 use eddy_common::{not_supported, user_err, Result};
 
 use crate::catalog::TableCatalog;
-use crate::session::Session;
+use crate::frontend::session::Session;
 
 /// What an INSERT does on a key conflict, taken out of the statement (DataFusion plans the
 /// INSERT without it).
@@ -93,7 +93,7 @@ impl Session {
         let keys = rows.project(&table.pk)?;
         let converter = RowConverter::new(keys.schema().fields().iter().map(|f| SortField::new(f.data_type().clone())).collect())?;
         let proposed = converter.convert_columns(keys.columns())?;
-        let existing_rows = self.engine.state_table(table)?.get_rows(&self.engine.store.snapshot(), &keys).await?;
+        let existing_rows = table.state_table()?.get_rows(&self.engine.store.snapshot(), &keys).await?;
         let existing_keys = existing_rows.project(&table.pk)?;
         let existing = converter.convert_columns(existing_keys.columns())?;
         let existing: HashSet<Vec<u8>> = existing.iter().map(|r| r.as_ref().to_vec()).collect();
@@ -128,7 +128,7 @@ impl Session {
             let AssignmentTarget::ColumnName(name) = &a.target else {
                 return Err(not_supported!("tuple assignments in ON CONFLICT DO UPDATE are not supported"));
             };
-            let col = name.0.last().map(|p| crate::ddl::normalize_ident(&p.to_string())).unwrap_or_default();
+            let col = name.0.last().map(|p| crate::frontend::names::normalize_ident(&p.to_string())).unwrap_or_default();
             let i = table.columns.iter().position(|c| c.name == col && !c.hidden).ok_or_else(|| {
                 user_err!(sqlstate::UNDEFINED_COLUMN, "column \"{col}\" of relation \"{}\" does not exist", table.name)
             })?;
@@ -148,10 +148,10 @@ impl Session {
         let ctx = self.scratch_context();
         ctx.register_batch(&target, existing_visible)?;
         ctx.register_batch("excluded", RecordBatch::try_new(visible.clone(), excluded.columns()[..visible.fields().len()].to_vec())?)?;
-        let (_, updated) = crate::session::run_scratch(&ctx, &sql).await?;
+        let (_, updated) = crate::frontend::session::run_scratch(&ctx, &sql).await?;
         let schema = rows.schema();
         let mut out = vec![inserted];
-        for b in crate::dml::rebind(&schema, updated)? {
+        for b in crate::frontend::rows::rebind(&schema, updated)? {
             out.push(self.validate_rows(table, b)?);
         }
         Ok(arrow::compute::concat_batches(&schema, &out)?)

@@ -1,0 +1,350 @@
+//! Statement dispatch: [`Session::describe`] (extended protocol Describe) and
+//! [`Session::execute`], which hands each statement to its family's module.
+
+use std::sync::Arc;
+
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use datafusion::common::ParamValues;
+use datafusion::dataframe::DataFrame;
+use datafusion::logical_expr::LogicalPlan;
+use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
+use datafusion::scalar::ScalarValue;
+use datafusion::sql::sqlparser::ast::{
+    Expr as SqlExpr, Statement, Value,
+};
+use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
+use datafusion::sql::sqlparser::parser::Parser;
+use eddy_common::error::sqlstate;
+use eddy_common::{not_supported, user_err, EddyError, Result};
+
+use crate::catalog::DATABASE_NAME;
+use crate::frontend::output::{command, text_rows, text_schema, Described, Output};
+use crate::frontend::names::resolve_name;
+use crate::frontend::session::{client_schema, Session};
+use crate::frontend::settings::show_column_name;
+use crate::frontend::statement::ident_name;
+use crate::frontend::statement::EddyStatement;
+use crate::planner::settings::{canonical_var, default_vars};
+
+
+impl Session {
+    /// Parameter and result types of a statement (extended protocol Describe).
+    pub async fn describe(&mut self, stmt: &EddyStatement) -> Result<Described> {
+        let stmt = match stmt {
+            EddyStatement::Sql(stmt, _) => stmt,
+            EddyStatement::Verify(_) => return Ok(Described { params: vec![], declared: vec![], schema: Some(text_schema(&["verify"])) }),
+            EddyStatement::ShowViews => return Ok(Described { params: vec![], declared: vec![], schema: Some(text_schema(&["Name"])) }),
+            EddyStatement::ShowCreateView(_) => {
+                return Ok(Described { params: vec![], declared: vec![], schema: Some(text_schema(&["Name", "Create Sql"])) })
+            }
+            EddyStatement::Flush => return Ok(Described { params: vec![], declared: vec![], schema: None }),
+        };
+        match stmt.as_ref() {
+            Statement::Query(_) | Statement::Insert(_) | Statement::Update(_) | Statement::Delete(_) | Statement::Explain { .. } => {
+                let dml = matches!(stmt.as_ref(), Statement::Update(_) | Statement::Delete(_));
+                let conflict = crate::frontend::on_conflict::take_on_conflict(stmt)?;
+                let stmt = conflict.as_ref().map(|(s, _)| s).unwrap_or(stmt);
+                let returning = crate::frontend::returning::take_returning(stmt);
+                let stmt = returning.as_ref().map(|(s, _)| s).unwrap_or(stmt);
+                let (_, plan) = self.plan(stmt, dml).await?;
+                let types = plan.get_parameter_types()?;
+                let mut params = vec![None; types.len()];
+                for (id, ty) in types {
+                    if let Some(i) = id.strip_prefix('$').and_then(|n| n.parse::<usize>().ok()) {
+                        if i >= 1 {
+                            if i > params.len() {
+                                params.resize(i, None);
+                            }
+                            params[i - 1] = ty;
+                        }
+                    }
+                }
+                let schema = match (plan, &returning) {
+                    (LogicalPlan::Dml(_), Some((s, items))) => Some(self.returning_schema(s, items).await?),
+                    (LogicalPlan::Dml(_), None) => None,
+                    (p, _) => Some(client_schema(p.schema().as_arrow())),
+                };
+                let declared = declared_param_types(stmt, params.len());
+                Ok(Described { params, declared, schema })
+            }
+            Statement::ShowVariable { variable } => {
+                let name = show_column_name(variable);
+                Ok(Described { params: vec![], declared: vec![], schema: Some(Arc::new(Schema::new(vec![Field::new(name, DataType::Utf8, true)]))) })
+            }
+            _ => Ok(Described { params: vec![], declared: vec![], schema: None }),
+        }
+    }
+
+    /// Executes one statement with positional parameter values.
+    pub async fn execute(&mut self, stmt: &EddyStatement, params: Vec<ScalarValue>) -> Result<Output> {
+        let (stmt, sql) = match stmt {
+            EddyStatement::Flush => {
+                self.engine.barrier.flush().await?;
+                return Ok(command("FLUSH"));
+            }
+            EddyStatement::Verify(name) => {
+                let lines = self.verify_mview(name).await?;
+                return text_rows(&["verify"], lines.into_iter().map(|l| vec![l]).collect());
+            }
+            EddyStatement::ShowViews => {
+                let schema = self.default_schema();
+                let rows = self.engine.catalog().tables_in(&schema).into_iter().filter(|t| t.is_view()).map(|t| vec![t.name.clone()]).collect();
+                return text_rows(&["Name"], rows);
+            }
+            EddyStatement::ShowCreateView(name) => {
+                let v = self.lookup_view(name)?;
+                return text_rows(&["Name", "Create Sql"], vec![vec![format!("{}.{}", v.schema, v.name), v.definition.clone()]]);
+            }
+            EddyStatement::Sql(s, sql) => (s.as_ref(), sql.as_str()),
+        };
+        match stmt {
+            Statement::Explain { statement, .. } if matches!(statement.as_ref(), Statement::CreateView(cv) if cv.materialized) => {
+                let Statement::CreateView(cv) = statement.as_ref() else { unreachable!("matched above") };
+                let lines = self.explain_mview(&cv.query).await?;
+                text_rows(&["QUERY PLAN"], lines.into_iter().map(|l| vec![l]).collect())
+            }
+            Statement::CreateView(cv) => {
+                if !cv.materialized {
+                    self.create_view(&cv.name, &cv.columns.iter().map(|c| c.name.clone()).collect::<Vec<_>>(), &cv.query, cv.or_replace, cv.if_not_exists, sql).await?;
+                    return Ok(command("CREATE VIEW"));
+                }
+                if cv.or_replace || !cv.columns.is_empty() {
+                    return Err(not_supported!("CREATE OR REPLACE and column lists are not supported for materialized views yet"));
+                }
+                self.create_mview(&cv.name, &cv.query, cv.if_not_exists, sql).await?;
+                Ok(command("CREATE_MATERIALIZED_VIEW"))
+            }
+            Statement::Query(_) | Statement::Insert(_) | Statement::Update(_) | Statement::Delete(_) | Statement::Explain { .. } => {
+                if let Statement::Insert(ins) = stmt {
+                    if let datafusion::sql::sqlparser::ast::TableObject::TableName(name) = &ins.table {
+                        self.require_table(name)?;
+                    }
+                }
+                let dml = matches!(stmt, Statement::Update(_) | Statement::Delete(_));
+                let conflict = crate::frontend::on_conflict::take_on_conflict(stmt)?;
+                let stmt = conflict.as_ref().map(|(s, _)| s).unwrap_or(stmt);
+                let conflict = conflict.as_ref().map(|(_, c)| c);
+                let returning = crate::frontend::returning::take_returning(stmt);
+                let stmt = returning.as_ref().map(|(s, _)| s).unwrap_or(stmt);
+                let (state, plan) = self.plan(stmt, dml).await?;
+                let plan = if params.is_empty() {
+                    plan
+                } else {
+                    let plan_types = plan.get_parameter_types()?;
+                    let values = params
+                        .into_iter()
+                        .enumerate()
+                        .map(|(i, v)| match plan_types.get(&format!("${}", i + 1)) {
+                            Some(Some(t)) if &v.data_type() != t => v.cast_to(t).map_err(EddyError::from),
+                            _ => Ok(v),
+                        })
+                        .collect::<Result<Vec<_>>>()?;
+                    plan.with_param_values(ParamValues::List(values.into_iter().map(Into::into).collect()))?
+                };
+                match plan {
+                    LogicalPlan::Dml(dml_stmt) => {
+                        let tag = match stmt {
+                            Statement::Insert(_) => "INSERT",
+                            Statement::Update(_) => "UPDATE",
+                            _ => "DELETE",
+                        };
+                        let (n, rows) = self.execute_dml(&state, dml_stmt, returning.is_some(), conflict).await?;
+                        match (returning, rows) {
+                            (Some((_, items)), Some((table, rows))) => {
+                                let (schema, batches) = self.returning_rows(&table, rows, &items).await?;
+                                // The wire layer appends the row count (one returned row per affected row).
+                                let tag = if tag == "INSERT" { "INSERT 0".to_string() } else { tag.to_string() };
+                                let stream = Box::pin(RecordBatchStreamAdapter::new(
+                                    schema.clone(),
+                                    futures::stream::iter(batches.into_iter().map(Ok)),
+                                ));
+                                Ok(Output::Returned { tag, schema, stream })
+                            }
+                            _ => Ok(Output::Command { tag: tag.into(), rows: Some(n) }),
+                        }
+                    }
+                    LogicalPlan::Ddl(_) | LogicalPlan::Statement(_) | LogicalPlan::Copy(_) => {
+                        Err(not_supported!("statement is not supported: {sql}"))
+                    }
+                    plan => {
+                        let df = DataFrame::new(state, plan);
+                        let schema: SchemaRef = client_schema(df.schema().as_arrow());
+                        let stream = df.execute_stream().await?;
+                        Ok(Output::Rows { schema, stream })
+                    }
+                }
+            }
+            Statement::CreateTable(ct) => {
+                self.create_table(ct, sql).await?;
+                Ok(command("CREATE TABLE"))
+            }
+            Statement::CreateSchema { schema_name, if_not_exists, .. } => {
+                self.create_schema(&schema_name.to_string(), *if_not_exists).await?;
+                Ok(command("CREATE SCHEMA"))
+            }
+            Statement::Drop { object_type, if_exists, names, cascade, .. } => {
+                let tag = self.drop_objects(*object_type, names, *if_exists, *cascade).await?;
+                Ok(command(tag))
+            }
+            Statement::Set(set) => self.set(set),
+            Statement::ShowVariable { variable } => self.show(variable),
+            Statement::ShowTables { .. } => {
+                let schema = self.default_schema();
+                let rows = self.engine.catalog().tables_in(&schema).into_iter().filter(|t| t.kind == crate::catalog::RelationKind::Table).map(|t| vec![t.name.clone()]).collect();
+                text_rows(&["Name"], rows)
+            }
+            Statement::Reset(r) => {
+                let text = format!("{r}").to_ascii_lowercase();
+                let name = text.trim_start_matches("reset").trim();
+                let defaults = default_vars(&self.user);
+                if name == "all" {
+                    *self.vars.write() = defaults;
+                } else {
+                    let key = canonical_var(name);
+                    if let Some(v) = defaults.get(&key) {
+                        self.set_var(&key, v.clone());
+                    } else {
+                        self.vars.write().remove(&key);
+                    }
+                }
+                Ok(command("RESET"))
+            }
+            Statement::StartTransaction { .. } => {
+                if self.in_transaction {
+                    self.notice("there is already a transaction in progress");
+                }
+                self.in_transaction = true;
+                Ok(Output::TransactionStart("BEGIN".into()))
+            }
+            Statement::Commit { .. } => {
+                if !self.in_transaction {
+                    self.notice("there is no transaction in progress");
+                }
+                self.end_transaction();
+                Ok(Output::TransactionEnd("COMMIT".into()))
+            }
+            Statement::Rollback { savepoint: Some(name), .. } => {
+                let at = self.savepoint_index(name, "ROLLBACK TO SAVEPOINT")?;
+                self.savepoints.truncate(at + 1);
+                Ok(command("ROLLBACK"))
+            }
+            Statement::Rollback { .. } => {
+                if !self.in_transaction {
+                    self.notice("there is no transaction in progress");
+                }
+                self.end_transaction();
+                Ok(Output::TransactionEnd("ROLLBACK".into()))
+            }
+            Statement::CreateType { name, representation } => match representation {
+                Some(datafusion::sql::sqlparser::ast::UserDefinedTypeRepresentation::Enum { labels }) => {
+                    self.create_enum(name, labels).await?;
+                    Ok(command("CREATE TYPE"))
+                }
+                _ => Err(not_supported!("only enum types can be created (CREATE TYPE name AS ENUM (...))")),
+            },
+            Statement::AlterTable(at) => {
+                self.alter_relation(at).await?;
+                Ok(command(if at.table_type.is_some() { "ALTER" } else { "ALTER TABLE" }))
+            }
+            Statement::ShowDatabases { .. } => text_rows(&["Name"], vec![vec![DATABASE_NAME.to_string()]]),
+            Statement::ShowSchemas { .. } => {
+                let mut names: Vec<String> = self.engine.catalog().schemas().map(|s| s.name.clone()).collect();
+                names.sort();
+                text_rows(&["Name"], names.into_iter().map(|n| vec![n]).collect())
+            }
+            Statement::ExplainTable { table_name, .. } => self.describe_relation(table_name),
+            Statement::ShowColumns { show_options, .. } => {
+                let name = show_options
+                    .show_in
+                    .as_ref()
+                    .and_then(|i| i.parent_name.clone())
+                    .ok_or_else(|| user_err!(sqlstate::SYNTAX_ERROR, "SHOW COLUMNS needs FROM <relation>"))?;
+                self.describe_relation(&name)
+            }
+            Statement::Comment { object_type, object_name, comment, if_exists } => {
+                self.comment_on(*object_type, object_name, comment.clone(), *if_exists).await?;
+                Ok(command("COMMENT"))
+            }
+            Statement::Truncate(t) => {
+                // Every row goes through the table's source actor as a delete, so views see it.
+                for target in &t.table_names {
+                    self.require_table(&target.name)?;
+                    let sql = format!("DELETE FROM {}", target.name);
+                    let stmt = Parser::parse_sql(&PostgreSqlDialect {}, &sql).map_err(|e| user_err!(sqlstate::SYNTAX_ERROR, "{e}"))?.remove(0);
+                    Box::pin(self.execute(&EddyStatement::Sql(Box::new(stmt), sql), vec![])).await?;
+                }
+                Ok(command("TRUNCATE TABLE"))
+            }
+            Statement::Savepoint { name } => {
+                if !self.in_transaction {
+                    return Err(user_err!(sqlstate::NO_ACTIVE_SQL_TRANSACTION, "SAVEPOINT can only be used in transaction blocks"));
+                }
+                self.savepoints.push(ident_name(name));
+                Ok(command("SAVEPOINT"))
+            }
+            Statement::ReleaseSavepoint { name } => {
+                let at = self.savepoint_index(name, "RELEASE SAVEPOINT")?;
+                self.savepoints.truncate(at);
+                Ok(command("RELEASE"))
+            }
+            Statement::Discard { .. } => {
+                *self.vars.write() = default_vars(&self.user);
+                Ok(command("DISCARD ALL"))
+            }
+            Statement::Deallocate { name, .. } => {
+                let all = name.quote_style.is_none() && name.value.eq_ignore_ascii_case("all");
+                Ok(command(if all { "DEALLOCATE ALL" } else { "DEALLOCATE" }))
+            }
+            Statement::LISTEN { .. } => Ok(command("LISTEN")),
+            Statement::UNLISTEN { .. } => Ok(command("UNLISTEN")),
+            Statement::Copy { source, to, target, options, legacy_options, .. } => {
+                self.copy(source, *to, target, options, legacy_options)
+            }
+            other => Err(not_supported!("statement is not supported: {}", first_words(&other.to_string()))),
+        }
+    }
+
+    /// `DESCRIBE name` / `SHOW COLUMNS FROM name`: each visible column's name, type and comment.
+    fn describe_relation(&self, name: &datafusion::sql::sqlparser::ast::ObjectName) -> Result<Output> {
+        let (schema, rel) = resolve_name(self, name)?;
+        let entry = self
+            .engine
+            .catalog()
+            .table(&schema, &rel)
+            .cloned()
+            .ok_or_else(|| user_err!(sqlstate::UNDEFINED_TABLE, "relation \"{rel}\" does not exist"))?;
+        let rows = entry
+            .columns
+            .iter()
+            .filter(|c| !c.hidden)
+            .map(|c| vec![c.name.clone(), c.ty.pg_name(), entry.comments.columns.get(&c.name).cloned().unwrap_or_default()])
+            .collect();
+        text_rows(&["Name", "Type", "Description"], rows)
+    }
+}
+
+fn first_words(s: &str) -> String {
+    s.split_whitespace().take(3).collect::<Vec<_>>().join(" ")
+}
+
+/// The type OIDs of `$n` placeholders cast explicitly in `stmt` (`$1::oid[]`).
+fn declared_param_types(stmt: &Statement, n: usize) -> Vec<Option<u32>> {
+    use datafusion::sql::sqlparser::ast::visit_expressions;
+    let mut out = vec![None; n];
+    let _ = visit_expressions(stmt, |e| {
+        if let SqlExpr::Cast { expr, data_type, .. } = e {
+            if let SqlExpr::Value(v) = expr.as_ref() {
+                if let Value::Placeholder(p) = &v.value {
+                    let i = p.strip_prefix('$').and_then(|d| d.parse::<usize>().ok()).filter(|i| (1..=n).contains(i));
+                    if let Some(i) = i {
+                        if out[i - 1].is_none() {
+                            out[i - 1] = crate::pg::types::type_oid_by_name(&data_type.to_string());
+                        }
+                    }
+                }
+            }
+        }
+        std::ops::ControlFlow::<()>::Continue(())
+    });
+    out
+}

@@ -1,0 +1,24 @@
+//! Sessions and statements (layer 5 of the SQL crate): a [`session::Session`] per connection,
+//! its settings and transaction state, and one module per statement family. The only layer
+//! that knows a `Session`.
+
+pub mod copy;
+pub mod copy_in;
+pub mod ddl;
+pub mod dml;
+pub mod enums;
+pub mod execute;
+pub mod mview;
+pub mod names;
+pub mod on_conflict;
+pub mod output;
+pub mod query;
+pub mod recovery;
+pub mod returning;
+pub mod rows;
+pub mod session;
+pub mod settings;
+pub mod split;
+pub mod statement;
+pub mod transaction;
+pub mod view;

@@ -1,0 +1,263 @@
+//! [`Session`]: one client connection's view of the database: settings, the DataFusion
+//! contexts its statements are planned in, NOTICEs and transaction state. Statements are
+//! dispatched by `execute.rs`; each family lives in its own module.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use arrow::array::RecordBatch;
+use arrow::datatypes::{Field, Schema, SchemaRef};
+use datafusion::dataframe::DataFrame;
+use datafusion::execution::context::SessionState;
+use datafusion::logical_expr::LogicalPlan;
+use datafusion::prelude::{SessionConfig, SessionContext};
+use datafusion::sql::parser::Statement as DFStatement;
+use datafusion::sql::sqlparser::ast::Statement;
+use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
+use datafusion::sql::sqlparser::parser::Parser;
+use eddy_common::error::sqlstate;
+use eddy_common::{user_err, Result};
+use parking_lot::RwLock;
+
+use crate::catalog::{Relations, DATABASE_NAME};
+use crate::engine::Engine;
+use crate::pg::session_functions::{first_schema, register_session_functions, SessionInfo};
+use crate::planner::provider::{EddyCatalogList, QuerySnapshot};
+use crate::planner::settings::{canonical_var, default_vars};
+
+/// A client session.
+pub struct Session {
+    /// The shared database.
+    pub(crate) engine: Arc<Engine>,
+    /// DataFusion context for queries and INSERT.
+    pub(crate) ctx: SessionContext,
+    /// DataFusion context whose tables show hidden row ids (UPDATE, DELETE).
+    pub(crate) dml_ctx: SessionContext,
+    /// Settings (lower-case names).
+    pub(crate) vars: Arc<RwLock<BTreeMap<String, String>>>,
+    /// Connected user.
+    pub(crate) user: String,
+    /// NOTICE messages for the client, drained by the wire layer.
+    pub(crate) notices: Vec<String>,
+    /// Settings changed by the last statement, to report as ParameterStatus.
+    pub(crate) changed: Vec<(String, String)>,
+    /// Inside `BEGIN ... COMMIT`.
+    pub(crate) in_transaction: bool,
+    /// Savepoints of the open transaction block, oldest first.
+    pub(crate) savepoints: Vec<String>,
+}
+
+impl Session {
+    /// A new session for `user`.
+    pub fn new(engine: Arc<Engine>, user: &str, pid: i32) -> Self {
+        let vars = Arc::new(RwLock::new(default_vars(user)));
+        let info = SessionInfo { user: user.to_string(), vars: vars.clone(), pid };
+        let relations: Arc<dyn Relations> = engine.clone();
+        let system = crate::pg::PgCatalog::new(relations.clone());
+        let make = |expose: bool| {
+            let config = SessionConfig::new()
+                .with_default_catalog_and_schema(DATABASE_NAME, "public")
+                .with_information_schema(false)
+                .with_create_default_catalog_and_schema(false);
+            let mut config = config;
+            config.options_mut().sql_parser.dialect = datafusion::config::Dialect::PostgreSQL;
+            config.options_mut().execution.time_zone = Some("+00:00".to_string());
+            // PostgreSQL semantics: `1.5` is numeric, and strings are text (not Utf8View).
+            config.options_mut().sql_parser.parse_float_as_decimal = true;
+            config.options_mut().sql_parser.map_string_types_to_utf8view = false;
+            let state = datafusion::execution::SessionStateBuilder::new()
+                .with_config(config)
+                .with_default_features()
+                .with_catalog_list(Arc::new(EddyCatalogList::new(relations.clone(), Some(system.clone()), expose)))
+                .with_physical_optimizer_rule(Arc::new(crate::planner::overflow::CheckedArithmetic))
+                .with_analyzer_rule(Arc::new(crate::planner::text_cast::PgTextCasts))
+                .build();
+            let ctx = SessionContext::new_with_state(state);
+            register_session_functions(&ctx, &info);
+            ctx.register_udf(crate::planner::enums::enum_value_udf());
+            crate::pg::install(&ctx, &relations, &info);
+            if engine.config.test_functions {
+                crate::pg::session_functions::register_test_functions(&ctx);
+            }
+            ctx
+        };
+        Self {
+            ctx: make(false),
+            dml_ctx: make(true),
+            engine,
+            vars,
+            user: user.to_string(),
+            notices: Vec::new(),
+            changed: Vec::new(),
+            in_transaction: false,
+            savepoints: Vec::new(),
+        }
+    }
+
+    /// The connected user.
+    pub fn user(&self) -> &str {
+        &self.user
+    }
+
+    /// True inside `BEGIN ... COMMIT`.
+    pub fn in_transaction(&self) -> bool {
+        self.in_transaction
+    }
+
+    /// Leaves the transaction block (COMMIT, ROLLBACK, or COMMIT of a failed block).
+    pub fn end_transaction(&mut self) {
+        self.in_transaction = false;
+        self.savepoints.clear();
+    }
+
+    /// The schema unqualified names resolve to.
+    pub fn default_schema(&self) -> String {
+        let first = first_schema(&self.vars.read());
+        if self.engine.catalog().schema(&first).is_some() {
+            first
+        } else {
+            "public".into()
+        }
+    }
+
+    /// Queues a NOTICE for the client.
+    pub(crate) fn notice(&mut self, msg: &str) {
+        self.notices.push(msg.to_string());
+    }
+
+    /// Takes the queued NOTICEs.
+    pub fn take_notices(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.notices)
+    }
+
+    /// Takes the settings to report as ParameterStatus.
+    pub fn take_changed_settings(&mut self) -> Vec<(String, String)> {
+        std::mem::take(&mut self.changed)
+    }
+
+    /// Sets a setting from the connection's startup packet or `options` (`-c name=value`).
+    pub fn set_startup_var(&mut self, name: &str, value: &str) {
+        let key = canonical_var(name);
+        let value = value.trim_matches('\'').to_string();
+        self.vars.write().insert(key, value);
+    }
+
+    /// Current value of setting `name`.
+    pub fn var(&self, name: &str) -> Option<String> {
+        self.vars.read().get(&canonical_var(name)).cloned()
+    }
+
+    pub(crate) fn state(&self, dml: bool) -> SessionState {
+        let mut state = if dml { self.dml_ctx.state() } else { self.ctx.state() };
+        state.config_mut().set_extension(Arc::new(QuerySnapshot(self.engine.store.snapshot())));
+        let schema = self.default_schema();
+        state.config_mut().options_mut().catalog.default_schema = schema;
+        state
+    }
+
+    pub(crate) async fn plan(&self, stmt: &Statement, dml: bool) -> Result<(SessionState, LogicalPlan)> {
+        let state = self.state(dml);
+        let mut stmt = stmt.clone();
+        self.expand_views_in(&mut stmt)?;
+        if let Statement::Query(q) = &mut stmt {
+            if let Some(applied) = self.apply_correlated(q).await {
+                **q = applied;
+            }
+        }
+        crate::pg::rewrite_statement(&mut stmt)?;
+        // After the PostgreSQL rewrites, which name the column after the cast's type.
+        self.rewrite_enum_casts(&mut stmt);
+        let plan = state.statement_to_plan(DFStatement::Statement(Box::new(stmt))).await?;
+        let plan = crate::pg::rewrite_plan(plan)?;
+        Ok((state, plan))
+    }
+
+    /// A context for queries over in-memory tables (RETURNING, ON CONFLICT): the session's
+    /// settings and functions, with a default catalog to register tables in.
+    pub(crate) fn scratch_context(&self) -> SessionContext {
+        let mut config = SessionConfig::new();
+        config.options_mut().sql_parser.dialect = datafusion::config::Dialect::PostgreSQL;
+        config.options_mut().execution.time_zone = Some("+00:00".to_string());
+        config.options_mut().sql_parser.parse_float_as_decimal = true;
+        config.options_mut().sql_parser.map_string_types_to_utf8view = false;
+        let ctx = SessionContext::new_with_config(config);
+        for udf in self.ctx.state().scalar_functions().values() {
+            ctx.register_udf(udf.as_ref().clone());
+        }
+        ctx
+    }
+
+    /// Plans and runs a query statement given as text, collecting its rows.
+    pub(crate) async fn run_query(&self, sql: &str) -> Result<(SchemaRef, Vec<RecordBatch>)> {
+        let stmt = Parser::parse_sql(&PostgreSqlDialect {}, sql)
+            .map_err(|e| user_err!(sqlstate::SYNTAX_ERROR, "{e}"))?
+            .pop()
+            .ok_or_else(|| user_err!(sqlstate::SYNTAX_ERROR, "empty query"))?;
+        let (state, plan) = Box::pin(self.plan(&stmt, false)).await?;
+        let schema: SchemaRef = Arc::new(plan.schema().as_arrow().clone());
+        Ok((schema, DataFrame::new(state, plan).collect().await?))
+    }
+
+    /// Evaluates column `col`'s DEFAULT for `n` rows.
+    pub(crate) fn evaluate_default(&self, table: &crate::catalog::TableCatalog, col: usize, n: usize) -> Result<arrow::array::ArrayRef> {
+        let defaults = crate::planner::provider::column_defaults(self.engine.as_ref(), table);
+        let Some(expr) = defaults.get(&table.columns[col].name) else {
+            return Ok(arrow::array::new_null_array(&table.columns[col].ty.to_arrow(), n));
+        };
+        let state = self.ctx.state();
+        let df_schema = datafusion::common::DFSchema::empty();
+        // Time functions (`now()`) are constants of the statement: fold them as DataFusion's
+        // optimizer would before turning the expression into a physical one.
+        let context = datafusion::logical_expr::simplify::SimplifyContext::builder()
+            .with_schema(Arc::new(df_schema.clone()))
+            .with_config_options(Arc::new(state.config_options().as_ref().clone()))
+            .with_current_time()
+            .build();
+        let expr = datafusion::optimizer::simplify_expressions::ExprSimplifier::new(context).simplify(expr.clone())?;
+        let physical = state.create_physical_expr(expr, &df_schema)?;
+        let batch = RecordBatch::try_new_with_options(
+            Arc::new(Schema::empty()),
+            vec![],
+            &arrow::array::RecordBatchOptions::new().with_row_count(Some(n)),
+        )?;
+        let arr = physical.evaluate(&batch)?.into_array(n)?;
+        Ok(arrow::compute::cast(&arr, &table.columns[col].ty.to_arrow())?)
+    }
+}
+
+/// `schema` with the output names clients see (repeated names unmarked, see
+/// [`crate::planner::names::DUPLICATE_MARK`]).
+pub(crate) fn client_schema(schema: &Schema) -> SchemaRef {
+    use crate::planner::names::output_name;
+    if !schema.fields().iter().any(|f| output_name(f.name()) != f.name()) {
+        return Arc::new(schema.clone());
+    }
+    let fields: Vec<Field> = schema.fields().iter().map(|f| f.as_ref().clone().with_name(output_name(f.name()))).collect();
+    Arc::new(Schema::new_with_metadata(fields, schema.metadata().clone()))
+}
+
+/// Refuses a relation definition whose columns repeat a name (PostgreSQL's 42701).
+pub(crate) fn unique_column_names<'a>(names: impl Iterator<Item = &'a str>) -> Result<()> {
+    let mut seen = std::collections::HashSet::new();
+    for n in names {
+        if !seen.insert(n) {
+            return Err(user_err!(sqlstate::DUPLICATE_COLUMN, "column \"{n}\" specified more than once"));
+        }
+    }
+    Ok(())
+}
+
+/// Plans `sql` (with the PostgreSQL rewrites) in a scratch context holding in-memory tables and
+/// runs it: the client-visible schema and the rows.
+pub(crate) async fn run_scratch(ctx: &SessionContext, sql: &str) -> Result<(SchemaRef, Vec<RecordBatch>)> {
+    let mut stmt = Parser::parse_sql(&PostgreSqlDialect {}, sql)
+        .map_err(|e| user_err!(sqlstate::SYNTAX_ERROR, "{e}"))?
+        .pop()
+        .ok_or_else(|| user_err!(sqlstate::SYNTAX_ERROR, "empty statement"))?;
+    crate::pg::rewrite_statement(&mut stmt)?;
+    let state = ctx.state();
+    let plan = state.statement_to_plan(DFStatement::Statement(Box::new(stmt))).await?;
+    let plan = crate::pg::rewrite_plan(plan)?;
+    let schema = client_schema(plan.schema().as_arrow());
+    Ok((schema, DataFrame::new(state, plan).collect().await?))
+}

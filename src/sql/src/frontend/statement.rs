@@ -1,0 +1,106 @@
+//! Statements as the frontend sees them: [`EddyStatement`] (sqlparser's statements plus Eddy's
+//! own: `FLUSH`, `VERIFY`, `SHOW MATERIALIZED VIEWS`, ...), their role in a transaction block,
+//! and the splitting and parsing of a query string.
+
+
+use datafusion::sql::sqlparser::ast::Statement;
+use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
+use datafusion::sql::sqlparser::parser::Parser;
+use eddy_common::error::sqlstate;
+use eddy_common::{user_err, EddyError, Result};
+
+use crate::frontend::session::Session;
+use crate::frontend::split::split_statements;
+
+/// How a statement acts on a transaction block that has failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TxControl {
+    /// `COMMIT`: ends the failed block, reported as ROLLBACK.
+    Commit,
+    /// `ROLLBACK`.
+    Rollback,
+    /// `ROLLBACK TO SAVEPOINT`: the block is usable again.
+    RollbackTo,
+    /// Anything else: refused with 25P02 while the block has failed.
+    Other,
+}
+
+impl EddyStatement {
+    /// The statement's transaction-control role.
+    pub fn tx_control(&self) -> TxControl {
+        match self {
+            EddyStatement::Sql(s, _) => match s.as_ref() {
+                Statement::Commit { .. } => TxControl::Commit,
+                Statement::Rollback { savepoint: Some(_), .. } => TxControl::RollbackTo,
+                Statement::Rollback { .. } => TxControl::Rollback,
+                _ => TxControl::Other,
+            },
+            _ => TxControl::Other,
+        }
+    }
+}
+
+/// The error for a statement sent in a transaction block that has failed.
+pub fn in_failed_transaction() -> EddyError {
+    user_err!(
+        sqlstate::IN_FAILED_SQL_TRANSACTION,
+        "current transaction is aborted, commands ignored until end of transaction block"
+    )
+}
+
+/// One parsed statement.
+#[derive(Debug, Clone)]
+pub enum EddyStatement {
+    /// A statement sqlparser understands, with its source text.
+    Sql(Box<Statement>, String),
+    /// `FLUSH`: wait for the next epoch commit.
+    Flush,
+    /// `VERIFY MATERIALIZED VIEW name`.
+    Verify(String),
+    /// `SHOW MATERIALIZED VIEWS`.
+    ShowViews,
+    /// `SHOW CREATE MATERIALIZED VIEW name`.
+    ShowCreateView(String),
+}
+
+
+impl Session {
+    /// Splits and parses a query string into statements.
+    pub fn parse(&self, sql: &str) -> Result<Vec<EddyStatement>> {
+        let mut out = Vec::new();
+        for piece in split_statements(sql) {
+            let words = piece.words.len();
+            if piece.starts_with(&["FLUSH"]) && words == 1 && piece.rest_after(1).is_empty() {
+                out.push(EddyStatement::Flush);
+                continue;
+            }
+            if piece.starts_with(&["VERIFY", "MATERIALIZED", "VIEW"]) {
+                out.push(EddyStatement::Verify(piece.rest_after(3).to_string()));
+                continue;
+            }
+            if piece.starts_with(&["SHOW", "MATERIALIZED", "VIEWS"]) && piece.rest_after(3).is_empty() {
+                out.push(EddyStatement::ShowViews);
+                continue;
+            }
+            if piece.starts_with(&["SHOW", "CREATE", "MATERIALIZED", "VIEW"]) {
+                out.push(EddyStatement::ShowCreateView(piece.rest_after(4).to_string()));
+                continue;
+            }
+            let stmts = Parser::parse_sql(&PostgreSqlDialect {}, &piece.text)
+                .map_err(|e| user_err!(sqlstate::SYNTAX_ERROR, "{}", e.to_string().trim_start_matches("sql parser error: ")))?;
+            for s in stmts {
+                out.push(EddyStatement::Sql(Box::new(s), piece.text.clone()));
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// An identifier as PostgreSQL stores it: folded to lower case unless quoted.
+pub(crate) fn ident_name(i: &datafusion::sql::sqlparser::ast::Ident) -> String {
+    if i.quote_style.is_some() {
+        i.value.clone()
+    } else {
+        i.value.to_lowercase()
+    }
+}

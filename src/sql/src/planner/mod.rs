@@ -1,0 +1,14 @@
+//! DataFusion integration (layer 3 of the SQL crate): scalar functions, checked arithmetic,
+//! PostgreSQL text casts, the table providers that read Eddy's state, and the stream planner
+//! that turns a view's `LogicalPlan` into incremental operators. It reads the database only
+//! through [`crate::catalog::Relations`].
+
+pub mod enums;
+pub mod jsonb;
+pub mod names;
+pub mod overflow;
+pub mod provider;
+pub mod stream_plan;
+pub mod text_cast;
+pub mod udf;
+pub mod settings;

@@ -1,0 +1,82 @@
+//! Scalar functions defined by closures, and the serial-column `nextval` default built on
+//! them.
+
+use std::hash::{Hash, Hasher};
+use std::sync::Arc;
+
+use arrow::datatypes::DataType;
+use datafusion::common::ScalarValue;
+use datafusion::error::Result as DfResult;
+use datafusion::logical_expr::{ColumnarValue, Expr, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature, Volatility};
+use datafusion::prelude::SessionContext;
+
+/// The body of a closure-defined function: arguments and row count to result.
+pub(crate) type Body = dyn Fn(&[ColumnarValue], usize) -> DfResult<ColumnarValue> + Send + Sync;
+
+/// A scalar function defined by a closure.
+struct FnUdf {
+    name: String,
+    signature: Signature,
+    ret: DataType,
+    body: Arc<Body>,
+}
+
+impl std::fmt::Debug for FnUdf {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}()", self.name)
+    }
+}
+
+impl PartialEq for FnUdf {
+    fn eq(&self, other: &Self) -> bool {
+        self.name == other.name && Arc::ptr_eq(&self.body, &other.body)
+    }
+}
+
+impl Eq for FnUdf {}
+
+impl Hash for FnUdf {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.name.hash(state)
+    }
+}
+
+impl ScalarUDFImpl for FnUdf {
+    fn name(&self) -> &str {
+        &self.name
+    }
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+    fn return_type(&self, _args: &[DataType]) -> DfResult<DataType> {
+        Ok(self.ret.clone())
+    }
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
+        (self.body)(&args.args, args.number_rows)
+    }
+}
+
+/// A closure-defined scalar function.
+pub(crate) fn closure_udf(name: &str, signature: Signature, ret: DataType, body: Arc<Body>) -> ScalarUDF {
+    ScalarUDF::new_from_impl(FnUdf { name: name.to_string(), signature, ret, body })
+}
+
+/// Registers a closure-defined scalar function on `ctx`.
+pub(crate) fn register(ctx: &SessionContext, name: &str, signature: Signature, ret: DataType, body: Arc<Body>) {
+    ctx.register_udf(closure_udf(name, signature, ret, body));
+}
+
+/// The expression a serial column's DEFAULT evaluates as: `eddy_nextval(table id, column
+/// index)`, one new value per row drawn from `sequences`.
+pub fn nextval_expr(sequences: &Arc<crate::catalog::sequence::Sequences>, table: u32, column: usize) -> Expr {
+    let sequences = sequences.clone();
+    let body = move |_args: &[ColumnarValue], rows: usize| -> DfResult<ColumnarValue> {
+        let values = sequences.take(table, column, rows);
+        Ok(ColumnarValue::Array(Arc::new(arrow::array::Int64Array::from_iter_values(values))))
+    };
+    let udf = closure_udf("eddy_nextval", Signature::any(2, Volatility::Volatile), DataType::Int64, Arc::new(body));
+    udf.call(vec![
+        Expr::Literal(ScalarValue::Int64(Some(i64::from(table))), None),
+        Expr::Literal(ScalarValue::Int64(Some(column as i64)), None),
+    ])
+}
