@@ -9,6 +9,7 @@ pub mod object_store_url;
 pub mod protocol;
 pub mod state_table;
 pub mod store;
+pub mod testing;
 
 pub use state_table::StateTable;
 pub use store::{EpochBatch, ReadSnapshot, StateStore, StoreOptions};
