@@ -25,6 +25,8 @@ pub mod testing;
 mod slatedb_behaviour;
 #[cfg(test)]
 mod store_tests;
+#[cfg(test)]
+mod fault_tests;
 
 pub use batch::EpochBatch;
 pub use runs::RunId;
