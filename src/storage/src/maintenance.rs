@@ -98,8 +98,8 @@ impl StateStore {
     /// docs). Returns whether live runs remain.
     pub async fn fold_step(&self, max_entries: usize) -> Result<bool> {
         let max_entries = max_entries.max(1);
-        let state = self.commit_lock.lock().await;
-        if state.needs_recovery {
+        let guard = self.commit_lock.lock().await;
+        if self.needs_recovery() {
             return Err(EddyError::external("state store awaits recovery after a failed commit"));
         }
         let committed = self.committed_state();
@@ -127,7 +127,7 @@ impl StateStore {
         let snapshot = inc.db.snapshot().map_err(storage_err)?;
         let remaining = !next_live.is_empty();
         self.set_committed(committed.epoch, ReadSnapshot::new(committed.epoch, snapshot, next_live.into()));
-        drop(state);
+        drop(guard);
         Ok(remaining)
     }
 
@@ -210,9 +210,12 @@ async fn maintenance_loop(store: Weak<StateStore>, mut stop: watch::Receiver<boo
                 }
             }
         }
-        match s.fold_step(s.tuning.fold_chunk_entries).await {
-            Ok(more) => busy = more,
-            Err(e) => tracing::warn!("state store fold step failed (will retry): {}", e.message),
+        // A store awaiting recovery cannot fold; the next commit (or `recover`) fixes that.
+        if !s.needs_recovery() {
+            match s.fold_step(s.tuning.fold_chunk_entries).await {
+                Ok(more) => busy = more,
+                Err(e) => tracing::warn!("state store fold step failed (will retry): {}", e.message),
+            }
         }
         let wake = s.maintenance.wake.clone();
         let interval = s.tuning.maintenance_interval;

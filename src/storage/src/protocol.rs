@@ -17,8 +17,10 @@ pub struct CommitRecord {
     pub epoch: Epoch,
     /// Layout version the data was written with.
     pub format_version: u32,
-    /// How many times the store has been opened for writing, this open included. Lets callers
-    /// mint ids that are unique across restarts (hidden row ids) without scanning state.
+    /// How many times the store has been opened for writing (or recovered), this open
+    /// included. Recorded durably as soon as the store opens ([`record_at_open`]), so no two
+    /// opens share one, even if the first dies before committing. Lets callers mint ids that
+    /// are unique across restarts (hidden row ids, run ids) without scanning state.
     pub generation: u64,
 }
 

@@ -118,7 +118,7 @@ pub fn encode_live_runs(runs: &[RunId]) -> Vec<u8> {
 
 /// Parses [`encode_live_runs`]'s output.
 pub fn decode_live_runs(bytes: &[u8]) -> Result<Vec<RunId>> {
-    if bytes.len() % 8 != 0 {
+    if !bytes.len().is_multiple_of(8) {
         return Err(internal_err!("corrupt live-run list of {} bytes", bytes.len()));
     }
     Ok(bytes.chunks_exact(8).map(|c| u64::from_be_bytes(c.try_into().unwrap_or([0; 8]))).collect())

@@ -46,7 +46,7 @@
 
 use std::collections::HashSet;
 use std::future::Future;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -151,13 +151,6 @@ pub(crate) struct Committed {
     pub(crate) snapshot: ReadSnapshot,
 }
 
-/// State guarded by the commit lock.
-#[derive(Debug, Default)]
-pub(crate) struct CommitState {
-    /// A commit failed (or SlateDB died): reopen before anything else is written.
-    pub(crate) needs_recovery: bool,
-}
-
 /// One opened SlateDB instance and the generation it runs in.
 pub(crate) struct Incarnation {
     /// The LSM.
@@ -183,7 +176,10 @@ pub struct StateStore {
     /// Last committed epoch and a snapshot of it.
     committed: RwLock<Arc<Committed>>,
     /// Serializes commits (epoch order), fold steps and recovery without blocking readers.
-    pub(crate) commit_lock: tokio::sync::Mutex<CommitState>,
+    pub(crate) commit_lock: tokio::sync::Mutex<()>,
+    /// A commit failed: reopen before anything else is written. Changed only under
+    /// `commit_lock`; read anywhere.
+    pub(crate) failed: AtomicBool,
     /// Next run id to mint (`generation << 32 | counter`).
     next_run_id: AtomicU64,
     /// Runs of this generation deleted by `discard_run`; a commit refuses them.
@@ -245,7 +241,8 @@ impl StateStore {
         let store = Arc::new(Self {
             current: RwLock::new(Arc::new(opened.incarnation)),
             committed: RwLock::new(Arc::new(Committed { epoch: opened.committed, snapshot })),
-            commit_lock: tokio::sync::Mutex::new(CommitState::default()),
+            commit_lock: tokio::sync::Mutex::new(()),
+            failed: AtomicBool::new(false),
             next_run_id: AtomicU64::new(first_run),
             discarded: Mutex::new(HashSet::new()),
             object_store,
@@ -387,10 +384,9 @@ impl StateStore {
     /// batch is durable and later snapshots show it. If the store needs recovery (an earlier
     /// commit failed, or SlateDB died in the background), recovers first.
     pub async fn commit(&self, epoch: Epoch, batch: EpochBatch) -> Result<()> {
-        let mut state = self.commit_lock.lock().await;
-        let dead = self.incarnation().db.status().close_reason.is_some();
-        if state.needs_recovery || dead {
-            self.reopen_locked(&mut state).await?;
+        let _guard = self.commit_lock.lock().await;
+        if self.needs_recovery() {
+            self.reopen_locked().await?;
         }
         let record: CommitRecord = protocol::decide_commit(self.committed_epoch(), epoch, self.generation())?;
         let (tail, new_runs) = batch.into_parts();
@@ -425,7 +421,7 @@ impl StateStore {
             Err(e) => {
                 // The instance may hold (and might still upload) the failed batch: it must not
                 // serve another snapshot or write. Recovery replaces it.
-                state.needs_recovery = true;
+                self.failed.store(true, Ordering::SeqCst);
                 Err(e)
             }
         }
@@ -436,24 +432,24 @@ impl StateStore {
     /// failed commit, except for an ambiguous failure (see the module docs). Snapshots taken
     /// before are invalid afterwards; batches holding runs spilled before cannot commit.
     pub async fn recover(&self) -> Result<Epoch> {
-        let mut state = self.commit_lock.lock().await;
-        self.reopen_locked(&mut state).await?;
+        let _guard = self.commit_lock.lock().await;
+        self.reopen_locked().await?;
         Ok(self.committed_epoch())
     }
 
     /// True if the next commit will first recover (a commit failed or SlateDB died).
-    pub async fn needs_recovery(&self) -> bool {
-        self.commit_lock.lock().await.needs_recovery || self.incarnation().db.status().close_reason.is_some()
+    pub fn needs_recovery(&self) -> bool {
+        self.failed.load(Ordering::SeqCst) || self.incarnation().db.status().close_reason.is_some()
     }
 
-    /// Recovery under the commit lock.
-    async fn reopen_locked(&self, state: &mut CommitState) -> Result<()> {
+    /// Recovery; the caller holds the commit lock.
+    async fn reopen_locked(&self) -> Result<()> {
         let old = self.incarnation();
         // Stop the old instance without a final flush: what it still buffers belongs to a
         // failed commit and must not become durable now. If it does not stop in time, the new
         // instance fences it anyway.
         Self::abandon(&old.db, &self.tuning).await;
-        state.needs_recovery = true;
+        self.failed.store(true, Ordering::SeqCst);
         let opened = Self::open_incarnation(&self.object_store, &self.path, &self.cache, &self.tuning).await?;
         let snapshot =
             ReadSnapshot::new(opened.committed, opened.incarnation.db.snapshot().map_err(storage_err)?, opened.live.into());
@@ -464,7 +460,7 @@ impl StateStore {
         self.next_run_id.store(first_run, Ordering::SeqCst);
         self.discarded.lock().clear();
         self.set_committed(opened.committed, snapshot);
-        state.needs_recovery = false;
+        self.failed.store(false, Ordering::SeqCst);
         tracing::info!(
             "state store {} recovered at epoch {} (generation {generation})",
             self.description,
@@ -479,9 +475,9 @@ impl StateStore {
     /// failed since the last recovery: that data must not become durable).
     pub async fn close(&self) -> Result<()> {
         self.stop_maintenance().await;
-        let state = self.commit_lock.lock().await;
+        let _guard = self.commit_lock.lock().await;
         let inc = self.incarnation();
-        if state.needs_recovery {
+        if self.needs_recovery() {
             Self::abandon(&inc.db, &self.tuning).await;
             return Ok(());
         }

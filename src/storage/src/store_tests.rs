@@ -490,3 +490,44 @@ async fn a_scan_cursor_hands_out_at_most_max_entries_per_batch() {
     assert!(all.iter().all(|(k, _)| !k.starts_with(runs::RUN_PREFIX)));
     assert_eq!(all.iter().filter(|(k, _)| k.starts_with(b"\0\0\0\x05")).count(), 10);
 }
+
+#[tokio::test]
+async fn scans_are_also_available_as_streams() {
+    use futures::TryStreamExt;
+    let store = memory_store().await;
+    let t = int_table();
+    let mut b = EpochBatch::default();
+    t.write_chunk(&chunk(&t, 0..10_000, Op::Insert), &mut b).unwrap();
+    b.spill(&store).await.unwrap();
+    store.commit(Epoch(1), b).await.unwrap();
+    let snap = store.snapshot();
+    let batches: Vec<RecordBatch> = t.scan_stream(&snap).await.unwrap().into_stream().try_collect().await.unwrap();
+    assert_eq!(batches.iter().map(|b| b.num_rows()).collect::<Vec<_>>(), vec![8192, 1808]);
+    let cursor = snap.scan_batches(Bound::Unbounded, Bound::Unbounded, 4000).await.unwrap();
+    let entries: Vec<Vec<(Bytes, Bytes)>> = cursor.into_stream().try_collect().await.unwrap();
+    assert!(entries.iter().all(|e| e.len() <= 4000));
+    assert!(entries.iter().map(|e| e.len()).sum::<usize>() >= 10_000);
+}
+
+#[tokio::test]
+async fn garbage_runs_are_collected_in_the_background_after_open() {
+    let os: Arc<dyn object_store::ObjectStore> = Arc::new(object_store::memory::InMemory::new());
+    let garbage = {
+        let store = StateStore::open_with(os.clone(), "db", &StoreOptions::default(), quiet()).await.unwrap();
+        let mut never = EpochBatch::default();
+        never.put(key("b"), b"2".to_vec());
+        never.spill(&store).await.unwrap();
+        store.commit(Epoch(1), EpochBatch::default()).await.unwrap();
+        store.close().await.unwrap();
+        never.runs()[0]
+    };
+    let store = StateStore::open_with(os, "db", &StoreOptions::default(), StoreTuning::default()).await.unwrap();
+    let s = store.clone();
+    let collected = eventually(Duration::from_secs(20), || {
+        let s = s.clone();
+        async move { s.run_get(garbage, &key("b")).await.unwrap().is_none() }
+    })
+    .await;
+    assert!(collected);
+    store.close().await.unwrap();
+}

@@ -17,8 +17,9 @@
 //! errors are `object_store::Error::Generic`, which SlateDB's retrying object store treats as
 //! transient (it retries them), exactly like a 503 or a connection reset.
 //!
-//! The first matching rule (in the order rules were added) decides a request's fate; a request
-//! no rule matches goes straight to the wrapped store. Counters of requests per kind and of
+//! Rules are tried in the order they were added; the first one that *fires* decides a request's
+//! fate (a rule that matches without firing, e.g. `Nth(3)` on its first match, only counts the
+//! request). A request no rule fires on goes straight to the wrapped store. Counters of requests per kind and of
 //! injected faults let tests wait (with a deadline) until the database actually hit a fault.
 
 use std::fmt;
