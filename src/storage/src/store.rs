@@ -43,6 +43,12 @@
 //! * An ambiguous PUT (written, then reported failed) of a WAL file is resolved by SlateDB
 //!   itself: the retry finds the object, recognises its own upload id and reports success.
 //! * Snapshots of a closed instance return "db is closed".
+//! * Opening is the expensive part of recovery: it lists and reads the manifest, fences the
+//!   WAL (writing a file) and replays every WAL file since the last L0 flush, one GET each.
+//!   Each failed open leaves its fence behind, so under a steadily unreliable store opens need
+//!   ever more requests: with 30 % of requests failing and one retry, a store was seen to fail
+//!   76 reopens in a row. Recovery is for a store that has healed, not a way to ride out a
+//!   flaky one; the retry cap is the knob for that.
 
 use std::collections::HashSet;
 use std::future::Future;
