@@ -17,8 +17,10 @@ pub struct CommitRecord {
     pub epoch: Epoch,
     /// Layout version the data was written with.
     pub format_version: u32,
-    /// How many times the store has been opened for writing, this open included. Lets callers
-    /// mint ids that are unique across restarts (hidden row ids) without scanning state.
+    /// How many times the store has been opened for writing (or recovered), this open
+    /// included. Recorded durably as soon as the store opens ([`record_at_open`]), so no two
+    /// opens share one, even if the first dies before committing. Lets callers mint ids that
+    /// are unique across restarts (hidden row ids, run ids) without scanning state.
     pub generation: u64,
 }
 
@@ -70,6 +72,13 @@ pub fn recover(stored: Option<&[u8]>) -> Result<Recovered> {
     }
 }
 
+/// The record a store writes (durably) as soon as it opens: the recovered epoch in the new
+/// generation, so the generation is never handed out twice, even if the process dies before
+/// its first commit.
+pub fn record_at_open(recovered: &Recovered) -> CommitRecord {
+    CommitRecord { epoch: recovered.committed, format_version: FORMAT_VERSION, generation: recovered.generation }
+}
+
 /// Validates a proposed commit and returns the record to write with it. Epochs commit in
 /// order, each exactly once: a proposal at or below the last committed epoch is a bug.
 pub fn decide_commit(last_committed: Epoch, proposed: Epoch, generation: u64) -> Result<CommitRecord> {
@@ -111,6 +120,15 @@ mod tests {
     fn state_from_a_newer_format_is_refused() {
         let rec = CommitRecord { epoch: Epoch(1), format_version: FORMAT_VERSION + 1, generation: 1 };
         assert!(recover(Some(&rec.encode())).is_err());
+    }
+
+    #[test]
+    fn the_generation_recorded_at_open_is_the_next_opens_predecessor() {
+        let first = recover(None).unwrap();
+        let rec = record_at_open(&first);
+        assert_eq!(rec.epoch, Epoch::ZERO);
+        let second = recover(Some(&rec.encode())).unwrap();
+        assert_eq!(second, Recovered { committed: Epoch::ZERO, generation: 2 });
     }
 
     #[test]

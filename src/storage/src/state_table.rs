@@ -4,13 +4,21 @@
 //! the whole row. Writes go into the [`EpochBatch`] of the epoch they belong to and become
 //! visible to readers only when that epoch commits. Within a batch, the last write to a key
 //! wins, so an insert of an existing key overwrites it (upsert).
+//!
+//! Scans stream: [`StateTable::scan_stream`] and its range variants decode at most
+//! `SCAN_BATCH_ROWS` rows at a time, so a table larger than memory can be read.
+
+use std::ops::{Bound, Range};
+use std::sync::Arc;
 
 use arrow::array::RecordBatch;
 use arrow::datatypes::SchemaRef;
 use eddy_common::codec::{table_prefix, RowCodec};
 use eddy_common::{Op, Result, StreamChunk};
+use futures::Stream;
 
-use crate::store::{EpochBatch, ReadSnapshot};
+use crate::batch::EpochBatch;
+use crate::scan::{prefix_bounds, ReadSnapshot, ScanCursor};
 
 /// Rows per decoded batch when scanning.
 const SCAN_BATCH_ROWS: usize = 8192;
@@ -20,14 +28,14 @@ const SCAN_BATCH_ROWS: usize = 8192;
 pub struct StateTable {
     /// Key-space id of this table.
     table_id: u32,
-    /// Encoder for keys and values.
-    codec: RowCodec,
+    /// Encoder for keys and values (shared with the table's scans).
+    codec: Arc<RowCodec>,
 }
 
 impl StateTable {
     /// A state table with rows of `schema`, keyed by the columns at `pk_indices`.
     pub fn try_new(table_id: u32, schema: SchemaRef, pk_indices: Vec<usize>) -> Result<Self> {
-        Ok(Self { table_id, codec: RowCodec::try_new(schema, pk_indices)? })
+        Ok(Self { table_id, codec: Arc::new(RowCodec::try_new(schema, pk_indices)?) })
     }
 
     /// The table's id.
@@ -58,10 +66,15 @@ impl StateTable {
         Ok(())
     }
 
-    /// Removes every row of the table.
+    /// Removes every row of the table (streaming over it, so only the deletes accumulate in
+    /// `batch`, which its owner may spill).
     pub async fn clear(&self, snapshot: &ReadSnapshot, batch: &mut EpochBatch) -> Result<()> {
-        for (k, _) in snapshot.scan_prefix(&table_prefix(self.table_id)).await? {
-            batch.delete(k.to_vec());
+        let (start, end) = prefix_bounds(&table_prefix(self.table_id));
+        let mut cursor = snapshot.scan_batches(start, end, SCAN_BATCH_ROWS).await?;
+        while let Some(entries) = cursor.next_batch().await? {
+            for (k, _) in entries {
+                batch.delete(k.to_vec());
+            }
         }
         Ok(())
     }
@@ -78,12 +91,72 @@ impl StateTable {
         self.codec.decode_values(values.iter().map(|v| v.as_ref()))
     }
 
-    /// All rows at `snapshot`, as batches of at most `SCAN_BATCH_ROWS` rows.
+    /// All rows at `snapshot`, as batches of at most `SCAN_BATCH_ROWS` rows. Collects the
+    /// table; prefer [`StateTable::scan_stream`].
     pub async fn scan(&self, snapshot: &ReadSnapshot) -> Result<Vec<RecordBatch>> {
-        let entries = snapshot.scan_prefix(&table_prefix(self.table_id)).await?;
-        entries
-            .chunks(SCAN_BATCH_ROWS)
-            .map(|chunk| self.codec.decode_values(chunk.iter().map(|(_, v)| v.as_ref())))
-            .collect()
+        let mut scan = self.scan_stream(snapshot).await?;
+        let mut out = Vec::new();
+        while let Some(batch) = scan.next_batch().await? {
+            out.push(batch);
+        }
+        Ok(out)
+    }
+
+    /// All rows at `snapshot`, decoded lazily in key order.
+    pub async fn scan_stream(&self, snapshot: &ReadSnapshot) -> Result<TableScan> {
+        let (start, end) = prefix_bounds(&table_prefix(self.table_id));
+        self.scan_stream_keys(snapshot, start, end).await
+    }
+
+    /// The rows of the vnodes in `vnodes` at `snapshot` (an actor's share of a table).
+    pub async fn scan_stream_vnodes(&self, snapshot: &ReadSnapshot, vnodes: Range<u16>) -> Result<TableScan> {
+        let bound = |vnode: u16| {
+            let mut k = table_prefix(self.table_id).to_vec();
+            k.extend_from_slice(&vnode.to_be_bytes());
+            k
+        };
+        self.scan_stream_keys(snapshot, Bound::Included(bound(vnodes.start)), Bound::Excluded(bound(vnodes.end))).await
+    }
+
+    /// The rows with full keys (`table_id | vnode | pk`) in (`start`, `end`), clamped to this
+    /// table's key space.
+    pub async fn scan_stream_keys(&self, snapshot: &ReadSnapshot, start: Bound<Vec<u8>>, end: Bound<Vec<u8>>) -> Result<TableScan> {
+        let (table_start, table_end) = prefix_bounds(&table_prefix(self.table_id));
+        let start = match (start, &table_start) {
+            (Bound::Unbounded, _) => table_start.clone(),
+            (Bound::Included(k), Bound::Included(t)) | (Bound::Excluded(k), Bound::Included(t)) if k < *t => table_start.clone(),
+            (b, _) => b,
+        };
+        let end = match (end, &table_end) {
+            (Bound::Unbounded, _) => table_end.clone(),
+            (Bound::Included(k), Bound::Excluded(t)) | (Bound::Excluded(k), Bound::Excluded(t)) if k >= *t => table_end.clone(),
+            (b, _) => b,
+        };
+        let cursor = snapshot.scan_batches(start, end, SCAN_BATCH_ROWS).await?;
+        Ok(TableScan { cursor, codec: self.codec.clone() })
+    }
+}
+
+/// A streaming scan of a [`StateTable`]: decoded batches of at most `SCAN_BATCH_ROWS` rows.
+#[derive(Debug)]
+pub struct TableScan {
+    /// Merged entries of the scanned range.
+    cursor: ScanCursor,
+    /// Decoder of the table's values.
+    codec: Arc<RowCodec>,
+}
+
+impl TableScan {
+    /// The next batch of rows in key order, or `None` at the end (never an empty batch).
+    pub async fn next_batch(&mut self) -> Result<Option<RecordBatch>> {
+        match self.cursor.next_batch().await? {
+            Some(entries) => Ok(Some(self.codec.decode_values(entries.iter().map(|(_, v)| v.as_ref()))?)),
+            None => Ok(None),
+        }
+    }
+
+    /// The scan as a stream of batches (for DataFusion's `RecordBatchStream`s).
+    pub fn into_stream(self) -> impl Stream<Item = Result<RecordBatch>> + Send {
+        futures::stream::try_unfold(self, |mut scan| async move { Ok(scan.next_batch().await?.map(|b| (b, scan))) })
     }
 }

@@ -1,29 +1,78 @@
 //! [`StateStore`]: SlateDB over `object_store`, committed one epoch at a time.
 //!
 //! Contract:
-//! * [`StateStore::commit`] writes every change of an epoch plus its [`CommitRecord`] as one
-//!   atomic SlateDB write batch and returns only once that batch is durable in object storage.
-//!   Epochs commit in strictly increasing order; the store refuses anything else.
+//! * [`StateStore::commit`] writes every change of an epoch as one atomic SlateDB write batch:
+//!   the batch's in-memory tail on base keys, the list of live runs extended by the batch's
+//!   spilled runs (see [`crate::runs`]), and the epoch's [`CommitRecord`]. It returns `Ok` only
+//!   once that batch is durable in object storage. Epochs commit in strictly increasing order;
+//!   the store refuses anything else.
+//! * A commit that returns `Err` does not advance [`StateStore::committed_epoch`] and its changes
+//!   are not visible to any snapshot of this process. The store then needs *recovery*: the next
+//!   commit (or an explicit [`StateStore::recover`]) reopens SlateDB from object storage and
+//!   resumes from the last durable commit record. One case stays ambiguous, as in every
+//!   database whose commit acknowledgement can be lost: if object storage accepted the write
+//!   but reported a failure that SlateDB could not tell apart from a real one, recovery finds
+//!   that epoch committed, entirely (the record and the changes are in one atomic batch).
+//!   Callers must read `committed_epoch()` after recovery rather than assume.
 //! * [`StateStore::snapshot`] returns a view of exactly the last committed epoch: never a
-//!   partially written one, since snapshots are taken between commits by the committer itself.
+//!   partially written one, since snapshots are taken between commits by the committer itself,
+//!   and uncommitted data only ever lives in runs that are not live.
+//! * Every wait on SlateDB is bounded ([`StoreTuning`]): SlateDB's own retries per object-store
+//!   request are capped (its default is to retry forever, which would make a commit hang for as
+//!   long as the store is down), and commits, opens and closes have deadlines.
 //! * After a crash, [`StateStore::open`] finds the last epoch whose batch became durable; none
-//!   of a later epoch's changes are visible.
+//!   of a later epoch's changes are visible. Each open durably bumps the generation before
+//!   anything is minted from it.
+//!
+//! What SlateDB 0.18 does when object storage fails (pinned by `slatedb_behaviour.rs` tests):
+//! * `Db::write` only appends to the in-memory WAL buffer and memtable; it succeeds while the
+//!   store is down, and the written data is immediately visible to `Db::get`/`Db::scan` of that
+//!   instance (but not to snapshots taken before). It fails at once when the instance is
+//!   already dead.
+//! * Every object-store request goes through SlateDB's retrying store: transient errors
+//!   (anything but not-found, already-exists, precondition, not-implemented) are retried with
+//!   exponential backoff (100 ms to 1 s, jittered). With `object_store_max_retries = None` (the
+//!   default) a WAL flush retries forever: `Db::flush` hangs while the store is down and
+//!   succeeds once it heals; the instance recovers on its own.
+//! * With a retry cap, a WAL upload that exhausts its retries closes the WAL for good: that
+//!   `flush` and every later one returns `Unavailable` ("wal unavailable"), even after the
+//!   store heals, and the instance ends up closed (`DbStatus::close_reason` set). A background
+//!   task (compactor, manifest poller) exhausting its retries kills the instance the same way,
+//!   even with no write in flight. The instance never comes back; a new `Db` opened on the same
+//!   path fences the old writer, replays the durable WAL and sees only durable writes.
+//! * An ambiguous PUT (written, then reported failed) of a WAL file is resolved by SlateDB
+//!   itself: the retry finds the object, recognises its own upload id and reports success.
+//! * Snapshots of a closed instance return "db is closed".
+//! * Opening is the expensive part of recovery: it lists and reads the manifest, fences the
+//!   WAL (writing a file) and replays every WAL file since the last L0 flush, one GET each.
+//!   Each failed open leaves its fence behind, so under a steadily unreliable store opens need
+//!   ever more requests: with 30 % of requests failing and one retry, a store was seen to fail
+//!   76 reopens in a row. Recovery is for a store that has healed, not a way to ride out a
+//!   flaky one; the retry cap is the knob for that.
 
-use std::ops::Bound;
+use std::collections::HashSet;
+use std::future::Future;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 use bytes::Bytes;
-use eddy_common::{EddyError, Epoch, Result};
-use parking_lot::RwLock;
-use slatedb::config::Settings;
+use eddy_common::{internal_err, EddyError, Epoch, Result};
+use object_store::ObjectStore;
+use parking_lot::{Mutex, RwLock};
+use slatedb::config::{CloseOptions, Settings};
 use slatedb::db_cache::foyer::{FoyerCache, FoyerCacheOptions};
-use slatedb::{Db, DbSnapshot, WriteBatch};
+use slatedb::db_cache::DbCache;
+use slatedb::{Db, WriteBatch};
 
+use crate::batch::EpochBatch;
+use crate::maintenance::Maintenance;
 use crate::object_store_url;
 use crate::protocol::{self, CommitRecord};
+use crate::runs::{self, Op, RunId, COMMIT_RECORD_KEY, LIVE_RUNS_KEY};
+use crate::scan::{storage_err, ReadSnapshot};
 
-/// Key of the commit record, in the system key space (table id 0).
-const COMMIT_RECORD_KEY: &[u8] = b"\0\0\0\0meta/commit";
+pub use crate::scan::prefix_end;
 
 /// How to open a store.
 #[derive(Debug, Clone)]
@@ -40,118 +89,117 @@ impl Default for StoreOptions {
     }
 }
 
-/// Changes of one epoch, applied in order (a later op on the same key wins).
-#[derive(Debug, Default)]
-pub struct EpochBatch {
-    ops: Vec<(Vec<u8>, Option<Vec<u8>>)>,
+/// Failure handling and background-work knobs (defaults suit production; tests shorten them).
+#[derive(Debug, Clone)]
+pub struct StoreTuning {
+    /// Retries SlateDB makes per object-store request before it gives up and its instance
+    /// dies (see the module docs). `None` is SlateDB's default, retry forever: then a down
+    /// store surfaces only through `commit_timeout`.
+    pub object_store_max_retries: Option<u32>,
+    /// Longest a commit (write and flush) or a spill write may take before it fails.
+    pub commit_timeout: Duration,
+    /// Longest opening SlateDB (at startup or in recovery) may take.
+    pub open_timeout: Duration,
+    /// Longest closing SlateDB or stopping the background task may take.
+    pub close_timeout: Duration,
+    /// Run entries one fold step moves into base keys (bounds how long it holds the commit
+    /// lock).
+    pub fold_chunk_entries: usize,
+    /// Whether `open` starts the background task that folds live runs and deletes garbage runs.
+    pub background_maintenance: bool,
+    /// How often the background task looks for work when not woken, and how long it backs
+    /// off after an error.
+    pub maintenance_interval: Duration,
 }
 
-impl EpochBatch {
-    /// Sets `key` to `value`.
-    pub fn put(&mut self, key: Vec<u8>, value: Vec<u8>) {
-        self.ops.push((key, Some(value)));
-    }
-
-    /// Removes `key`.
-    pub fn delete(&mut self, key: Vec<u8>) {
-        self.ops.push((key, None));
-    }
-
-    /// Appends all of `other`'s ops after this batch's.
-    pub fn extend(&mut self, other: EpochBatch) {
-        self.ops.extend(other.ops);
-    }
-
-    /// Number of ops.
-    pub fn len(&self) -> usize {
-        self.ops.len()
-    }
-
-    /// True if the batch holds no ops.
-    pub fn is_empty(&self) -> bool {
-        self.ops.is_empty()
-    }
-}
-
-/// A read view of one committed epoch.
-#[derive(Clone)]
-pub struct ReadSnapshot {
-    /// The epoch this snapshot shows.
-    pub epoch: Epoch,
-    inner: Arc<DbSnapshot>,
-}
-
-impl std::fmt::Debug for ReadSnapshot {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ReadSnapshot").field("epoch", &self.epoch).finish()
-    }
-}
-
-fn storage_err(e: slatedb::Error) -> EddyError {
-    EddyError::external(format!("state store: {e}"))
-}
-
-/// The exclusive upper bound of all keys starting with `prefix`, if any.
-pub fn prefix_end(prefix: &[u8]) -> Option<Vec<u8>> {
-    let mut end = prefix.to_vec();
-    while let Some(last) = end.pop() {
-        if last < 0xff {
-            end.push(last + 1);
-            return Some(end);
+impl Default for StoreTuning {
+    fn default() -> Self {
+        Self {
+            // About 7.5 s of backoff before SlateDB gives up on a request.
+            object_store_max_retries: Some(10),
+            commit_timeout: Duration::from_secs(60),
+            open_timeout: Duration::from_secs(60),
+            close_timeout: Duration::from_secs(30),
+            fold_chunk_entries: 4096,
+            background_maintenance: true,
+            maintenance_interval: Duration::from_secs(1),
         }
     }
-    None
 }
 
-impl ReadSnapshot {
-    /// The value of `key` at this epoch.
-    pub async fn get(&self, key: &[u8]) -> Result<Option<Bytes>> {
-        self.inner.get(key).await.map_err(storage_err)
+/// Awaits a SlateDB call for at most `limit`.
+pub(crate) async fn bounded<T>(
+    limit: Duration,
+    what: &str,
+    fut: impl Future<Output = std::result::Result<T, slatedb::Error>>,
+) -> Result<T> {
+    match tokio::time::timeout(limit, fut).await {
+        Ok(r) => r.map_err(|e| EddyError::external(format!("state store: {what}: {e}"))),
+        Err(_) => Err(EddyError::external(format!("state store: {what} did not finish within {limit:?}"))),
     }
+}
 
-    /// True if no key starts with `prefix`.
-    pub async fn is_prefix_empty(&self, prefix: &[u8]) -> Result<bool> {
-        let start = Bound::Included(Bytes::copy_from_slice(prefix));
-        let end = match prefix_end(prefix) {
-            Some(e) => Bound::Excluded(Bytes::from(e)),
-            None => Bound::Unbounded,
-        };
-        let mut iter = self.inner.scan((start, end)).await.map_err(storage_err)?;
-        Ok(iter.next().await.map_err(storage_err)?.is_none())
-    }
-
-    /// All entries whose key starts with `prefix`, in key order.
-    pub async fn scan_prefix(&self, prefix: &[u8]) -> Result<Vec<(Bytes, Bytes)>> {
-        let start = Bound::Included(Bytes::copy_from_slice(prefix));
-        let end = match prefix_end(prefix) {
-            Some(e) => Bound::Excluded(Bytes::from(e)),
-            None => Bound::Unbounded,
-        };
-        let mut iter = self.inner.scan((start, end)).await.map_err(storage_err)?;
-        let mut out = Vec::new();
-        while let Some(kv) = iter.next().await.map_err(storage_err)? {
-            out.push((kv.key, kv.value));
+/// Adds ops to a SlateDB write batch.
+pub(crate) fn add_ops(wb: &mut WriteBatch, ops: impl IntoIterator<Item = Op>) {
+    for (k, v) in ops {
+        match v {
+            Some(v) => wb.put(k, v),
+            None => wb.delete(k),
         }
-        Ok(out)
     }
 }
 
-/// Mutable part of the store, guarded by the commit lock.
-struct Committed {
-    epoch: Epoch,
-    snapshot: ReadSnapshot,
+/// The last committed epoch and a view of it; replaced after every commit and fold step.
+pub(crate) struct Committed {
+    /// Last committed epoch.
+    pub(crate) epoch: Epoch,
+    /// View of it, carrying the live runs.
+    pub(crate) snapshot: ReadSnapshot,
+}
+
+/// One opened SlateDB instance and the generation it runs in.
+pub(crate) struct Incarnation {
+    /// The LSM.
+    pub(crate) db: Db,
+    /// Generation of this open (see [`CommitRecord::generation`]).
+    pub(crate) generation: u64,
+}
+
+/// What opening SlateDB found.
+struct Opened {
+    /// The instance.
+    incarnation: Incarnation,
+    /// Last committed epoch.
+    committed: Epoch,
+    /// Runs live at that epoch.
+    live: Vec<RunId>,
 }
 
 /// The durable, epoch-committed key-value store all Eddy state lives in.
 pub struct StateStore {
-    /// The LSM.
-    db: Db,
-    /// Last committed epoch and a snapshot of it; replaced after every commit.
+    /// Current SlateDB instance; replaced by recovery.
+    current: RwLock<Arc<Incarnation>>,
+    /// Last committed epoch and a snapshot of it.
     committed: RwLock<Arc<Committed>>,
-    /// Serializes commits (epoch order) without blocking readers.
-    commit_lock: tokio::sync::Mutex<()>,
-    /// Generation of this open (see [`CommitRecord::generation`]).
-    generation: u64,
+    /// Serializes commits (epoch order), fold steps and recovery without blocking readers.
+    pub(crate) commit_lock: tokio::sync::Mutex<()>,
+    /// A commit failed: reopen before anything else is written. Changed only under
+    /// `commit_lock`; read anywhere.
+    pub(crate) failed: AtomicBool,
+    /// Next run id to mint (`generation << 32 | counter`).
+    next_run_id: AtomicU64,
+    /// Runs of this generation deleted by `discard_run`; a commit refuses them.
+    pub(crate) discarded: Mutex<HashSet<RunId>>,
+    /// Where the data lives.
+    object_store: Arc<dyn ObjectStore>,
+    /// Path of the database inside `object_store`.
+    path: String,
+    /// Block cache, shared by every incarnation.
+    cache: Arc<dyn DbCache>,
+    /// Failure and background knobs.
+    pub(crate) tuning: StoreTuning,
+    /// Background folding and garbage collection.
+    pub(crate) maintenance: Maintenance,
     /// Printable location.
     description: String,
 }
@@ -160,24 +208,130 @@ impl StateStore {
     /// Opens (or creates) the store at `options.url` and recovers its last committed epoch.
     pub async fn open(options: &StoreOptions) -> Result<Arc<Self>> {
         let resolved = object_store_url::resolve(&options.url)?;
-        let cache = FoyerCache::new_with_opts(FoyerCacheOptions { max_capacity: options.block_cache_bytes, shards: 8 });
-        let settings = Settings::default();
-        let db = Db::builder(resolved.path.clone(), resolved.store.clone())
-            .with_settings(settings)
-            .with_db_cache(Arc::new(cache), 1)
-            .build()
+        Self::open_inner(resolved.store, resolved.path, resolved.description, options, StoreTuning::default()).await
+    }
+
+    /// Opens (or creates) a store at `path` inside `object_store` (`options.url` only names it
+    /// in logs): the way to run a store over a wrapped object store such as
+    /// [`crate::testing::FaultyStore`], or with non-default `tuning`.
+    pub async fn open_with(
+        object_store: Arc<dyn ObjectStore>,
+        path: &str,
+        options: &StoreOptions,
+        tuning: StoreTuning,
+    ) -> Result<Arc<Self>> {
+        let description = format!("{} ({path})", options.url);
+        Self::open_inner(object_store, path.to_string(), description, options, tuning).await
+    }
+
+    /// Shared body of the constructors.
+    async fn open_inner(
+        object_store: Arc<dyn ObjectStore>,
+        path: String,
+        description: String,
+        options: &StoreOptions,
+        tuning: StoreTuning,
+    ) -> Result<Arc<Self>> {
+        let cache: Arc<dyn DbCache> =
+            Arc::new(FoyerCache::new_with_opts(FoyerCacheOptions { max_capacity: options.block_cache_bytes, shards: 8 }));
+        let opened = Self::open_incarnation(&object_store, &path, &cache, &tuning)
             .await
-            .map_err(|e| EddyError::external(format!("cannot open state store {}: {e}", resolved.description)))?;
-        let stored = db.get(COMMIT_RECORD_KEY).await.map_err(storage_err)?;
-        let recovered = protocol::recover(stored.as_deref())?;
-        let snapshot = ReadSnapshot { epoch: recovered.committed, inner: db.snapshot().map_err(storage_err)? };
-        Ok(Arc::new(Self {
-            db,
-            committed: RwLock::new(Arc::new(Committed { epoch: recovered.committed, snapshot })),
+            .map_err(|e| EddyError::external(format!("cannot open state store {description}: {}", e.message)))?;
+        let snapshot = ReadSnapshot::new(
+            opened.committed,
+            opened.incarnation.db.snapshot().map_err(storage_err)?,
+            opened.live.into(),
+        );
+        let first_run = runs::make_run_id(opened.incarnation.generation, 0)
+            .ok_or_else(|| internal_err!("state store generation {} is out of range", opened.incarnation.generation))?;
+        let store = Arc::new(Self {
+            current: RwLock::new(Arc::new(opened.incarnation)),
+            committed: RwLock::new(Arc::new(Committed { epoch: opened.committed, snapshot })),
             commit_lock: tokio::sync::Mutex::new(()),
-            generation: recovered.generation,
-            description: resolved.description,
-        }))
+            failed: AtomicBool::new(false),
+            next_run_id: AtomicU64::new(first_run),
+            discarded: Mutex::new(HashSet::new()),
+            object_store,
+            path,
+            cache,
+            maintenance: Maintenance::new(),
+            tuning,
+            description,
+        });
+        if store.tuning.background_maintenance {
+            store.start_maintenance();
+        }
+        Ok(store)
+    }
+
+    /// Opens SlateDB, reads the commit record and live runs, and durably records the new
+    /// generation, all within `tuning.open_timeout`.
+    async fn open_incarnation(
+        object_store: &Arc<dyn ObjectStore>,
+        path: &str,
+        cache: &Arc<dyn DbCache>,
+        tuning: &StoreTuning,
+    ) -> Result<Opened> {
+        let settings = Settings { object_store_max_retries: tuning.object_store_max_retries, ..Settings::default() };
+        let build = Db::builder(path.to_string(), object_store.clone())
+            .with_settings(settings)
+            .with_db_cache(cache.clone(), 1)
+            .build();
+        let db = bounded(tuning.open_timeout, "open", build).await?;
+        let read = async {
+            let stored = bounded(tuning.open_timeout, "read commit record", db.get(COMMIT_RECORD_KEY)).await?;
+            let recovered = protocol::recover(stored.as_deref())?;
+            let live = match bounded(tuning.open_timeout, "read live runs", db.get(LIVE_RUNS_KEY)).await? {
+                Some(bytes) => runs::decode_live_runs(&bytes)?,
+                None => Vec::new(),
+            };
+            // Make the generation durable before anything is minted from it, so that a crash
+            // before the first commit cannot hand the same run ids to the next open.
+            let record = protocol::record_at_open(&recovered);
+            bounded(tuning.open_timeout, "record generation", async {
+                db.put(COMMIT_RECORD_KEY, record.encode()).await?;
+                db.flush().await
+            })
+            .await?;
+            Ok::<_, EddyError>((recovered, live))
+        };
+        match read.await {
+            Ok((recovered, live)) => Ok(Opened {
+                incarnation: Incarnation { db, generation: recovered.generation },
+                committed: recovered.committed,
+                live,
+            }),
+            Err(e) => {
+                Self::abandon(&db, tuning).await;
+                Err(e)
+            }
+        }
+    }
+
+    /// Closes an instance without flushing anything it still buffers, within the close
+    /// deadline, ignoring errors: used on instances that failed.
+    async fn abandon(db: &Db, tuning: &StoreTuning) {
+        let close = db.close_with_options(CloseOptions::default().with_flush_type(None));
+        match tokio::time::timeout(tuning.close_timeout, close).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => tracing::debug!("abandoned state store instance closed with: {e}"),
+            Err(_) => tracing::warn!("abandoned state store instance did not close within {:?}", tuning.close_timeout),
+        }
+    }
+
+    /// The current SlateDB instance.
+    pub(crate) fn incarnation(&self) -> Arc<Incarnation> {
+        self.current.read().clone()
+    }
+
+    /// The last committed epoch and its view.
+    pub(crate) fn committed_state(&self) -> Arc<Committed> {
+        self.committed.read().clone()
+    }
+
+    /// Replaces the committed view (after a commit or a fold step).
+    pub(crate) fn set_committed(&self, epoch: Epoch, snapshot: ReadSnapshot) {
+        *self.committed.write() = Arc::new(Committed { epoch, snapshot });
     }
 
     /// Where the store lives, for logs.
@@ -185,9 +339,9 @@ impl StateStore {
         &self.description
     }
 
-    /// Generation of this open; unique and increasing across restarts.
+    /// Generation of this open (bumped by recovery); unique and increasing across restarts.
     pub fn generation(&self) -> u64 {
-        self.generation
+        self.current.read().generation
     }
 
     /// The last committed epoch.
@@ -200,91 +354,149 @@ impl StateStore {
         self.committed.read().snapshot.clone()
     }
 
+    /// Mints a run id of the current generation.
+    pub(crate) fn mint_run_id(&self) -> Result<RunId> {
+        let id = self.next_run_id.fetch_add(1, Ordering::SeqCst);
+        if runs::run_generation(id) != self.generation() {
+            return Err(EddyError::external(
+                "state store was recovered while a batch was being spilled (or run ids of this generation are exhausted)",
+            ));
+        }
+        Ok(id)
+    }
+
+    /// Writes `ops` (sorted, one per key) as entries of `run`, without waiting for durability.
+    pub(crate) async fn write_run_entries(&self, run: RunId, ops: &[Op]) -> Result<()> {
+        let mut wb = WriteBatch::new();
+        for (k, v) in ops {
+            wb.put(runs::run_key(run, k), runs::encode_run_value(v.as_deref()));
+        }
+        let inc = self.incarnation();
+        bounded(self.tuning.commit_timeout, "spill", inc.db.write(wb)).await.map(|_| ())
+    }
+
+    /// One entry of a run, committed or not, as the current instance holds it: `None` if the
+    /// run has no entry for `key`, `Some(None)` if it deletes `key`, `Some(Some(v))` if it sets
+    /// it. Lets an actor read its own spilled, uncommitted writes.
+    pub async fn run_get(&self, run: RunId, key: &[u8]) -> Result<Option<Option<Bytes>>> {
+        let inc = self.incarnation();
+        match inc.db.get(runs::run_key(run, key)).await.map_err(storage_err)? {
+            Some(raw) => Ok(Some(runs::decode_run_value(&raw)?)),
+            None => Ok(None),
+        }
+    }
+
     /// Commits `batch` as epoch `epoch`: atomically, durably, in epoch order. Returns once the
-    /// batch is durable and later snapshots show it.
+    /// batch is durable and later snapshots show it. If the store needs recovery (an earlier
+    /// commit failed, or SlateDB died in the background), recovers first.
     pub async fn commit(&self, epoch: Epoch, batch: EpochBatch) -> Result<()> {
         let _guard = self.commit_lock.lock().await;
-        let last = self.committed_epoch();
-        let record: CommitRecord = protocol::decide_commit(last, epoch, self.generation)?;
+        if self.needs_recovery() {
+            self.reopen_locked().await?;
+        }
+        let record: CommitRecord = protocol::decide_commit(self.committed_epoch(), epoch, self.generation())?;
+        let (tail, new_runs) = batch.into_parts();
+        for (k, _) in &tail {
+            runs::check_user_key(k)?;
+        }
+        let live = self.snapshot().live_runs().to_vec();
+        runs::check_new_runs(self.generation(), &live, &new_runs)?;
+        if let Some(r) = new_runs.iter().find(|r| self.discarded.lock().contains(r)) {
+            return Err(internal_err!("epoch batch commits run {r:#x}, which was discarded"));
+        }
+        let (writes, next_live) = runs::commit_writes(tail, &live, &new_runs);
         let mut wb = WriteBatch::new();
-        for (k, v) in batch.ops {
-            match v {
-                Some(v) => wb.put(k, v),
-                None => wb.delete(k),
+        add_ops(&mut wb, writes);
+        wb.put(COMMIT_RECORD_KEY, record.encode());
+        let inc = self.incarnation();
+        let durable = bounded(self.tuning.commit_timeout, &format!("commit of epoch {epoch}"), async {
+            inc.db.write(wb).await?;
+            // Force the WAL out now instead of waiting for the flush timer: a DML is waiting.
+            inc.db.flush().await
+        })
+        .await;
+        let snapshot = durable.and_then(|_| inc.db.snapshot().map_err(storage_err));
+        match snapshot {
+            Ok(snapshot) => {
+                self.set_committed(epoch, ReadSnapshot::new(epoch, snapshot, next_live.into()));
+                if !new_runs.is_empty() {
+                    self.maintenance.wake();
+                }
+                Ok(())
+            }
+            Err(e) => {
+                // The instance may hold (and might still upload) the failed batch: it must not
+                // serve another snapshot or write. Recovery replaces it.
+                self.failed.store(true, Ordering::SeqCst);
+                Err(e)
             }
         }
-        wb.put(COMMIT_RECORD_KEY, record.encode());
-        self.db.write(wb).await.map_err(storage_err)?;
-        // Force the WAL out now instead of waiting for the flush timer: a DML is waiting.
-        self.db.flush().await.map_err(storage_err)?;
-        let snapshot = ReadSnapshot { epoch, inner: self.db.snapshot().map_err(storage_err)? };
-        *self.committed.write() = Arc::new(Committed { epoch, snapshot });
+    }
+
+    /// Reopens SlateDB from object storage and resumes from the last durable commit record,
+    /// in a new generation. Returns the committed epoch found, which is the one before the
+    /// failed commit, except for an ambiguous failure (see the module docs). Snapshots taken
+    /// before are invalid afterwards; batches holding runs spilled before cannot commit.
+    pub async fn recover(&self) -> Result<Epoch> {
+        let _guard = self.commit_lock.lock().await;
+        self.reopen_locked().await?;
+        Ok(self.committed_epoch())
+    }
+
+    /// True if the next commit will first recover (a commit failed or SlateDB died).
+    pub fn needs_recovery(&self) -> bool {
+        self.failed.load(Ordering::SeqCst) || self.incarnation().db.status().close_reason.is_some()
+    }
+
+    /// Recovery; the caller holds the commit lock.
+    async fn reopen_locked(&self) -> Result<()> {
+        let old = self.incarnation();
+        // Stop the old instance without a final flush: what it still buffers belongs to a
+        // failed commit and must not become durable now. If it does not stop in time, the new
+        // instance fences it anyway.
+        Self::abandon(&old.db, &self.tuning).await;
+        self.failed.store(true, Ordering::SeqCst);
+        let opened = Self::open_incarnation(&self.object_store, &self.path, &self.cache, &self.tuning).await?;
+        let snapshot =
+            ReadSnapshot::new(opened.committed, opened.incarnation.db.snapshot().map_err(storage_err)?, opened.live.into());
+        let generation = opened.incarnation.generation;
+        let first_run = runs::make_run_id(generation, 0)
+            .ok_or_else(|| internal_err!("state store generation {generation} is out of range"))?;
+        *self.current.write() = Arc::new(opened.incarnation);
+        self.next_run_id.store(first_run, Ordering::SeqCst);
+        self.discarded.lock().clear();
+        self.set_committed(opened.committed, snapshot);
+        self.failed.store(false, Ordering::SeqCst);
+        tracing::info!(
+            "state store {} recovered at epoch {} (generation {generation})",
+            self.description,
+            opened.committed
+        );
+        // Runs of the failed commit (and of any batch spilled before) are garbage now.
+        self.maintenance.request_gc();
         Ok(())
     }
 
-    /// Flushes and closes the LSM.
+    /// Stops background work, then flushes and closes the LSM (without flushing if a commit
+    /// failed since the last recovery: that data must not become durable).
     pub async fn close(&self) -> Result<()> {
+        self.stop_maintenance().await;
         let _guard = self.commit_lock.lock().await;
-        self.db.close().await.map_err(storage_err)
+        let inc = self.incarnation();
+        if self.needs_recovery() {
+            Self::abandon(&inc.db, &self.tuning).await;
+            return Ok(());
+        }
+        bounded(self.tuning.close_timeout, "close", inc.db.close()).await
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn file_url(name: &str) -> (std::path::PathBuf, String) {
-        let dir = std::env::temp_dir().join(format!("eddy-store-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        let url = format!("file://{}", dir.display());
-        (dir, url)
-    }
-
-    #[tokio::test]
-    async fn committed_epochs_are_visible_and_survive_reopen() {
-        let (dir, url) = file_url("reopen");
-        let opts = StoreOptions { url, ..Default::default() };
-        {
-            let store = StateStore::open(&opts).await.unwrap();
-            assert_eq!(store.committed_epoch(), Epoch::ZERO);
-            let mut b = EpochBatch::default();
-            b.put(b"\0\0\0\x05k1".to_vec(), b"v1".to_vec());
-            store.commit(Epoch(1), b).await.unwrap();
-            let snap = store.snapshot();
-            assert_eq!(snap.epoch, Epoch(1));
-            assert_eq!(snap.get(b"\0\0\0\x05k1").await.unwrap().as_deref(), Some(&b"v1"[..]));
-            assert!(store.commit(Epoch(1), EpochBatch::default()).await.is_err());
-            store.close().await.unwrap();
-        }
-        let store = StateStore::open(&opts).await.unwrap();
-        assert_eq!(store.committed_epoch(), Epoch(1));
-        assert_eq!(store.generation(), 2);
-        let rows = store.snapshot().scan_prefix(b"\0\0\0\x05").await.unwrap();
-        assert_eq!(rows.len(), 1);
-        store.close().await.unwrap();
-        let _ = std::fs::remove_dir_all(dir);
-    }
-
-    #[tokio::test]
-    async fn an_old_snapshot_does_not_see_later_commits() {
-        let store = StateStore::open(&StoreOptions::default()).await.unwrap();
-        let mut b = EpochBatch::default();
-        b.put(b"\0\0\0\x01a".to_vec(), b"1".to_vec());
-        store.commit(Epoch(1), b).await.unwrap();
-        let old = store.snapshot();
-        let mut b = EpochBatch::default();
-        b.delete(b"\0\0\0\x01a".to_vec());
-        b.put(b"\0\0\0\x01b".to_vec(), b"2".to_vec());
-        store.commit(Epoch(2), b).await.unwrap();
-        assert_eq!(old.scan_prefix(b"\0\0\0\x01").await.unwrap().len(), 1);
-        let new = store.snapshot().scan_prefix(b"\0\0\0\x01").await.unwrap();
-        assert_eq!(new.len(), 1);
-        assert_eq!(&new[0].0[..], b"\0\0\0\x01b");
-    }
-
-    #[test]
-    fn prefix_end_carries_over_0xff() {
-        assert_eq!(prefix_end(&[0, 0xff]), Some(vec![1]));
-        assert_eq!(prefix_end(&[0xff]), None);
+impl std::fmt::Debug for StateStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StateStore")
+            .field("description", &self.description)
+            .field("committed", &self.committed_epoch())
+            .field("generation", &self.generation())
+            .finish()
     }
 }

@@ -1,0 +1,159 @@
+//! [`EpochBatch`]: the changes of one epoch, in memory and in spilled runs.
+//!
+//! Contract:
+//! * Logical order inside one batch: its runs in list order, then its in-memory tail; a later
+//!   op on the same key wins. [`EpochBatch::spill`] preserves that order: it moves the tail,
+//!   sorted and with the last op per key, into a new run appended to the list.
+//! * Nothing a batch does is visible to readers before `StateStore::commit` makes the batch's
+//!   runs live and writes its tail, atomically. Spilling writes to SlateDB without waiting for
+//!   durability: the commit's own flush makes the runs durable together with everything else.
+//! * A batch that will never be committed (statement aborted) should hand its runs to
+//!   [`EpochBatch::discard`]; runs forgotten anyway are deleted when the store next opens.
+//! * [`EpochBatch::extend`] appends the other batch's runs and tail after this batch's. That
+//!   reorders this batch's tail after the other's runs, which is only correct when the two
+//!   batches touch disjoint keys. The barrier manager combines the batches of different
+//!   actors, which own disjoint keys, exactly so.
+
+use bytes::Bytes;
+use eddy_common::Result;
+
+use crate::runs::{self, Op, RunId};
+use crate::store::StateStore;
+
+/// Estimated per-op bookkeeping bytes on top of key and value (vector slots, allocations).
+const OP_OVERHEAD_BYTES: usize = 48;
+
+/// Largest number of entries one SlateDB write of a spill carries, so a huge spill reaches
+/// SlateDB in pieces its backpressure can pace.
+const SPILL_WRITE_ENTRIES: usize = 8192;
+
+/// Changes of one epoch, applied in order (a later op on the same key wins).
+#[derive(Debug, Default)]
+pub struct EpochBatch {
+    /// In-memory ops, in the order they were made.
+    ops: Vec<Op>,
+    /// Approximate heap bytes of `ops`.
+    bytes: usize,
+    /// Spilled runs, oldest first.
+    runs: Vec<RunId>,
+    /// Entries written to `runs` (after deduplication per run).
+    spilled_entries: usize,
+}
+
+impl EpochBatch {
+    /// Sets `key` to `value`.
+    pub fn put(&mut self, key: Vec<u8>, value: Vec<u8>) {
+        self.bytes += key.len() + value.len() + OP_OVERHEAD_BYTES;
+        self.ops.push((key, Some(value)));
+    }
+
+    /// Removes `key`.
+    pub fn delete(&mut self, key: Vec<u8>) {
+        self.bytes += key.len() + OP_OVERHEAD_BYTES;
+        self.ops.push((key, None));
+    }
+
+    /// Appends all of `other`'s runs and ops after this batch's. The two batches are expected
+    /// to touch disjoint keys (see the module docs).
+    pub fn extend(&mut self, other: EpochBatch) {
+        self.ops.extend(other.ops);
+        self.bytes += other.bytes;
+        self.runs.extend(other.runs);
+        self.spilled_entries += other.spilled_entries;
+    }
+
+    /// Number of ops: in memory plus spilled (spilled ops counted once per key and run).
+    pub fn len(&self) -> usize {
+        self.ops.len() + self.spilled_entries
+    }
+
+    /// True if the batch holds no ops, in memory or spilled.
+    pub fn is_empty(&self) -> bool {
+        self.ops.is_empty() && self.runs.is_empty()
+    }
+
+    /// Approximate bytes of memory the in-memory ops use.
+    pub fn approx_bytes(&self) -> usize {
+        self.bytes
+    }
+
+    /// Number of ops held in memory.
+    pub fn in_memory_len(&self) -> usize {
+        self.ops.len()
+    }
+
+    /// Spilled runs, oldest first.
+    pub fn runs(&self) -> &[RunId] {
+        &self.runs
+    }
+
+    /// The in-memory ops, in order (what the commit writes on base keys).
+    pub(crate) fn into_parts(self) -> (Vec<Op>, Vec<RunId>) {
+        (self.ops, self.runs)
+    }
+
+    /// Spills the in-memory ops to a new run if they take more than `limit_bytes`.
+    pub async fn spill_if_over(&mut self, store: &StateStore, limit_bytes: usize) -> Result<()> {
+        if self.bytes > limit_bytes {
+            self.spill(store).await?;
+        }
+        Ok(())
+    }
+
+    /// Writes the in-memory ops (sorted, last op per key) as a new run and clears them. A
+    /// no-op when nothing is in memory. On error the ops stay in memory and the partly written
+    /// run is garbage (deleted on the next open).
+    pub async fn spill(&mut self, store: &StateStore) -> Result<()> {
+        if self.ops.is_empty() {
+            return Ok(());
+        }
+        for (key, _) in &self.ops {
+            runs::check_user_key(key)?;
+        }
+        // Sorted with the last op per key is equivalent to the ops in batch order, so on error
+        // the sorted ops go back into memory instead of a copy kept just in case.
+        let sorted = runs::sort_last_wins(std::mem::take(&mut self.ops));
+        let written = async {
+            let run = store.mint_run_id()?;
+            for chunk in sorted.chunks(SPILL_WRITE_ENTRIES) {
+                store.write_run_entries(run, chunk).await?;
+            }
+            Ok::<_, eddy_common::EddyError>(run)
+        }
+        .await;
+        let run = match written {
+            Ok(run) => run,
+            Err(e) => {
+                self.ops = sorted;
+                return Err(e);
+            }
+        };
+        self.spilled_entries += sorted.len();
+        self.runs.push(run);
+        self.ops.clear();
+        self.bytes = 0;
+        Ok(())
+    }
+
+    /// This batch's own (uncommitted) view of `key`: `None` if the batch does not touch it,
+    /// `Some(None)` if it deletes it, `Some(Some(v))` if it sets it to `v`.
+    pub async fn lookup(&self, store: &StateStore, key: &[u8]) -> Result<Option<Option<Bytes>>> {
+        if let Some((_, v)) = self.ops.iter().rev().find(|(k, _)| k.as_slice() == key) {
+            return Ok(Some(v.clone().map(Bytes::from)));
+        }
+        for run in self.runs.iter().rev() {
+            if let Some(entry) = store.run_get(*run, key).await? {
+                return Ok(Some(entry));
+            }
+        }
+        Ok(None)
+    }
+
+    /// Drops the batch, deleting its spilled runs (for a batch that will never commit).
+    pub async fn discard(self, store: &StateStore) -> Result<()> {
+        for run in self.runs {
+            store.discard_run(run).await?;
+        }
+        Ok(())
+    }
+}
