@@ -56,6 +56,7 @@ pub mod sqlstate {
     pub const INVALID_DATETIME_FORMAT: &str = "22007";
     pub const STRING_DATA_RIGHT_TRUNCATION: &str = "22001";
     pub const BAD_COPY_FILE_FORMAT: &str = "22P04";
+    pub const CHARACTER_NOT_IN_REPERTOIRE: &str = "22021";
     pub const INVALID_PARAMETER_VALUE: &str = "22023";
     pub const PROTOCOL_VIOLATION: &str = "08P01";
     pub const INVALID_PASSWORD: &str = "28P01";

@@ -3,6 +3,7 @@
 //! `StreamChunk`, and the key/value encoding of rows in the state store.
 
 pub mod chunk;
+pub mod cast;
 pub mod codec;
 pub mod epoch;
 pub mod error;

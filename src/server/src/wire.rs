@@ -51,9 +51,6 @@ use crate::encode::{decode_param, pg_type_of, write_binary, write_text};
 /// A connection's session, kept in pgwire's per-connection extensions.
 type SessionSlot = Mutex<Session>;
 
-/// COPY data received so far, kept in the per-connection extensions.
-struct CopyBuffer(parking_lot::Mutex<Option<(CopyIn, Vec<u8>)>>);
-
 /// Names of the connection's named prepared statements (for `DEALLOCATE ALL` / `DISCARD ALL`,
 /// which pgwire's statement store cannot enumerate).
 #[derive(Default)]
@@ -365,7 +362,7 @@ fn copy_response(copy: &CopyIn) -> CopyResponse {
 }
 
 /// Turns a statement's output into a wire response (and remembers COPY state).
-fn respond<C: ClientInfo>(client: &C, output: Output, format: &Format) -> Response {
+fn respond(output: Output, format: &Format) -> Response {
     match output {
         Output::Rows { schema, stream } => Response::Query(rows_response(schema, stream, format)),
         Output::Returned { tag, schema, stream } => {
@@ -384,12 +381,8 @@ fn respond<C: ClientInfo>(client: &C, output: Output, format: &Format) -> Respon
         }
         Output::TransactionStart(tag) => Response::TransactionStart(Tag::new(&tag)),
         Output::TransactionEnd(tag) => Response::TransactionEnd(Tag::new(&tag)),
-        Output::CopyIn(copy) => {
-            let resp = copy_response(&copy);
-            let buf = client.session_extensions().get_or_insert_with(|| CopyBuffer(parking_lot::Mutex::new(None)));
-            *buf.0.lock() = Some((copy, Vec::new()));
-            Response::CopyIn(resp)
-        }
+        // The session holds the COPY's state; the data arrives through the CopyHandler.
+        Output::CopyIn(copy) => Response::CopyIn(copy_response(&copy)),
     }
 }
 
@@ -465,7 +458,7 @@ impl SimpleQueryHandler for Handlers {
                         (_, TxControl::RollbackTo) => TransactionStatus::Transaction,
                         _ => status,
                     };
-                    responses.push(respond(client, output, &Format::UnifiedText));
+                    responses.push(respond(output, &Format::UnifiedText));
                     if is_copy {
                         break;
                     }
@@ -630,7 +623,7 @@ impl ExtendedQueryHandler for Handlers {
         let result = guarded(session.execute(&prepared.stmt, params)).await;
         send_side_messages(client, &mut session).await?;
         match result {
-            Ok(output) => Ok(respond(client, output, &portal.result_column_format)),
+            Ok(output) => Ok(respond(output, &portal.result_column_format)),
             Err(e) => Err(to_pg(e)),
         }
     }
@@ -638,16 +631,24 @@ impl ExtendedQueryHandler for Handlers {
 
 #[async_trait]
 impl CopyHandler for Handlers {
+    /// Each piece of data is parsed and staged as it arrives (bounded memory); errors are kept
+    /// by the session and reported at CopyDone.
     async fn on_copy_data<C>(&self, client: &mut C, copy_data: CopyData) -> PgWireResult<()>
     where
         C: ClientInfo + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
         C::Error: Debug,
         PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
     {
-        if let Some(buf) = client.session_extensions().get::<CopyBuffer>() {
-            if let Some((_, data)) = buf.0.lock().as_mut() {
-                data.extend_from_slice(&copy_data.data);
-            }
+        let slot = session_of(&self.engine, client);
+        let mut session = slot.lock().await;
+        let fed = guarded(async {
+            session.copy_data(&copy_data.data).await;
+            Ok(())
+        })
+        .await;
+        if let Err(e) = fed {
+            // A panic while parsing: the COPY fails with it at CopyDone.
+            session.copy_fail(&e.message).await;
         }
         Ok(())
     }
@@ -658,16 +659,23 @@ impl CopyHandler for Handlers {
         C::Error: Debug,
         PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
     {
-        let pending = client.session_extensions().get::<CopyBuffer>().and_then(|b| b.0.lock().take());
-        let Some((copy, data)) = pending else {
-            return Err(to_pg(EddyError::user(sqlstate::PROTOCOL_VIOLATION, "CopyDone without a COPY in progress")));
-        };
         let slot = session_of(&self.engine, client);
         let mut session = slot.lock().await;
-        let n = guarded(session.finish_copy(&copy, &data)).await.map_err(to_pg)?;
+        let n = guarded(session.copy_done()).await.map_err(to_pg)?;
         let tag: CommandComplete = Tag::new("COPY").with_rows(n).into();
         client.send(PgWireBackendMessage::CommandComplete(tag)).await?;
         Ok(())
+    }
+
+    async fn on_copy_fail<C>(&self, client: &mut C, fail: pgwire::messages::copy::CopyFail) -> PgWireError
+    where
+        C: ClientInfo + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        let slot = session_of(&self.engine, client);
+        let mut session = slot.lock().await;
+        to_pg(session.copy_fail(&fail.message).await)
     }
 }
 

@@ -4,7 +4,7 @@
 //! * Logical order inside one batch: its runs in list order, then its in-memory tail; a later
 //!   op on the same key wins. [`EpochBatch::spill`] preserves that order: it moves the tail,
 //!   sorted and with the last op per key, into a new run appended to the list.
-//! * Nothing a batch does is visible to readers before `StateStore::commit` makes the batch's
+//! * Nothing a batch does is visible to readers before the state store's commit makes the batch's
 //!   runs live and writes its tail, atomically. Spilling writes to SlateDB without waiting for
 //!   durability: the commit's own flush makes the runs durable together with everything else.
 //! * A batch that will never be committed (statement aborted) should hand its runs to
@@ -17,8 +17,7 @@
 use bytes::Bytes;
 use eddy_common::Result;
 
-use crate::runs::{self, Op, RunId};
-use crate::store::StateStore;
+use crate::runs::{self, Op, RunId, RunStore};
 
 /// Estimated per-op bookkeeping bytes on top of key and value (vector slots, allocations).
 const OP_OVERHEAD_BYTES: usize = 48;
@@ -93,7 +92,7 @@ impl EpochBatch {
     }
 
     /// Spills the in-memory ops to a new run if they take more than `limit_bytes`.
-    pub async fn spill_if_over(&mut self, store: &StateStore, limit_bytes: usize) -> Result<()> {
+    pub async fn spill_if_over(&mut self, store: &impl RunStore, limit_bytes: usize) -> Result<()> {
         if self.bytes > limit_bytes {
             self.spill(store).await?;
         }
@@ -103,7 +102,7 @@ impl EpochBatch {
     /// Writes the in-memory ops (sorted, last op per key) as a new run and clears them. A
     /// no-op when nothing is in memory. On error the ops stay in memory and the partly written
     /// run is garbage (deleted on the next open).
-    pub async fn spill(&mut self, store: &StateStore) -> Result<()> {
+    pub async fn spill(&mut self, store: &impl RunStore) -> Result<()> {
         if self.ops.is_empty() {
             return Ok(());
         }
@@ -137,7 +136,7 @@ impl EpochBatch {
 
     /// This batch's own (uncommitted) view of `key`: `None` if the batch does not touch it,
     /// `Some(None)` if it deletes it, `Some(Some(v))` if it sets it to `v`.
-    pub async fn lookup(&self, store: &StateStore, key: &[u8]) -> Result<Option<Option<Bytes>>> {
+    pub async fn lookup(&self, store: &impl RunStore, key: &[u8]) -> Result<Option<Option<Bytes>>> {
         if let Some((_, v)) = self.ops.iter().rev().find(|(k, _)| k.as_slice() == key) {
             return Ok(Some(v.clone().map(Bytes::from)));
         }
@@ -150,7 +149,7 @@ impl EpochBatch {
     }
 
     /// Drops the batch, deleting its spilled runs (for a batch that will never commit).
-    pub async fn discard(self, store: &StateStore) -> Result<()> {
+    pub async fn discard(self, store: &impl RunStore) -> Result<()> {
         for run in self.runs {
             store.discard_run(run).await?;
         }

@@ -11,12 +11,14 @@
 //! this crate's I/O only carries them out. [`testing`] holds the fault-injecting object store
 //! the failure tests run on.
 
+mod background;
 pub mod batch;
 pub mod maintenance;
 pub mod object_store_url;
 pub mod protocol;
 pub mod runs;
 pub mod scan;
+mod slate;
 pub mod state_table;
 pub mod store;
 pub mod testing;

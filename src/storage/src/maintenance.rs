@@ -19,57 +19,23 @@
 //!   stops it before closing SlateDB.
 
 use std::ops::Bound;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
 
 use bytes::Bytes;
 use eddy_common::{internal_err, EddyError, Result};
-use parking_lot::Mutex;
 use slatedb::WriteBatch;
-use tokio::sync::{watch, Notify};
-use tokio::task::JoinHandle;
+use tokio::sync::watch;
 
 use crate::runs::{self, RunId, RUN_PREFIX};
 use crate::scan::{prefix_bounds, prefix_end, storage_err, ReadSnapshot};
-use crate::store::{add_ops, bounded, StateStore};
+use crate::slate::{add_ops, bounded};
+use crate::store::StateStore;
 
 /// Run entries deleted per SlateDB write when discarding a run.
 const DISCARD_CHUNK_ENTRIES: usize = 8192;
 
-/// Handle on the background task.
-pub(crate) struct Maintenance {
-    /// Wakes the task early (a commit made runs live, recovery requested garbage collection).
-    wake: Arc<Notify>,
-    /// Set when garbage runs may exist (after open and recovery).
-    gc_pending: Arc<AtomicBool>,
-    /// Tells the task to stop.
-    stop: watch::Sender<bool>,
-    /// The task, while running.
-    task: Mutex<Option<JoinHandle<()>>>,
-}
 
-impl Maintenance {
-    /// A handle with no task running and garbage collection pending.
-    pub(crate) fn new() -> Self {
-        Self {
-            wake: Arc::new(Notify::new()),
-            gc_pending: Arc::new(AtomicBool::new(true)),
-            stop: watch::channel(false).0,
-            task: Mutex::new(None),
-        }
-    }
-
-    /// Wakes the task (no-op if none runs; a wake while it works is remembered).
-    pub(crate) fn wake(&self) {
-        self.wake.notify_one();
-    }
-
-    /// Asks the task to collect garbage runs.
-    pub(crate) fn request_gc(&self) {
-        self.gc_pending.store(true, Ordering::SeqCst);
-        self.wake();
-    }
-}
 
 impl StateStore {
     /// Starts the background task (once).

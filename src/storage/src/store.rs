@@ -51,7 +51,6 @@
 //!   flaky one; the retry cap is the knob for that.
 
 use std::collections::HashSet;
-use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -66,7 +65,8 @@ use slatedb::db_cache::DbCache;
 use slatedb::{Db, WriteBatch};
 
 use crate::batch::EpochBatch;
-use crate::maintenance::Maintenance;
+use crate::background::Maintenance;
+pub(crate) use crate::slate::{add_ops, bounded};
 use crate::object_store_url;
 use crate::protocol::{self, CommitRecord};
 use crate::runs::{self, Op, RunId, COMMIT_RECORD_KEY, LIVE_RUNS_KEY};
@@ -127,27 +127,7 @@ impl Default for StoreTuning {
     }
 }
 
-/// Awaits a SlateDB call for at most `limit`.
-pub(crate) async fn bounded<T>(
-    limit: Duration,
-    what: &str,
-    fut: impl Future<Output = std::result::Result<T, slatedb::Error>>,
-) -> Result<T> {
-    match tokio::time::timeout(limit, fut).await {
-        Ok(r) => r.map_err(|e| EddyError::external(format!("state store: {what}: {e}"))),
-        Err(_) => Err(EddyError::external(format!("state store: {what} did not finish within {limit:?}"))),
-    }
-}
 
-/// Adds ops to a SlateDB write batch.
-pub(crate) fn add_ops(wb: &mut WriteBatch, ops: impl IntoIterator<Item = Op>) {
-    for (k, v) in ops {
-        match v {
-            Some(v) => wb.put(k, v),
-            None => wb.delete(k),
-        }
-    }
-}
 
 /// The last committed epoch and a view of it; replaced after every commit and fold step.
 pub(crate) struct Committed {
@@ -498,5 +478,22 @@ impl std::fmt::Debug for StateStore {
             .field("committed", &self.committed_epoch())
             .field("generation", &self.generation())
             .finish()
+    }
+}
+impl crate::runs::RunStore for StateStore {
+    fn mint_run_id(&self) -> Result<RunId> {
+        StateStore::mint_run_id(self)
+    }
+
+    async fn write_run_entries(&self, run: RunId, ops: &[Op]) -> Result<()> {
+        StateStore::write_run_entries(self, run, ops).await
+    }
+
+    async fn run_get(&self, run: RunId, key: &[u8]) -> Result<Option<Option<Bytes>>> {
+        StateStore::run_get(self, run, key).await
+    }
+
+    async fn discard_run(&self, run: RunId) -> Result<usize> {
+        StateStore::discard_run(self, run).await
     }
 }

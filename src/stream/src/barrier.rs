@@ -24,21 +24,30 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use eddy_common::error::sqlstate;
-use eddy_common::{EddyError, Epoch, Result, StreamChunk};
+use eddy_common::{EddyError, Epoch, Result};
 use eddy_storage::{EpochBatch, StateStore};
 use parking_lot::Mutex;
 use tokio::sync::{mpsc, oneshot, watch, Notify};
 
 use crate::message::{ActorId, Barrier, Mutation};
+use crate::table_write::{TableWrite, TxnId, WriteOutcome};
 
 /// A writer waiting for the commit of the epoch that holds its changes.
 pub type Waiter = oneshot::Sender<Result<Epoch>>;
 
-/// What a source actor receives: DML writes and barriers, in one ordered channel.
+/// What a table's source actor receives: DML writes and barriers, in one ordered channel.
 #[derive(Debug)]
 pub enum SourceMsg {
-    /// Changes to apply; `ack` hears the committed epoch that contains them.
-    Write { chunk: StreamChunk, ack: Waiter },
+    /// A whole statement, applied atomically now: `decided` hears its outcome (or its error,
+    /// with nothing applied) at once, `ack` the committed epoch that holds it.
+    Write { write: TableWrite, decided: oneshot::Sender<Result<WriteOutcome>>, ack: Waiter },
+    /// One part of transaction `txn`, resolved and staged but invisible until `Commit`; the
+    /// table is reserved for `txn` until then.
+    Stage { txn: TxnId, write: TableWrite, decided: oneshot::Sender<Result<WriteOutcome>> },
+    /// Applies `txn`'s staged parts in the current epoch; `ack` hears the committed epoch.
+    Commit { txn: TxnId, ack: Waiter },
+    /// Drops `txn`'s staged parts.
+    Abort { txn: TxnId },
     /// End of an epoch.
     Barrier(Barrier),
 }
@@ -108,6 +117,9 @@ pub struct BarrierManager {
     stopping: AtomicBool,
     /// Failure messages of actors that left the graph.
     failures: Mutex<HashMap<ActorId, EddyError>>,
+    /// Held shared by a transaction while it sends its commits to several table actors, and
+    /// exclusively while barriers are injected: a transaction's commits all land in one epoch.
+    commit_gate: tokio::sync::RwLock<()>,
 }
 
 impl BarrierManager {
@@ -127,6 +139,7 @@ impl BarrierManager {
             interval_ms: AtomicU64::new(interval.as_millis().max(1) as u64),
             stopping: AtomicBool::new(false),
             failures: Mutex::new(HashMap::new()),
+            commit_gate: tokio::sync::RwLock::new(()),
         });
         let weak = Arc::downgrade(&mgr);
         tokio::spawn(async move {
@@ -212,9 +225,16 @@ impl BarrierManager {
         self.cut_and_commit(Some((mutation, new_actors))).await
     }
 
+    /// Holds back barriers while the caller sends one transaction's commits to its table
+    /// actors, so that they all belong to the same epoch.
+    pub async fn commit_gate(&self) -> tokio::sync::RwLockReadGuard<'_, ()> {
+        self.commit_gate.read().await
+    }
+
     /// Cuts a barrier: injects it, collects every actor's report, commits.
     async fn cut_and_commit(&self, mutation: Option<(Mutation, Vec<ActorId>)>) -> Result<Epoch> {
         let mut graph = self.graph.lock().await;
+        let gate = self.commit_gate.write().await;
         let Pending { batch: extra, waiters: mut all_waiters, .. } = std::mem::take(&mut *self.pending.lock());
         let epoch = graph.injected.next();
         graph.injected = epoch;
@@ -230,6 +250,7 @@ impl BarrierManager {
                 dead_sources.push(*id);
             }
         }
+        drop(gate);
         let mut waiting = expected;
         for id in dead_sources {
             graph.sources.remove(&id);

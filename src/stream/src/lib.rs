@@ -9,8 +9,10 @@ pub mod merge;
 pub mod message;
 pub mod operator;
 pub mod table_actor;
+pub mod table_write;
 
 pub use actor::{Backfill, Branch, ViewActor};
 pub use barrier::{BarrierManager, Collected, SourceMsg};
 pub use message::{ActorId, Barrier, Message, Mutation, Output, CHANNEL_CAPACITY};
 pub use table_actor::TableActor;
+pub use table_write::{resolve, ConflictUpdate, OnConflict, TableWrite, TxnId, WriteOutcome};

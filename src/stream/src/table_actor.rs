@@ -1,29 +1,46 @@
-//! [`TableActor`]: the source of a table. DML sends it changes; it applies them to the table's
-//! state and, when views depend on the table, turns them into an exact change stream.
+//! [`TableActor`]: the source of a table and its single writer. DML sends it whole statements
+//! ([`SourceMsg::Write`]) or the parts of a transaction ([`SourceMsg::Stage`], then
+//! [`SourceMsg::Commit`] or [`SourceMsg::Abort`]); it resolves key conflicts against current
+//! state ([`crate::table_write::resolve`]), applies the result to the table's state and, when
+//! views depend on the table, turns it into an exact change stream.
 //!
-//! The actor is the single writer of its table, so it is where PostgreSQL-style conflicts are
-//! resolved: an INSERT of an existing key becomes `UpdateDelete(old)`/`UpdateInsert(new)`, a
-//! DELETE of a missing key emits nothing, and a DELETE retracts the row as it currently is (not
-//! as the DML's snapshot saw it). Downstream views therefore always see a consistent history.
-//! Without downstream views it only writes, which keeps bulk loads cheap.
+//! Atomicity: a statement resolves completely or not at all. A transaction's staged parts are
+//! invisible (to readers and to views) until its commit, which applies them in one epoch. While
+//! a transaction has staged parts, the table is reserved for it: other writes wait in the actor
+//! (in arrival order) until it commits or aborts, so its staged decisions stay valid. A session
+//! stages the tables of a transaction in table-id order, so two transactions never wait for
+//! each other in a cycle. Barriers never wait.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 
-use arrow::array::{ArrayRef, RecordBatch};
-use arrow::compute::interleave;
 use eddy_common::codec::RowCodec;
-use eddy_common::{Epoch, Op, Result, StreamChunk};
+use eddy_common::{internal_err, Epoch, EddyError, Result, StreamChunk};
 use eddy_storage::{EpochBatch, StateStore, StateTable};
 use tokio::sync::{mpsc, watch};
 
 use crate::barrier::{Collected, SourceMsg, Waiter};
 use crate::message::{ActorId, Dispatcher, Message, Output};
+use crate::table_write::{resolve, TableWrite, TxnId, WriteOutcome};
+
+/// A transaction's staged, not yet visible, changes to this table.
+struct Staged {
+    /// Its transaction.
+    txn: TxnId,
+    /// Key-value changes, in order.
+    kv: EpochBatch,
+    /// The current value of every key it changed (`None` = deleted).
+    dirty: HashMap<Vec<u8>, Option<Vec<u8>>>,
+    /// Changes for downstream views, emitted at commit.
+    changes: Vec<StreamChunk>,
+}
 
 /// The source actor of one table.
 pub struct TableActor {
     /// Actor id (the table's relation id).
     id: ActorId,
+    /// Table name, for error messages.
+    name: String,
     /// The table's rows.
     table: Arc<StateTable>,
     /// Row encoding (same as `table`'s).
@@ -32,6 +49,10 @@ pub struct TableActor {
     append_only_keys: bool,
     /// DML writes and barriers.
     rx: mpsc::Receiver<SourceMsg>,
+    /// Writes waiting for a transaction's reservation to end.
+    deferred: VecDeque<SourceMsg>,
+    /// The transaction holding the table, with its staged changes.
+    staged: Option<Staged>,
     /// Downstream views.
     outputs: Dispatcher,
     /// Where epoch reports go.
@@ -44,13 +65,12 @@ pub struct TableActor {
     pending: EpochBatch,
     /// Writers in the current epoch.
     waiters: Vec<Waiter>,
-    /// Current value of keys written in the current epoch (`None` = deleted); only kept while
-    /// there are downstream views.
+    /// Current value of keys written in the current epoch (`None` = deleted).
     dirty: HashMap<Vec<u8>, Option<Vec<u8>>>,
     /// The epoch the next barrier closes.
     epoch: Epoch,
-    /// Whether the committed table was empty at this epoch's first write (then only this
-    /// epoch's own writes can conflict, and no lookups are needed); `None` until checked.
+    /// Whether the committed table was empty at this epoch's first lookup (then only this
+    /// epoch's own writes can conflict); `None` until checked.
     committed_empty: Option<bool>,
 }
 
@@ -59,6 +79,7 @@ impl TableActor {
     #[allow(clippy::too_many_arguments)]
     pub fn try_new(
         id: ActorId,
+        name: String,
         table: Arc<StateTable>,
         append_only_keys: bool,
         rx: mpsc::Receiver<SourceMsg>,
@@ -75,10 +96,13 @@ impl TableActor {
         }
         Ok(Self {
             id,
+            name,
             table,
             codec,
             append_only_keys,
             rx,
+            deferred: VecDeque::new(),
+            staged: None,
             outputs: dispatcher,
             collector,
             store,
@@ -97,14 +121,63 @@ impl TableActor {
         crate::actor::run_reporting(id, "table source", collector, self.run_inner()).await;
     }
 
+    /// True if `msg` must wait for the transaction holding the table.
+    fn must_wait(&self, msg: &SourceMsg) -> bool {
+        let Some(staged) = &self.staged else { return false };
+        match msg {
+            SourceMsg::Write { .. } => true,
+            SourceMsg::Stage { txn, .. } => *txn != staged.txn,
+            SourceMsg::Commit { .. } | SourceMsg::Abort { .. } | SourceMsg::Barrier(_) => false,
+        }
+    }
+
     async fn run_inner(&mut self) -> Result<()> {
-        while let Some(msg) = self.rx.recv().await {
+        loop {
+            let msg = match self.staged.is_none().then(|| self.deferred.pop_front()).flatten() {
+                Some(m) => m,
+                None => match self.rx.recv().await {
+                    Some(m) => m,
+                    None => break,
+                },
+            };
+            if self.must_wait(&msg) {
+                self.deferred.push_back(msg);
+                continue;
+            }
             match msg {
-                SourceMsg::Write { chunk, ack } => {
-                    if let Err(e) = self.write(chunk).await {
-                        let _ = ack.send(Err(e));
-                    } else {
+                SourceMsg::Write { write, decided, ack } => {
+                    let txn = TxnId::MAX;
+                    match self.stage(txn, write).await {
+                        Ok(outcome) => {
+                            self.commit(txn).await?;
+                            let _ = decided.send(Ok(outcome));
+                            self.waiters.push(ack);
+                        }
+                        Err(e) => {
+                            self.staged = None;
+                            let _ = decided.send(Err(e));
+                        }
+                    }
+                }
+                SourceMsg::Stage { txn, write, decided } => {
+                    let r = self.stage(txn, write).await;
+                    if r.is_err() && self.staged.as_ref().is_some_and(|s| s.kv.is_empty() && s.changes.is_empty()) {
+                        self.staged = None;
+                    }
+                    let _ = decided.send(r);
+                }
+                SourceMsg::Commit { txn, ack } => {
+                    if self.staged.as_ref().is_some_and(|s| s.txn == txn) {
+                        self.commit(txn).await?;
                         self.waiters.push(ack);
+                    } else {
+                        // Nothing staged here (every part of it was empty): nothing to apply.
+                        self.waiters.push(ack);
+                    }
+                }
+                SourceMsg::Abort { txn } => {
+                    if self.staged.as_ref().is_some_and(|s| s.txn == txn) {
+                        self.staged = None;
                     }
                 }
                 SourceMsg::Barrier(b) => {
@@ -115,6 +188,7 @@ impl TableActor {
                         waiters: std::mem::take(&mut self.waiters),
                         failed: None,
                     };
+                    // The manager may be gone at shutdown; then nothing waits for this report.
                     let _ = self.collector.send(report);
                     self.outputs.send_barrier(self.id, &b).await;
                     self.dirty.clear();
@@ -129,13 +203,58 @@ impl TableActor {
         Ok(())
     }
 
-    async fn write(&mut self, chunk: StreamChunk) -> Result<()> {
-        if self.outputs.is_empty() {
-            return self.table.write_chunk(&chunk, &mut self.pending);
+    /// Resolves `write` against current state plus `txn`'s earlier parts and stages it.
+    async fn stage(&mut self, txn: TxnId, write: TableWrite) -> Result<WriteOutcome> {
+        let keys = self.codec.encode_keys(self.table.table_id(), &write.chunk.batch)?;
+        let current = self.current_values(txn, &keys, &write).await?;
+        let resolved = resolve(&write, &keys, &current, &self.codec, &self.name, self.append_only_keys)?;
+        let staged = self.staged.get_or_insert_with(|| Staged { txn, kv: EpochBatch::default(), dirty: HashMap::new(), changes: vec![] });
+        if staged.txn != txn {
+            return Err(internal_err!("table {} is staged by another transaction", self.name));
+        }
+        for (k, v) in resolved.kv {
+            match &v {
+                Some(v) => staged.kv.put(k.clone(), v.clone()),
+                None => staged.kv.delete(k.clone()),
+            }
+            staged.dirty.insert(k, v);
+        }
+        if let Some(c) = resolved.changes {
+            if !self.outputs.is_empty() {
+                staged.changes.push(c);
+            }
+        }
+        Ok(resolved.outcome)
+    }
+
+    /// Applies `txn`'s staged changes to the current epoch and sends them downstream.
+    async fn commit(&mut self, txn: TxnId) -> Result<()> {
+        let Some(staged) = self.staged.take() else { return Ok(()) };
+        if staged.txn != txn {
+            self.staged = Some(staged);
+            return Err(internal_err!("commit of a transaction that does not hold table {}", self.name));
+        }
+        self.pending.extend(staged.kv);
+        self.dirty.extend(staged.dirty);
+        for c in staged.changes {
+            self.outputs.send(Message::Chunk(c)).await;
+        }
+        Ok(())
+    }
+
+    /// The current value of each key `write` touches: the transaction's staged value, this
+    /// epoch's, or the committed one. Inserts into tables keyed by fresh row ids need none.
+    async fn current_values(&mut self, txn: TxnId, keys: &[Vec<u8>], write: &TableWrite) -> Result<HashMap<Vec<u8>, Option<Vec<u8>>>> {
+        let mut out = HashMap::new();
+        let only_inserts = write.chunk.ops.iter().all(|o| *o == eddy_common::Op::Insert);
+        if self.append_only_keys && only_inserts {
+            return Ok(out);
         }
         // Lookups read the committed state plus this epoch's writes: wait for earlier epochs.
         let before = Epoch(self.epoch.0.saturating_sub(1));
-        let _ = self.completed.wait_for(|e| *e >= before).await;
+        if self.completed.wait_for(|e| *e >= before).await.is_err() {
+            return Err(EddyError::external("the barrier manager stopped"));
+        }
         let snapshot = self.store.snapshot();
         let committed_empty = match self.committed_empty {
             Some(e) => e,
@@ -145,61 +264,18 @@ impl TableActor {
                 e
             }
         };
-        let keys = self.codec.encode_keys(self.table.table_id(), &chunk.batch)?;
-        let values = self.codec.encode_values(&chunk.batch)?;
-        // Output rows: (0, i) = row i of the input, (1, j) = j-th old row.
-        let mut picks: Vec<(usize, usize)> = Vec::new();
-        let mut ops: Vec<Op> = Vec::new();
-        let mut old_rows: Vec<Vec<u8>> = Vec::new();
-        for (i, key) in keys.into_iter().enumerate() {
-            let insert = chunk.ops[i].is_insert();
-            let old = if insert && self.append_only_keys {
-                None
-            } else {
-                match self.dirty.get(&key) {
-                    Some(v) => v.clone(),
-                    None if committed_empty => None,
-                    None => snapshot.get(&key).await?.map(|b| b.to_vec()),
-                }
-            };
-            if insert {
-                let new = values.row(i).data().to_vec();
-                match old {
-                    Some(o) => {
-                        picks.push((1, old_rows.len()));
-                        old_rows.push(o);
-                        ops.push(Op::UpdateDelete);
-                        picks.push((0, i));
-                        ops.push(Op::UpdateInsert);
-                    }
-                    None => {
-                        picks.push((0, i));
-                        ops.push(Op::Insert);
-                    }
-                }
-                self.pending.put(key.clone(), new.clone());
-                self.dirty.insert(key, Some(new));
-            } else if let Some(o) = old {
-                picks.push((1, old_rows.len()));
-                old_rows.push(o);
-                ops.push(Op::Delete);
-                self.pending.delete(key.clone());
-                self.dirty.insert(key, None);
+        let staged = self.staged.as_ref().filter(|s| s.txn == txn);
+        for k in keys {
+            if out.contains_key(k) {
+                continue;
             }
+            let v = match staged.and_then(|s| s.dirty.get(k)).or_else(|| self.dirty.get(k)) {
+                Some(v) => v.clone(),
+                None if committed_empty => None,
+                None => snapshot.get(k).await?.map(|b| b.to_vec()),
+            };
+            out.insert(k.clone(), v);
         }
-        if ops.is_empty() {
-            return Ok(());
-        }
-        let old_batch = self.codec.decode_values(old_rows.iter().map(|v| v.as_slice()))?;
-        let new_batch = RecordBatch::try_new(self.table.schema().clone(), chunk.batch.columns().to_vec())?;
-        let columns = (0..new_batch.num_columns())
-            .map(|c| {
-                let sources: [&dyn arrow::array::Array; 2] = [new_batch.column(c).as_ref(), old_batch.column(c).as_ref()];
-                Ok(interleave(&sources, &picks)?)
-            })
-            .collect::<Result<Vec<ArrayRef>>>()?;
-        let out = StreamChunk::try_new(RecordBatch::try_new(self.table.schema().clone(), columns)?, ops)?;
-        self.outputs.send(Message::Chunk(out)).await;
-        Ok(())
+        Ok(out)
     }
 }

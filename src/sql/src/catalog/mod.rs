@@ -64,6 +64,33 @@ pub enum RelationKind {
     View,
 }
 
+/// What an INSERT into a table does with a row whose primary key exists (RisingWave's
+/// `CREATE TABLE ... ON CONFLICT ...`); PostgreSQL's behaviour, an error, is the default.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub enum ConflictPolicy {
+    /// 23505 `duplicate key value violates unique constraint` (the statement changes nothing).
+    #[default]
+    Error,
+    /// `ON CONFLICT OVERWRITE`: the new row replaces the old one.
+    Overwrite,
+    /// `ON CONFLICT IGNORE` / `DO NOTHING`: the old row stays.
+    Ignore,
+    /// `ON CONFLICT DO UPDATE IF NOT NULL`: the new row's non-null values replace the old ones.
+    UpdateIfNotNull,
+}
+
+impl ConflictPolicy {
+    /// The clause as `SHOW CREATE TABLE`-style text would spell it.
+    pub fn sql(&self) -> &'static str {
+        match self {
+            ConflictPolicy::Error => "",
+            ConflictPolicy::Overwrite => "ON CONFLICT OVERWRITE",
+            ConflictPolicy::Ignore => "ON CONFLICT IGNORE",
+            ConflictPolicy::UpdateIfNotNull => "ON CONFLICT DO UPDATE IF NOT NULL",
+        }
+    }
+}
+
 /// A table (and later: view, materialized view, source).
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct TableCatalog {
@@ -93,6 +120,9 @@ pub struct TableCatalog {
     /// `COMMENT ON` texts.
     #[serde(default)]
     pub comments: Comments,
+    /// For tables with a primary key: what an INSERT of an existing key does.
+    #[serde(default)]
+    pub on_conflict: ConflictPolicy,
     /// What is derived from this entry and worth building once (entries are immutable: a DDL
     /// change replaces the whole entry, and with it this cache).
     #[serde(skip)]
@@ -104,6 +134,8 @@ pub struct TableCatalog {
 pub struct Derived {
     /// The state table holding the relation's rows (its codecs are worth reusing).
     state_table: std::sync::OnceLock<Arc<StateTable>>,
+    /// Key and value encoding of stored rows.
+    codec: std::sync::OnceLock<Arc<eddy_common::codec::RowCodec>>,
     /// Parsed column defaults, by column name.
     pub defaults: std::sync::OnceLock<std::collections::HashMap<String, datafusion::logical_expr::Expr>>,
 }
@@ -186,6 +218,15 @@ impl TableCatalog {
         }
         let t = Arc::new(StateTable::try_new(self.id, self.storage_schema(), self.storage_pk())?);
         Ok(self.derived.state_table.get_or_init(|| t).clone())
+    }
+
+    /// The encoding of this relation's stored keys and rows.
+    pub fn codec(&self) -> Result<Arc<eddy_common::codec::RowCodec>> {
+        if let Some(c) = self.derived.codec.get() {
+            return Ok(c.clone());
+        }
+        let c = Arc::new(eddy_common::codec::RowCodec::try_new(self.storage_schema(), self.storage_pk())?);
+        Ok(self.derived.codec.get_or_init(|| c).clone())
     }
 
     /// Key columns of stored rows.

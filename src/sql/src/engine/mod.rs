@@ -12,11 +12,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use eddy_common::{EddyError, Result, StreamChunk};
+use eddy_common::{EddyError, Result};
 use eddy_storage::{EpochBatch, ReadSnapshot, StateStore, StoreOptions};
 use eddy_stream::operator::Operator;
 use eddy_stream::BarrierManager;
-use eddy_stream::{Branch, Output, SourceMsg, TableActor, ViewActor, CHANNEL_CAPACITY};
+use eddy_stream::{Branch, Output, SourceMsg, TableActor, TableWrite, TxnId, ViewActor, WriteOutcome, CHANNEL_CAPACITY};
 use parking_lot::{Mutex, RwLock};
 use tokio::sync::{mpsc, oneshot};
 
@@ -70,6 +70,8 @@ pub struct Engine {
     ddl_lock: tokio::sync::Mutex<()>,
     /// Next hidden row id: `generation << 40 | counter`, unique across restarts.
     next_row_id: AtomicU64,
+    /// Next transaction id (only unique within this process: staged state never survives it).
+    next_txn: AtomicU64,
     /// Input channels of the tables' source actors.
     sources: Mutex<HashMap<u32, mpsc::Sender<SourceMsg>>>,
     /// Counters of serial columns.
@@ -99,6 +101,7 @@ impl Engine {
             catalog: RwLock::new(Arc::new(catalog)),
             ddl_lock: tokio::sync::Mutex::new(()),
             next_row_id: AtomicU64::new(generation << 40),
+            next_txn: AtomicU64::new(1),
             sources: Mutex::new(HashMap::new()),
             sequences: Arc::new(Sequences::default()),
             config,
@@ -200,6 +203,7 @@ impl Engine {
         let (tx, rx) = mpsc::channel(CHANNEL_CAPACITY);
         let actor = TableActor::try_new(
             table.id,
+            table.name.clone(),
             table.state_table()?,
             table.has_row_id(),
             rx,
@@ -219,18 +223,71 @@ impl Engine {
         self.sources.lock().remove(&table_id);
     }
 
-    /// Applies `chunk` to table `table_id` through its source actor; returns once the epoch
-    /// holding the change is durably committed.
-    pub async fn write_table(&self, table_id: u32, chunk: StreamChunk) -> Result<()> {
+    fn source(&self, table_id: u32) -> Result<mpsc::Sender<SourceMsg>> {
         let tx = self.sources.lock().get(&table_id).cloned();
-        let tx = tx.ok_or_else(|| eddy_common::user_err!(eddy_common::error::sqlstate::UNDEFINED_TABLE, "table {table_id} is being dropped"))?;
+        tx.ok_or_else(|| eddy_common::user_err!(eddy_common::error::sqlstate::UNDEFINED_TABLE, "table {table_id} is being dropped"))
+    }
+
+    /// Applies one statement's `write` to table `table_id` through its source actor, which
+    /// decides key conflicts against current state; returns once the epoch holding the change
+    /// is durably committed. On error nothing was applied.
+    pub async fn write_table(&self, table_id: u32, write: TableWrite) -> Result<WriteOutcome> {
+        let tx = self.source(table_id)?;
+        let (decided_tx, decided) = oneshot::channel();
         let (ack, done) = oneshot::channel();
-        tx.send(SourceMsg::Write { chunk, ack })
+        tx.send(SourceMsg::Write { write, decided: decided_tx, ack })
             .await
             .map_err(|_| EddyError::internal("table source actor stopped"))?;
+        let outcome = decided.await.map_err(|_| EddyError::internal("table source actor dropped a write"))??;
         self.barrier.request();
         done.await.map_err(|_| EddyError::internal("table source actor dropped a write"))??;
+        Ok(outcome)
+    }
+
+    /// A fresh transaction id.
+    pub fn begin_txn(&self) -> TxnId {
+        self.next_txn.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// Stages one part of transaction `txn` at table `table_id`: resolved against current state
+    /// and reserved, but invisible until [`Engine::commit_txn`]. Stage the tables of one
+    /// transaction in increasing id order (so transactions never wait for each other in a cycle).
+    pub async fn stage(&self, table_id: u32, txn: TxnId, write: TableWrite) -> Result<WriteOutcome> {
+        let tx = self.source(table_id)?;
+        let (decided_tx, decided) = oneshot::channel();
+        tx.send(SourceMsg::Stage { txn, write, decided: decided_tx })
+            .await
+            .map_err(|_| EddyError::internal("table source actor stopped"))?;
+        decided.await.map_err(|_| EddyError::internal("table source actor dropped a write"))?
+    }
+
+    /// Applies every staged part of `txn` (at `tables`) in one epoch; returns once it is durable.
+    pub async fn commit_txn(&self, txn: TxnId, tables: &[u32]) -> Result<()> {
+        let mut acks = Vec::with_capacity(tables.len());
+        {
+            let _gate = self.barrier.commit_gate().await;
+            for &t in tables {
+                let tx = self.source(t)?;
+                let (ack, done) = oneshot::channel();
+                tx.send(SourceMsg::Commit { txn, ack }).await.map_err(|_| EddyError::internal("table source actor stopped"))?;
+                acks.push(done);
+            }
+        }
+        self.barrier.request();
+        for done in acks {
+            done.await.map_err(|_| EddyError::internal("table source actor dropped a commit"))??;
+        }
         Ok(())
+    }
+
+    /// Drops every staged part of `txn` (at `tables`).
+    pub async fn abort_txn(&self, txn: TxnId, tables: &[u32]) {
+        for &t in tables {
+            if let Ok(tx) = self.source(t) {
+                // An actor that is gone has nothing staged to drop.
+                let _ = tx.send(SourceMsg::Abort { txn }).await;
+            }
+        }
     }
 
     /// A fresh object id.

@@ -1,14 +1,27 @@
-//! `COPY ... FROM STDIN`: the statement's options. The data itself is parsed by
-//! [`crate::frontend::copy_in`].
+//! `COPY ... FROM STDIN`: the statement's options, then the data as it arrives.
+//!
+//! The data is parsed in bounded batches ([`crate::frontend::copy_in`]); in autocommit mode each
+//! batch is staged with the table's writer as soon as it is parsed (its conflicts decided then,
+//! its rows invisible) and the whole COPY is applied in one epoch at the end, so the statement
+//! stays atomic while memory stays bounded by the batch size. A failure (bad data, a key
+//! conflict, CopyFail) drops everything staged; the error is reported when the client ends the
+//! data (PostgreSQL reports it at once, then ignores the rest; the client sees the same result).
+//! Inside a transaction block, the batches are recorded with the block's other writes.
 
 use datafusion::sql::sqlparser::ast::{CopyLegacyCsvOption, CopyLegacyOption, CopyOption, CopySource, CopyTarget};
 use eddy_common::error::sqlstate;
 use eddy_common::{not_supported, user_err, Result};
 
-use crate::frontend::copy_in::{CopyFormat, CopyIn};
+use arrow::array::{Array, RecordBatch};
+use eddy_common::{EddyError, StreamChunk};
+use eddy_stream::TableWrite;
+
+use crate::frontend::copy_in::{CopyFormat, CopyIn, CopyParser};
+use crate::frontend::dml::table_policy;
 use crate::frontend::names::{normalize_ident, resolve_name};
 use crate::frontend::output::Output;
 use crate::frontend::session::Session;
+use crate::frontend::state::CopyState;
 
 impl Session {
     pub(crate) fn copy(
@@ -32,6 +45,9 @@ impl Session {
             .table(&schema, &name)
             .cloned()
             .ok_or_else(|| user_err!(sqlstate::UNDEFINED_TABLE, "relation \"{name}\" does not exist"))?;
+        if table.kind != crate::catalog::RelationKind::Table {
+            return Err(user_err!(sqlstate::WRONG_OBJECT_TYPE, "cannot copy to {} \"{name}\"", table.kind_name()));
+        }
         let cols = if columns.is_empty() {
             (0..table.columns.len()).collect()
         } else {
@@ -90,7 +106,106 @@ impl Session {
         if let Some(n) = null {
             copy.null = n;
         }
+        self.copy = Some(CopyState { parser: CopyParser::new(copy.clone()), txn: self.engine.begin_txn(), staged: false, rows: 0, error: None });
         Ok(Output::CopyIn(copy))
     }
+
+    /// A piece of the COPY's data. Errors are kept and reported by [`Session::copy_done`].
+    pub async fn copy_data(&mut self, data: &[u8]) {
+        let Some(state) = self.copy.as_mut() else { return };
+        if state.error.is_some() {
+            return;
+        }
+        let result = match state.parser.feed(data) {
+            Ok(()) => self.stage_full_batches(false).await,
+            Err(e) => Err(e),
+        };
+        if let Err(e) = result {
+            self.fail_copy(e).await;
+        }
+    }
+
+    /// The end of the COPY's data: applies it (or reports why not); the row count.
+    pub async fn copy_done(&mut self) -> Result<usize> {
+        let Some(state) = self.copy.as_mut() else {
+            return Err(user_err!(sqlstate::PROTOCOL_VIOLATION, "CopyDone without a COPY in progress"));
+        };
+        if state.error.is_none() {
+            let result = match state.parser.finish() {
+                Ok(()) => self.stage_full_batches(true).await,
+                Err(e) => Err(e),
+            };
+            if let Err(e) = result {
+                self.fail_copy(e).await;
+            }
+        }
+        let Some(state) = self.copy.take() else { return Ok(0) };
+        if let Some(e) = state.error {
+            return Err(e);
+        }
+        if state.staged {
+            let table = state.parser.spec().table.id;
+            if let Err(e) = self.engine.commit_txn(state.txn, &[table]).await {
+                return Err(e);
+            }
+        }
+        Ok(state.rows)
+    }
+
+    /// CopyFail from the client: drops what was staged.
+    pub async fn copy_fail(&mut self, message: &str) -> EddyError {
+        let e = user_err!(sqlstate::QUERY_CANCELED, "COPY from stdin failed: {message}");
+        self.fail_copy(e.clone()).await;
+        self.copy = None;
+        e
+    }
+
+    async fn fail_copy(&mut self, e: EddyError) {
+        let Some(state) = self.copy.as_mut() else { return };
+        if state.staged {
+            let table = state.parser.spec().table.id;
+            self.engine.abort_txn(state.txn, &[table]).await;
+            state.staged = false;
+        }
+        state.error.get_or_insert(e);
+    }
+
+    /// Stages the parsed batches that are full (all of them at the end).
+    async fn stage_full_batches(&mut self, all: bool) -> Result<()> {
+        loop {
+            let Some(state) = self.copy.as_mut() else { return Ok(()) };
+            if !(state.parser.is_full() || all) {
+                return Ok(());
+            }
+            let Some(text) = state.parser.take_text() else { return Ok(()) };
+            let typed = state.parser.typed(&text)?;
+            let table = state.parser.spec().table.clone();
+            let n = text.first().map(|c| c.len()).unwrap_or(0);
+            let mut columns = Vec::with_capacity(typed.len());
+            for (i, c) in typed.into_iter().enumerate() {
+                columns.push(match c {
+                    Some(c) => c,
+                    None => self.evaluate_default(&table, i, n)?,
+                });
+            }
+            let rows = RecordBatch::try_new(table.planning_schema(false), columns)?;
+            let rows = self.prepare_insert(&table, rows)?;
+            let write = TableWrite { chunk: StreamChunk::inserts(rows), on_conflict: table_policy(&table), returning: false };
+            let outcome = if self.block.is_some() {
+                self.write(&table, write).await?
+            } else {
+                let txn = self.copy.as_ref().map(|s| s.txn).unwrap_or_default();
+                let outcome = self.engine.stage(table.id, txn, write).await;
+                if let Some(s) = self.copy.as_mut() {
+                    s.staged = true;
+                }
+                outcome?
+            };
+            if let Some(s) = self.copy.as_mut() {
+                s.rows += outcome.rows;
+            }
+        }
+    }
 }
+
 

@@ -1,16 +1,27 @@
-//! `COPY table [(cols)] FROM STDIN` in PostgreSQL's text and CSV formats. Fields are parsed as
-//! text and cast to the column types with Arrow's vectorized casts; the rows then take the
-//! same path as an INSERT (validation, hidden row ids, one durable epoch).
+//! `COPY table [(cols)] FROM STDIN` data in PostgreSQL's text and CSV formats, parsed as it
+//! arrives ([`CopyParser::feed`]) into bounded batches of rows: complete records are split into
+//! per-column text builders, and every [`CHUNK_ROWS`] rows (or [`CHUNK_BYTES`] of text) become
+//! one typed batch, cast with PostgreSQL's input syntax. Memory stays bounded by the chunk size
+//! whatever the input size; the statement stays atomic because the chunks are staged with the
+//! table's writer and applied together at the end (see `copy.rs`).
+//!
+//! Why not arrow-csv: PostgreSQL's CSV distinguishes an unquoted empty field (NULL) from a
+//! quoted one (`""`, the empty string), and its text format has backslash escapes and a
+//! configurable NULL marker; arrow-csv's reader sees neither quoting nor escapes.
 
 use std::sync::Arc;
 
-use arrow::array::{new_null_array, ArrayRef, RecordBatch, StringArray};
+use arrow::array::{ArrayRef, StringArray, StringBuilder};
 use eddy_common::error::sqlstate;
 use eddy_common::text::cast_text;
-use eddy_common::{user_err, Result, StreamChunk};
+use eddy_common::{user_err, EddyError, Result};
 
 use crate::catalog::TableCatalog;
-use crate::frontend::session::Session;
+
+/// Rows per staged batch.
+pub const CHUNK_ROWS: usize = 16_384;
+/// Bytes of field text per staged batch.
+pub const CHUNK_BYTES: usize = 8 << 20;
 
 /// Input format of a COPY.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -40,7 +51,7 @@ pub struct CopyIn {
     pub quote: char,
 }
 
-fn bad_copy(line: usize, msg: impl std::fmt::Display) -> eddy_common::EddyError {
+fn bad_copy(line: usize, msg: impl std::fmt::Display) -> EddyError {
     user_err!(sqlstate::BAD_COPY_FILE_FORMAT, "COPY: line {line}: {msg}")
 }
 
@@ -86,143 +97,291 @@ fn text_field(raw: &str, null: &str) -> Option<String> {
     Some(out)
 }
 
-/// Splits CSV `data` into records of optional fields.
-fn csv_records(data: &str, delim: char, quote: char, null: &str) -> Result<Vec<Vec<Option<String>>>> {
-    let mut records = Vec::new();
-    let mut record = Vec::new();
-    let mut field = String::new();
-    let mut quoted = false;
-    let mut in_quotes = false;
-    let mut chars = data.chars().peekable();
-    let mut line = 1;
-    let mut any = false;
-    while let Some(c) = chars.next() {
-        any = true;
-        if in_quotes {
-            if c == quote {
-                if chars.peek() == Some(&quote) {
-                    field.push(quote);
-                    chars.next();
-                } else {
-                    in_quotes = false;
-                }
-            } else {
-                if c == '\n' {
-                    line += 1;
-                }
-                field.push(c);
-            }
-            continue;
-        }
-        if c == quote {
-            in_quotes = true;
-            quoted = true;
-        } else if c == delim {
-            record.push(finish_csv_field(&mut field, &mut quoted, null));
-        } else if c == '\n' || c == '\r' {
-            if c == '\r' && chars.peek() == Some(&'\n') {
-                chars.next();
-            }
-            record.push(finish_csv_field(&mut field, &mut quoted, null));
-            records.push(std::mem::take(&mut record));
-            line += 1;
-            any = false;
-        } else {
-            field.push(c);
-        }
-    }
-    if in_quotes {
-        return Err(bad_copy(line, "unterminated CSV quoted field"));
-    }
-    if any {
-        record.push(finish_csv_field(&mut field, &mut quoted, null));
-        records.push(record);
-    }
-    Ok(records)
+/// Incremental parser of one COPY's data.
+pub struct CopyParser {
+    /// The statement's options.
+    spec: CopyIn,
+    /// Bytes of an incomplete record carried over to the next piece of data.
+    carry: Vec<u8>,
+    /// One text builder per data column.
+    builders: Vec<StringBuilder>,
+    /// Rows in the builders.
+    rows: usize,
+    /// Bytes of text in the builders.
+    bytes: usize,
+    /// Line number of the next record (for error messages).
+    line: usize,
+    /// The header line is still to be skipped.
+    skip_header: bool,
+    /// The end-of-data marker `\.` was seen: later data is ignored.
+    ended: bool,
 }
 
-fn finish_csv_field(field: &mut String, quoted: &mut bool, null: &str) -> Option<String> {
-    let f = std::mem::take(field);
-    let was_quoted = std::mem::replace(quoted, false);
-    if !was_quoted && f == null {
-        None
-    } else {
-        Some(f)
+impl CopyParser {
+    /// A parser for `spec`'s format and columns.
+    pub fn new(spec: CopyIn) -> Self {
+        let builders = spec.columns.iter().map(|_| StringBuilder::new()).collect();
+        let skip_header = spec.header;
+        Self { spec, carry: Vec::new(), builders, rows: 0, bytes: 0, line: 1, skip_header, ended: false }
     }
-}
 
-impl CopyIn {
-    /// Parses `data` into rows of the table's user schema.
-    pub fn parse(&self, data: &[u8], session: &Session) -> Result<RecordBatch> {
-        let text = std::str::from_utf8(data)
-            .map_err(|e| user_err!("22021", "invalid byte sequence for encoding \"UTF8\" in COPY data: {e}"))?;
-        let mut records: Vec<Vec<Option<String>>> = match self.format {
-            CopyFormat::Csv => csv_records(text, self.delimiter, self.quote, &self.null)?,
-            CopyFormat::Text => text
-                .split('\n')
-                .map(|l| l.strip_suffix('\r').unwrap_or(l))
-                .take_while(|l| *l != "\\.")
-                .filter(|l| !l.is_empty())
-                .map(|l| l.split(self.delimiter).map(|f| text_field(f, &self.null)).collect())
-                .collect(),
+    /// The statement's options.
+    pub fn spec(&self) -> &CopyIn {
+        &self.spec
+    }
+
+    /// True when a batch is due.
+    pub fn is_full(&self) -> bool {
+        self.rows >= CHUNK_ROWS || self.bytes >= CHUNK_BYTES
+    }
+
+    /// Parses the complete records of `data` (after what was carried over); an incomplete last
+    /// record waits for more data.
+    pub fn feed(&mut self, data: &[u8]) -> Result<()> {
+        if self.ended {
+            return Ok(());
+        }
+        self.carry.extend_from_slice(data);
+        let end = match self.spec.format {
+            CopyFormat::Text => self.carry.iter().rposition(|b| *b == b'\n').map(|p| p + 1),
+            CopyFormat::Csv => last_csv_record_end(&self.carry, self.spec.quote as u8),
         };
-        if self.format == CopyFormat::Csv {
-            if let Some(pos) = records.iter().position(|r| r.len() == 1 && r[0].as_deref() == Some("\\.")) {
-                records.truncate(pos);
-            }
+        let Some(end) = end else { return Ok(()) };
+        let rest = self.carry.split_off(end);
+        let complete = std::mem::replace(&mut self.carry, rest);
+        self.parse_records(&complete)
+    }
+
+    /// Parses what is left at the end of the data (a last record without a newline).
+    pub fn finish(&mut self) -> Result<()> {
+        if self.ended || self.carry.is_empty() {
+            return Ok(());
         }
-        if self.header && !records.is_empty() {
-            records.remove(0);
+        let last = std::mem::take(&mut self.carry);
+        if self.spec.format == CopyFormat::Csv && last_csv_record_end(&last, self.spec.quote as u8).is_none() && has_open_quote(&last, self.spec.quote as u8) {
+            return Err(bad_copy(self.line, "unterminated CSV quoted field"));
         }
-        let width = self.columns.len();
-        for (i, r) in records.iter().enumerate() {
-            if r.len() != width {
-                let what = if r.len() < width { "missing data for column" } else { "extra data after last expected column" };
-                return Err(bad_copy(i + 1 + usize::from(self.header), format!("{what} (expected {width} fields, found {})", r.len())));
-            }
+        self.parse_records(&last)
+    }
+
+    /// Takes the parsed rows as text columns (in data order), if any.
+    pub fn take_text(&mut self) -> Option<Vec<StringArray>> {
+        if self.rows == 0 {
+            return None;
         }
-        let n = records.len();
-        let schema = self.table.planning_schema(false);
-        let mut columns: Vec<ArrayRef> = schema.fields().iter().map(|f| new_null_array(f.data_type(), n)).collect();
-        for (pos, &col) in self.columns.iter().enumerate() {
-            let strings: StringArray = records.iter().map(|r| r[pos].as_deref()).collect();
+        self.rows = 0;
+        self.bytes = 0;
+        Some(self.builders.iter_mut().map(|b| b.finish()).collect())
+    }
+
+    /// Casts text columns to the table's types: the columns of its user schema, NULL where the
+    /// data has no column (defaults are filled in by the caller).
+    pub fn typed(&self, text: &[StringArray]) -> Result<Vec<Option<ArrayRef>>> {
+        let table = &self.spec.table;
+        let schema = table.planning_schema(false);
+        let mut out: Vec<Option<ArrayRef>> = vec![None; schema.fields().len()];
+        for (pos, &col) in self.spec.columns.iter().enumerate() {
             let target = schema.field(col).data_type();
-            columns[col] = cast_text(&strings, target).map_err(|e| {
+            let typed = cast_text(&text[pos], target).map_err(|e| {
                 user_err!(
                     sqlstate::INVALID_TEXT_REPRESENTATION,
                     "COPY {}, column {}: invalid input for type {}: {e}",
-                    self.table.name,
-                    self.table.columns[col].name,
-                    self.table.columns[col].ty.pg_name()
+                    table.name,
+                    table.columns[col].name,
+                    table.columns[col].ty.pg_name()
                 )
             })?;
+            out[col] = Some(typed);
         }
-        for (i, c) in self.table.columns.iter().enumerate() {
-            if !self.columns.contains(&i) && c.default.is_some() {
-                columns[i] = session.evaluate_default(&self.table, i, n)?;
+        Ok(out)
+    }
+
+    fn parse_records(&mut self, data: &[u8]) -> Result<()> {
+        let text = std::str::from_utf8(data).map_err(|e| {
+            user_err!(sqlstate::CHARACTER_NOT_IN_REPERTOIRE, "invalid byte sequence for encoding \"UTF8\" in COPY data: {e}")
+        })?;
+        match self.spec.format {
+            CopyFormat::Text => self.parse_text(text),
+            CopyFormat::Csv => self.parse_csv(text),
+        }
+    }
+
+    fn push_record(&mut self, fields: &mut dyn Iterator<Item = Option<String>>) -> Result<()> {
+        let width = self.spec.columns.len();
+        let mut n = 0;
+        for f in fields {
+            if n < width {
+                match f {
+                    Some(v) => {
+                        self.bytes += v.len();
+                        self.builders[n].append_value(v);
+                    }
+                    None => self.builders[n].append_null(),
+                }
+            }
+            n += 1;
+        }
+        if n != width {
+            // The COPY fails as a whole: the builders' partial row is dropped with them.
+            let what = if n < width { "missing data for column" } else { "extra data after last expected column" };
+            return Err(bad_copy(self.line, format!("{what} (expected {width} fields, found {n})")));
+        }
+        self.rows += 1;
+        Ok(())
+    }
+
+    fn parse_text(&mut self, text: &str) -> Result<()> {
+        let delim = self.spec.delimiter;
+        let null = self.spec.null.clone();
+        for line in text.split_inclusive('\n') {
+            let l = line.strip_suffix('\n').unwrap_or(line);
+            let l = l.strip_suffix('\r').unwrap_or(l);
+            if l == "\\." {
+                self.ended = true;
+                return Ok(());
+            }
+            if std::mem::take(&mut self.skip_header) || l.is_empty() {
+                self.line += 1;
+                continue;
+            }
+            self.push_record(&mut l.split(delim).map(|f| text_field(f, &null)))?;
+            self.line += 1;
+        }
+        Ok(())
+    }
+
+    fn parse_csv(&mut self, text: &str) -> Result<()> {
+        let (delim, quote) = (self.spec.delimiter, self.spec.quote);
+        let null = self.spec.null.clone();
+        let mut record: Vec<Option<String>> = Vec::with_capacity(self.spec.columns.len());
+        let mut field = String::new();
+        let (mut quoted, mut in_quotes, mut any) = (false, false, false);
+        let mut lines_in_record = 1;
+        let mut chars = text.chars().peekable();
+        let finish_field = |field: &mut String, quoted: &mut bool| -> Option<String> {
+            let f = std::mem::take(field);
+            let was_quoted = std::mem::replace(quoted, false);
+            if !was_quoted && f == null {
+                None
+            } else {
+                Some(f)
+            }
+        };
+        while let Some(c) = chars.next() {
+            any = true;
+            if in_quotes {
+                if c == quote {
+                    if chars.peek() == Some(&quote) {
+                        field.push(quote);
+                        chars.next();
+                    } else {
+                        in_quotes = false;
+                    }
+                } else {
+                    if c == '\n' {
+                        lines_in_record += 1;
+                    }
+                    field.push(c);
+                }
+                continue;
+            }
+            if c == quote {
+                in_quotes = true;
+                quoted = true;
+            } else if c == delim {
+                record.push(finish_field(&mut field, &mut quoted));
+            } else if c == '\n' || c == '\r' {
+                if c == '\r' && chars.peek() == Some(&'\n') {
+                    chars.next();
+                }
+                record.push(finish_field(&mut field, &mut quoted));
+                self.csv_record(std::mem::take(&mut record))?;
+                self.line += lines_in_record;
+                lines_in_record = 1;
+                any = false;
+                if self.ended {
+                    return Ok(());
+                }
+            } else {
+                field.push(c);
             }
         }
-        Ok(RecordBatch::try_new(schema, columns)?)
-    }
-}
-
-impl Session {
-    /// Loads COPY data into its table; returns the row count once durable.
-    pub async fn finish_copy(&mut self, copy: &CopyIn, data: &[u8]) -> Result<usize> {
-        let rows = copy.parse(data, self)?;
-        let rows = self.prepare_insert(&copy.table, rows)?;
-        let n = rows.num_rows();
-        if n > 0 {
-            self.engine.write_table(copy.table.id, StreamChunk::inserts(rows)).await?;
+        if in_quotes {
+            return Err(bad_copy(self.line, "unterminated CSV quoted field"));
         }
-        Ok(n)
+        if any {
+            record.push(finish_field(&mut field, &mut quoted));
+            self.csv_record(record)?;
+            self.line += lines_in_record;
+        }
+        Ok(())
+    }
+
+    fn csv_record(&mut self, record: Vec<Option<String>>) -> Result<()> {
+        if record.len() == 1 && record[0].as_deref() == Some("\\.") {
+            self.ended = true;
+            return Ok(());
+        }
+        if std::mem::take(&mut self.skip_header) {
+            return Ok(());
+        }
+        // An empty line is a record of one NULL field, as in PostgreSQL.
+        self.push_record(&mut record.into_iter())
     }
 }
 
+/// The end of the last complete CSV record in `data` (after a newline outside quotes).
+fn last_csv_record_end(data: &[u8], quote: u8) -> Option<usize> {
+    let mut in_quotes = false;
+    let mut end = None;
+    for (i, b) in data.iter().enumerate() {
+        if *b == quote {
+            in_quotes = !in_quotes;
+        } else if *b == b'\n' && !in_quotes {
+            end = Some(i + 1);
+        }
+    }
+    end
+}
+
+/// True if `data` ends inside a quoted field.
+fn has_open_quote(data: &[u8], quote: u8) -> bool {
+    data.iter().filter(|b| **b == quote).count() % 2 == 1
+}
 
 #[cfg(test)]
 mod tests {
+    use arrow::array::Array;
+
     use super::*;
+    use crate::catalog::{ColumnCatalog, RelationKind};
+
+    fn spec(format: CopyFormat, header: bool) -> CopyIn {
+        let col = |n: &str| ColumnCatalog { name: n.into(), ty: eddy_common::ColumnType::Text, not_null: false, default: None, hidden: false };
+        let table = TableCatalog {
+            id: 9,
+            schema: "public".into(),
+            name: "t".into(),
+            kind: RelationKind::Table,
+            columns: vec![col("a"), col("b")],
+            pk: vec![],
+            definition: String::new(),
+            query: None,
+            dependencies: vec![],
+            internal_tables: vec![],
+            comments: Default::default(),
+            on_conflict: Default::default(),
+            derived: Default::default(),
+        };
+        let (delimiter, null) = if format == CopyFormat::Csv { (',', String::new()) } else { ('\t', "\\N".to_string()) };
+        CopyIn { table: Arc::new(table), columns: vec![0, 1], format, delimiter, null, header, quote: '"' }
+    }
+
+    fn values(p: &mut CopyParser) -> Vec<Vec<Option<String>>> {
+        let cols = p.take_text().unwrap_or_default();
+        let n = cols.first().map(|c| c.len()).unwrap_or(0);
+        (0..n).map(|r| cols.iter().map(|c| c.is_valid(r).then(|| c.value(r).to_string())).collect()).collect()
+    }
 
     #[test]
     fn text_format_unescapes_and_recognizes_null() {
@@ -233,9 +392,39 @@ mod tests {
 
     #[test]
     fn csv_handles_quotes_embedded_newlines_and_null() {
-        let r = csv_records("1,\"a,\"\"b\"\"\nc\",\n2,\"\",x\n", ',', '"', "").unwrap();
-        assert_eq!(r.len(), 2);
-        assert_eq!(r[0], vec![Some("1".into()), Some("a,\"b\"\nc".into()), None]);
-        assert_eq!(r[1], vec![Some("2".into()), Some("".into()), Some("x".into())]);
+        let mut p = CopyParser::new(spec(CopyFormat::Csv, false));
+        p.feed(b"1,\"a,\"\"b\"\"\nc\"\n2,\"\"\n").unwrap();
+        assert_eq!(values(&mut p), vec![vec![Some("1".into()), Some("a,\"b\"\nc".into())], vec![Some("2".into()), Some("".into())]]);
+        p.feed(b"3,\n").unwrap();
+        assert_eq!(values(&mut p), vec![vec![Some("3".into()), None]]);
+    }
+
+    #[test]
+    fn records_split_across_pieces_of_data_are_joined() {
+        let mut p = CopyParser::new(spec(CopyFormat::Csv, true));
+        for piece in [&b"a,b\n1,\"x"[..], b"\ny\"\n2", b",z"] {
+            p.feed(piece).unwrap();
+        }
+        p.finish().unwrap();
+        assert_eq!(values(&mut p), vec![vec![Some("1".into()), Some("x\ny".into())], vec![Some("2".into()), Some("z".into())]]);
+        let mut t = CopyParser::new(spec(CopyFormat::Text, false));
+        t.feed("é\t€".as_bytes().split_at(1).0).unwrap();
+        t.feed(&"é\t€\n\\.\nignored\t1\n".as_bytes()[1..]).unwrap();
+        assert_eq!(values(&mut t), vec![vec![Some("é".into()), Some("€".into())]]);
+    }
+
+    #[test]
+    fn a_record_with_the_wrong_field_count_names_its_line() {
+        let mut p = CopyParser::new(spec(CopyFormat::Text, false));
+        let e = p.feed(b"1\t2\n3\n").unwrap_err();
+        assert_eq!(e.sqlstate, sqlstate::BAD_COPY_FILE_FORMAT);
+        assert!(e.message.contains("line 2"), "{}", e.message);
+    }
+
+    #[test]
+    fn an_unterminated_quote_at_the_end_is_an_error() {
+        let mut p = CopyParser::new(spec(CopyFormat::Csv, false));
+        p.feed(b"1,\"abc").unwrap();
+        assert!(p.finish().is_err());
     }
 }

@@ -9,7 +9,7 @@ use eddy_common::error::sqlstate;
 use eddy_common::{not_supported, user_err, ColumnType, Result};
 use eddy_storage::EpochBatch;
 
-use crate::catalog::{CatalogChange, ColumnCatalog, RelationKind, SchemaCatalog, TableCatalog, BUILTIN_SCHEMAS, ROW_ID_COLUMN};
+use crate::catalog::{CatalogChange, ConflictPolicy, ColumnCatalog, RelationKind, SchemaCatalog, TableCatalog, BUILTIN_SCHEMAS, ROW_ID_COLUMN};
 use crate::frontend::names::{normalize_ident, resolve_name};
 use crate::frontend::session::Session;
 use crate::catalog::types::parse_type_name;
@@ -113,13 +113,25 @@ impl Session {
             columns[idx].not_null = true;
             pk.push(idx);
         }
+        let on_conflict = match crate::frontend::split::take_table_conflict_clause(sql) {
+            None => ConflictPolicy::Error,
+            Some(_) if pk.is_empty() => {
+                return Err(user_err!(sqlstate::INVALID_TABLE_DEFINITION, "ON CONFLICT needs a primary key: a table without one has no conflicts"))
+            }
+            Some((_, words)) => match words.iter().map(String::as_str).collect::<Vec<_>>().as_slice() {
+                ["OVERWRITE"] | ["DO", "UPDATE", "FULL"] => ConflictPolicy::Overwrite,
+                ["IGNORE"] | ["DO", "NOTHING"] => ConflictPolicy::Ignore,
+                _ => ConflictPolicy::UpdateIfNotNull,
+            },
+        };
         let definition = sql.trim().trim_end_matches(';').to_string();
-        self.commit_new_table(schema, name, columns, pk, definition, ct.if_not_exists).await?;
+        self.commit_new_table(schema, name, columns, pk, definition, ct.if_not_exists, on_conflict).await?;
         Ok(())
     }
 
     /// Commits a new table's catalog entry and starts its source actor; `None` when it already
     /// existed and `if_not_exists` said to skip.
+    #[allow(clippy::too_many_arguments)]
     async fn commit_new_table(
         &mut self,
         schema: String,
@@ -128,6 +140,7 @@ impl Session {
         pk: Vec<usize>,
         definition: String,
         if_not_exists: bool,
+        on_conflict: ConflictPolicy,
     ) -> Result<Option<std::sync::Arc<TableCatalog>>> {
         let (schema_name, table_name) = (schema.clone(), name.clone());
         let mut created = true;
@@ -154,7 +167,8 @@ impl Session {
                     dependencies: vec![],
                     internal_tables: vec![],
                     comments: Default::default(),
-                    derived: Default::default(),
+                    on_conflict,
+            derived: Default::default(),
                 };
                 Ok((vec![CatalogChange::CreateTable(table)], EpochBatch::default()))
             })
@@ -198,7 +212,7 @@ impl Session {
         }
         let definition = sql.trim().trim_end_matches(';').to_string();
         crate::frontend::session::unique_column_names(columns.iter().map(|c| c.name.as_str()))?;
-        let Some(table) = self.commit_new_table(schema, name, columns, vec![], definition, ct.if_not_exists).await? else {
+        let Some(table) = self.commit_new_table(schema, name, columns, vec![], definition, ct.if_not_exists, ConflictPolicy::Error).await? else {
             return Ok(0);
         };
         let target = table.planning_schema(false);
@@ -206,7 +220,8 @@ impl Session {
         for b in crate::frontend::rows::rebind(&target, batches.into_iter().filter(|b| b.num_rows() > 0).collect())? {
             let rows = self.prepare_insert(&table, b)?;
             n += rows.num_rows();
-            self.engine.write_table(table.id, eddy_common::StreamChunk::inserts(rows)).await?;
+            let write = eddy_stream::TableWrite { chunk: eddy_common::StreamChunk::inserts(rows), on_conflict: Default::default(), returning: false };
+            self.write(&table, write).await?;
         }
         Ok(n)
     }

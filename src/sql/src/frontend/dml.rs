@@ -3,8 +3,10 @@
 //! result into a [`StreamChunk`] of changes for the table and commits it through the barrier
 //! manager. The statement returns only when its epoch is durable.
 //!
-//! Semantics worth knowing: statements run in autocommit mode; an INSERT of an existing primary
-//! key overwrites that row (upsert); concurrent UPDATEs of the same row are last-writer-wins.
+//! Semantics worth knowing: the table's writer decides key conflicts against its current rows
+//! (an INSERT of an existing primary key is 23505 unless the table or the statement says
+//! otherwise); a statement applies all of its rows or none; an UPDATE or DELETE of a row another
+//! statement removed meanwhile skips it, and concurrent UPDATEs of one row are last-writer-wins.
 
 use std::sync::Arc;
 
@@ -18,7 +20,9 @@ use datafusion::physical_plan::collect;
 use eddy_common::error::sqlstate;
 use eddy_common::{internal_err, user_err, ColumnType, Op, Result, StreamChunk};
 
-use crate::catalog::TableCatalog;
+use eddy_stream::{OnConflict, TableWrite};
+
+use crate::catalog::{ConflictPolicy, TableCatalog};
 use crate::planner::provider::EddyTable;
 use crate::frontend::rows::rebind;
 use crate::frontend::session::Session;
@@ -38,7 +42,8 @@ fn concat(schema: &Arc<Schema>, batches: &[RecordBatch]) -> Result<RecordBatch> 
 impl Session {
     /// Executes a planned DML statement; returns the affected row count, and with
     /// `want_rows` the affected rows' user columns (new versions for INSERT/UPDATE, old for
-    /// DELETE) for `RETURNING`.
+    /// DELETE) for `RETURNING`. The table's writer decides key conflicts (under the table's
+    /// policy, or the statement's `ON CONFLICT` clause) against its current rows.
     pub(crate) async fn execute_dml(
         &mut self,
         state: &SessionState,
@@ -54,81 +59,66 @@ impl Session {
         if catalog.kind != crate::catalog::RelationKind::Table {
             return Err(user_err!(sqlstate::WRONG_OBJECT_TYPE, "cannot change {} \"{}\"", catalog.kind_name(), catalog.name));
         }
-        let mut changes: Vec<StreamChunk> = Vec::new();
-        let mut affected: Vec<RecordBatch> = Vec::new();
-        let count = match &dml.op {
+        let storage = catalog.storage_schema();
+        let mut on_conflict = table_policy(&catalog);
+        let chunk = match &dml.op {
             WriteOp::Insert(_) => {
                 let rows = run(state, &dml.input).await?;
                 let schema = catalog.planning_schema(false);
                 let rows = concat(&schema, &rebind(&schema, rows)?)?;
                 let rows = self.prepare_insert(&catalog, rows)?;
-                let rows = match conflict {
-                    Some(c) => self.resolve_conflicts(&catalog, rows, c).await?,
-                    None => rows,
-                };
-                let n = rows.num_rows();
-                if want_rows {
-                    affected.push(rows.clone());
+                if let Some(c) = conflict {
+                    on_conflict = self.conflict_action(&catalog, c)?;
                 }
-                changes.push(StreamChunk::inserts(rows));
-                n
+                StreamChunk::inserts(rows)
             }
             WriteOp::Delete => {
                 let rows = run(state, &dml.input).await?;
                 let schema = catalog.planning_schema(true);
                 let rows = concat(&schema, &rebind(&schema, rows)?)?;
-                let n = rows.num_rows();
-                if want_rows {
-                    affected.push(rows.clone());
-                }
-                changes.push(StreamChunk::deletes(rows));
-                n
+                StreamChunk::deletes(RecordBatch::try_new(storage.clone(), rows.columns().to_vec())?)
             }
             WriteOp::Update => {
                 let input = with_old_keys(&dml.input, &catalog)?;
                 let out = run(state, &input).await?;
                 let schema = catalog.planning_schema(true);
                 let width = schema.fields().len();
-                let mut n = 0;
+                let mut batches = Vec::new();
+                let mut ops = Vec::new();
                 for b in out {
-                    n += b.num_rows();
                     let new_rows = RecordBatch::try_new(schema.clone(), b.columns()[..width].to_vec())?;
                     let new_rows = self.validate_rows(&catalog, new_rows)?;
-                    // Rows keyed by their old key, to delete before writing the new versions.
+                    // Each row's old key (the rest of the old row is looked up by the writer).
                     let mut old_cols: Vec<ArrayRef> = new_rows.columns().to_vec();
                     for (i, &k) in catalog.storage_pk().iter().enumerate() {
                         old_cols[k] = b.column(width + i).clone();
                     }
-                    let old_rows = RecordBatch::try_new(schema.clone(), old_cols)?;
-                    let ops = vec![Op::Delete; old_rows.num_rows()];
-                    changes.push(StreamChunk::try_new(old_rows, ops)?);
-                    if want_rows {
-                        affected.push(new_rows.clone());
-                    }
-                    changes.push(StreamChunk::inserts(new_rows));
+                    let old_rows = RecordBatch::try_new(storage.clone(), old_cols)?;
+                    let new_rows = RecordBatch::try_new(storage.clone(), new_rows.columns().to_vec())?;
+                    // Old and new versions interleaved as update pairs.
+                    let n = new_rows.num_rows();
+                    let idx: Vec<(usize, usize)> = (0..n).flat_map(|i| [(0, i), (1, i)]).collect();
+                    let cols = (0..storage.fields().len())
+                        .map(|c| Ok(arrow::compute::interleave(&[old_rows.column(c).as_ref(), new_rows.column(c).as_ref()], &idx)?))
+                        .collect::<Result<Vec<ArrayRef>>>()?;
+                    batches.push(RecordBatch::try_new(storage.clone(), cols)?);
+                    ops.extend((0..n).flat_map(|_| [Op::UpdateDelete, Op::UpdateInsert]));
                 }
-                n
+                StreamChunk::try_new(concat(&storage, &batches)?, ops)?
             }
             other => return Err(eddy_common::not_supported!("{other} is not supported")),
         };
-        let changes: Vec<StreamChunk> = changes.into_iter().filter(|c| !c.is_empty()).collect();
-        if !changes.is_empty() {
-            let batch = concat(&catalog.planning_schema(true), &changes.iter().map(|c| c.batch.clone()).collect::<Vec<_>>())?;
-            let ops = changes.into_iter().flat_map(|c| c.ops).collect();
-            self.engine.write_table(catalog.id, StreamChunk::try_new(batch, ops)?).await?;
+        if chunk.is_empty() {
+            let rows = want_rows.then(|| (catalog.clone(), RecordBatch::new_empty(catalog.planning_schema(false))));
+            return Ok((0, rows));
         }
-        if !want_rows {
-            return Ok((count, None));
-        }
-        // The user-visible columns, whatever hidden ones the rows carried.
+        let write = TableWrite { chunk, on_conflict, returning: want_rows };
+        let outcome = self.write(&catalog, write).await?;
+        let Some(returned) = outcome.returned.filter(|_| want_rows) else { return Ok((outcome.rows, None)) };
+        // The user-visible columns, whatever hidden ones the rows carry.
         let visible = catalog.planning_schema(false);
-        let width = visible.fields().len();
-        let projected = affected
-            .iter()
-            .map(|b| Ok(RecordBatch::try_new(visible.clone(), b.columns()[..width].to_vec())?))
-            .collect::<Result<Vec<_>>>()?;
-        let rows = concat(&visible, &projected)?;
-        Ok((count, Some((catalog, rows))))
+        let rows = RecordBatch::try_new(visible.clone(), returned.columns()[..visible.fields().len()].to_vec())?;
+        Ok((outcome.rows, Some((catalog, rows))))
     }
 
     /// Checks user rows and adds the hidden row id: the rows to store for an INSERT.
@@ -218,4 +208,14 @@ fn with_old_keys(input: &LogicalPlan, catalog: &TableCatalog) -> Result<LogicalP
     }
     let _ = DataType::Null;
     Ok(LogicalPlan::Projection(Projection::try_new(exprs, p.input.clone())?))
+}
+
+/// The conflict behaviour of plain INSERTs into `table`.
+pub(crate) fn table_policy(table: &TableCatalog) -> OnConflict {
+    match table.on_conflict {
+        ConflictPolicy::Error => OnConflict::Error,
+        ConflictPolicy::Overwrite => OnConflict::Overwrite,
+        ConflictPolicy::Ignore => OnConflict::Ignore,
+        ConflictPolicy::UpdateIfNotNull => OnConflict::UpdateIfNotNull,
+    }
 }

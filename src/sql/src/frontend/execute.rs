@@ -22,7 +22,6 @@ use crate::frontend::output::{command, text_rows, text_schema, Described, Output
 use crate::frontend::names::resolve_name;
 use crate::frontend::session::{client_schema, Session};
 use crate::frontend::settings::show_column_name;
-use crate::frontend::statement::ident_name;
 use crate::frontend::statement::EddyStatement;
 use crate::planner::settings::{canonical_var, default_vars};
 
@@ -209,32 +208,10 @@ impl Session {
                 }
                 Ok(command("RESET"))
             }
-            Statement::StartTransaction { .. } => {
-                if self.in_transaction {
-                    self.notice("there is already a transaction in progress");
-                }
-                self.in_transaction = true;
-                Ok(Output::TransactionStart("BEGIN".into()))
-            }
-            Statement::Commit { .. } => {
-                if !self.in_transaction {
-                    self.notice("there is no transaction in progress");
-                }
-                self.end_transaction();
-                Ok(Output::TransactionEnd("COMMIT".into()))
-            }
-            Statement::Rollback { savepoint: Some(name), .. } => {
-                let at = self.savepoint_index(name, "ROLLBACK TO SAVEPOINT")?;
-                self.savepoints.truncate(at + 1);
-                Ok(command("ROLLBACK"))
-            }
-            Statement::Rollback { .. } => {
-                if !self.in_transaction {
-                    self.notice("there is no transaction in progress");
-                }
-                self.end_transaction();
-                Ok(Output::TransactionEnd("ROLLBACK".into()))
-            }
+            Statement::StartTransaction { .. } => Ok(self.begin()),
+            Statement::Commit { .. } => self.commit().await,
+            Statement::Rollback { savepoint: Some(name), .. } => self.rollback_to_savepoint(name),
+            Statement::Rollback { .. } => Ok(self.rollback()),
             Statement::CreateType { name, representation } => match representation {
                 Some(datafusion::sql::sqlparser::ast::UserDefinedTypeRepresentation::Enum { labels }) => {
                     self.create_enum(name, labels).await?;
@@ -275,18 +252,8 @@ impl Session {
                 }
                 Ok(command("TRUNCATE TABLE"))
             }
-            Statement::Savepoint { name } => {
-                if !self.in_transaction {
-                    return Err(user_err!(sqlstate::NO_ACTIVE_SQL_TRANSACTION, "SAVEPOINT can only be used in transaction blocks"));
-                }
-                self.savepoints.push(ident_name(name));
-                Ok(command("SAVEPOINT"))
-            }
-            Statement::ReleaseSavepoint { name } => {
-                let at = self.savepoint_index(name, "RELEASE SAVEPOINT")?;
-                self.savepoints.truncate(at);
-                Ok(command("RELEASE"))
-            }
+            Statement::Savepoint { name } => self.savepoint(name),
+            Statement::ReleaseSavepoint { name } => self.release_savepoint(name),
             Statement::Discard { .. } => {
                 *self.vars.write() = default_vars(&self.user);
                 Ok(command("DISCARD ALL"))

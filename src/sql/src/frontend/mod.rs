@@ -19,6 +19,7 @@ pub mod rows;
 pub mod session;
 pub mod settings;
 pub mod split;
+pub mod state;
 pub mod statement;
 pub mod transaction;
 pub mod view;

@@ -108,6 +108,7 @@ impl Session {
             dependencies,
             internal_tables: planned.internal_tables,
             comments: Default::default(),
+            on_conflict: Default::default(),
             derived: Default::default(),
         };
         let mut tail = planned.tail;

@@ -1,20 +1,26 @@
 //! `INSERT ... ON CONFLICT [(key columns)] DO NOTHING | DO UPDATE SET ... [WHERE ...]`.
 //!
-//! The proposed rows are computed as for a plain INSERT; rows whose primary key already exists
-//! (or repeats an earlier proposed row) are then resolved against the committed rows before
-//! anything is written: dropped for DO NOTHING, or replaced by the updated version of the
-//! existing row for DO UPDATE (`excluded` names the proposed row). A plain INSERT in Eddy
-//! overwrites on a key conflict; ON CONFLICT gives PostgreSQL's choices explicitly.
+//! The proposed rows are computed as for a plain INSERT; the table's writer then resolves rows
+//! whose primary key exists (or repeats an earlier proposed row) against its current rows:
+//! dropped for DO NOTHING, or replaced by the updated version of the existing row for DO UPDATE
+//! (`excluded` names the proposed row), which this module compiles into expressions the writer
+//! evaluates.
 
 use std::collections::HashSet;
-use arrow::array::{BooleanArray, RecordBatch};
-use arrow::compute::filter_record_batch;
-use arrow::row::{RowConverter, SortField};
+use std::sync::Arc;
+
+use arrow::array::{Array, ArrayRef, AsArray, RecordBatch};
+use arrow::datatypes::{Field, Schema, SchemaRef};
+use datafusion::common::{DFSchema, TableReference};
+use datafusion::physical_expr::expressions::Column;
+use datafusion::physical_expr::PhysicalExpr;
 use datafusion::sql::sqlparser::ast::{
     AssignmentTarget, ConflictTarget, Ident, OnConflict, OnConflictAction, OnInsert, Statement,
 };
 use eddy_common::error::sqlstate;
 use eddy_common::{not_supported, user_err, Result};
+
+use eddy_stream::{ConflictUpdate, OnConflict as Resolution};
 
 use crate::catalog::TableCatalog;
 use crate::frontend::session::Session;
@@ -52,14 +58,50 @@ fn ident_name(i: &Ident) -> String {
     }
 }
 
-fn quoted(name: &str) -> String {
-    format!("\"{}\"", name.replace('"', "\"\""))
+/// `ON CONFLICT DO UPDATE SET ... [WHERE ...]` evaluated by the table's writer on the
+/// conflicting rows: each column's assignment (or the existing value) over the existing row
+/// (named like the target) and the proposed row (`excluded`).
+struct SqlConflictUpdate {
+    /// One expression per stored column, over `input`.
+    exprs: Vec<Arc<dyn PhysicalExpr>>,
+    /// The clause's `WHERE`, over `input`.
+    filter: Option<Arc<dyn PhysicalExpr>>,
+    /// Existing row's columns, then the proposed row's.
+    input: SchemaRef,
+    /// The table's stored columns.
+    output: SchemaRef,
+}
+
+impl ConflictUpdate for SqlConflictUpdate {
+    fn update(&self, existing: &RecordBatch, proposed: &RecordBatch) -> Result<(RecordBatch, Vec<bool>)> {
+        let n = existing.num_rows();
+        let columns: Vec<ArrayRef> = existing.columns().iter().chain(proposed.columns()).cloned().collect();
+        let input = RecordBatch::try_new(self.input.clone(), columns)?;
+        let out = self
+            .exprs
+            .iter()
+            .zip(self.output.fields())
+            .map(|(e, f)| {
+                let a = e.evaluate(&input)?.into_array(n)?;
+                Ok(if a.data_type() == f.data_type() { a } else { eddy_common::cast::cast_checked(&a, f.data_type())? })
+            })
+            .collect::<Result<Vec<ArrayRef>>>()?;
+        let keep = match &self.filter {
+            None => vec![true; n],
+            Some(f) => {
+                let v = f.evaluate(&input)?.into_array(n)?;
+                let b = v.as_boolean_opt().ok_or_else(|| user_err!(sqlstate::DATATYPE_MISMATCH, "argument of WHERE must be type boolean"))?;
+                (0..n).map(|i| b.is_valid(i) && b.value(i)).collect()
+            }
+        };
+        Ok((RecordBatch::try_new(self.output.clone(), out)?, keep))
+    }
 }
 
 impl Session {
-    /// The rows to write for an INSERT with ON CONFLICT: `rows` (checked, as a plain INSERT
-    /// would write them) resolved against the committed rows of `table`.
-    pub(crate) async fn resolve_conflicts(&self, table: &TableCatalog, rows: RecordBatch, conflict: &Conflict) -> Result<RecordBatch> {
+    /// What `INSERT ... ON CONFLICT` does with a conflicting row of `table`, checked against
+    /// the table's key.
+    pub(crate) fn conflict_action(&self, table: &TableCatalog, conflict: &Conflict) -> Result<Resolution> {
         let do_update = match &conflict.clause.action {
             OnConflictAction::DoNothing => None,
             OnConflictAction::DoUpdate(u) => Some(u),
@@ -69,7 +111,7 @@ impl Session {
         };
         if table.pk.is_empty() {
             // Without a key nothing can conflict.
-            return if do_update.is_some() { Err(no_constraint()) } else { Ok(rows) };
+            return if do_update.is_some() { Err(no_constraint()) } else { Ok(Resolution::Ignore) };
         }
         match &conflict.clause.conflict_target {
             Some(ConflictTarget::Columns(cols)) => {
@@ -90,40 +132,29 @@ impl Session {
             }
             None => {}
         }
-        let keys = rows.project(&table.pk)?;
-        let converter = RowConverter::new(keys.schema().fields().iter().map(|f| SortField::new(f.data_type().clone())).collect())?;
-        let proposed = converter.convert_columns(keys.columns())?;
-        let existing_rows = table.state_table()?.get_rows(&self.engine.store.snapshot(), &keys).await?;
-        let existing_keys = existing_rows.project(&table.pk)?;
-        let existing = converter.convert_columns(existing_keys.columns())?;
-        let existing: HashSet<Vec<u8>> = existing.iter().map(|r| r.as_ref().to_vec()).collect();
-        let mut seen: HashSet<Vec<u8>> = HashSet::new();
-        let mut fresh = Vec::with_capacity(rows.num_rows());
-        let mut conflicting = Vec::with_capacity(rows.num_rows());
-        for r in proposed.iter() {
-            let k = r.as_ref();
-            let repeat = !seen.insert(k.to_vec());
-            if repeat && do_update.is_some() {
-                return Err(user_err!(
-                    "21000",
-                    "ON CONFLICT DO UPDATE command cannot affect row a second time; ensure that no rows proposed for insertion within the same command have duplicate constrained values"
-                ));
-            }
-            let clash = repeat || existing.contains(k);
-            fresh.push(!clash);
-            conflicting.push(clash && !repeat);
-        }
-        let inserted = filter_record_batch(&rows, &BooleanArray::from(fresh))?;
-        let Some(update) = do_update else { return Ok(inserted) };
-        let excluded = filter_record_batch(&rows, &BooleanArray::from(conflicting))?;
-        if excluded.num_rows() == 0 {
-            return Ok(inserted);
-        }
-        // The updated versions: each column's assignment, or the existing value.
+        let Some(update) = do_update else { return Ok(Resolution::Ignore) };
+        // Existing row's columns qualified by the target's name, then `excluded`'s.
         let target = conflict.alias.clone().unwrap_or_else(|| table.name.clone());
         let visible = table.planning_schema(false);
-        let existing_visible = RecordBatch::try_new(visible.clone(), existing_rows.columns()[..visible.fields().len()].to_vec())?;
-        let mut exprs: Vec<String> = table.columns.iter().filter(|c| !c.hidden).map(|c| format!("{}.{}", quoted(&target), quoted(&c.name))).collect();
+        let mut qualified = Vec::new();
+        let mut fields = Vec::new();
+        for q in [target.as_str(), "excluded"] {
+            for f in visible.fields() {
+                qualified.push((Some(TableReference::bare(q)), f.clone()));
+                fields.push(Field::new(format!("{q}.{}", f.name()), f.data_type().clone(), true));
+            }
+        }
+        let df_schema = DFSchema::new_with_metadata(qualified, Default::default())?;
+        let input: SchemaRef = Arc::new(Schema::new(fields));
+        let state = self.ctx.state();
+        let physical = |e: &datafusion::sql::sqlparser::ast::Expr| -> Result<Arc<dyn PhysicalExpr>> {
+            let logical = self.ctx.parse_sql_expr(&e.to_string(), &df_schema)?;
+            let p = state.create_physical_expr(logical, &df_schema)?;
+            Ok(crate::planner::overflow::checked(p, &input)?)
+        };
+        let width = visible.fields().len();
+        let mut exprs: Vec<Arc<dyn PhysicalExpr>> =
+            (0..width).map(|i| Arc::new(Column::new(visible.field(i).name(), i)) as Arc<dyn PhysicalExpr>).collect();
         for a in &update.assignments {
             let AssignmentTarget::ColumnName(name) = &a.target else {
                 return Err(not_supported!("tuple assignments in ON CONFLICT DO UPDATE are not supported"));
@@ -135,25 +166,9 @@ impl Session {
             if table.pk.contains(&i) {
                 return Err(not_supported!("ON CONFLICT DO UPDATE cannot change key column \"{col}\""));
             }
-            exprs[i] = format!("({})", a.value);
+            exprs[i] = physical(&a.value)?;
         }
-        let on = table
-            .pk
-            .iter()
-            .map(|&i| format!("{t}.{c} = excluded.{c}", t = quoted(&target), c = quoted(&table.columns[i].name)))
-            .collect::<Vec<_>>()
-            .join(" AND ");
-        let filter = update.selection.as_ref().map(|w| format!(" WHERE {w}")).unwrap_or_default();
-        let sql = format!("SELECT {} FROM {} JOIN excluded ON {on}{filter}", exprs.join(", "), quoted(&target));
-        let ctx = self.scratch_context();
-        ctx.register_batch(&target, existing_visible)?;
-        ctx.register_batch("excluded", RecordBatch::try_new(visible.clone(), excluded.columns()[..visible.fields().len()].to_vec())?)?;
-        let (_, updated) = crate::frontend::session::run_scratch(&ctx, &sql).await?;
-        let schema = rows.schema();
-        let mut out = vec![inserted];
-        for b in crate::frontend::rows::rebind(&schema, updated)? {
-            out.push(self.validate_rows(table, b)?);
-        }
-        Ok(arrow::compute::concat_batches(&schema, &out)?)
+        let filter = update.selection.as_ref().map(physical).transpose()?;
+        Ok(Resolution::Update(Arc::new(SqlConflictUpdate { exprs, filter, input, output: table.storage_schema() })))
     }
 }

@@ -22,7 +22,7 @@ use parking_lot::RwLock;
 use crate::catalog::{Relations, DATABASE_NAME};
 use crate::engine::Engine;
 use crate::pg::session_functions::{first_schema, register_session_functions, SessionInfo};
-use crate::planner::provider::{EddyCatalogList, QuerySnapshot};
+use crate::planner::provider::{EddyCatalogList, QuerySnapshot, TxnOverlay};
 use crate::planner::settings::{canonical_var, default_vars};
 
 /// A client session.
@@ -41,10 +41,10 @@ pub struct Session {
     pub(crate) notices: Vec<String>,
     /// Settings changed by the last statement, to report as ParameterStatus.
     pub(crate) changed: Vec<(String, String)>,
-    /// Inside `BEGIN ... COMMIT`.
-    pub(crate) in_transaction: bool,
-    /// Savepoints of the open transaction block, oldest first.
-    pub(crate) savepoints: Vec<String>,
+    /// The open transaction block (`BEGIN ... COMMIT`), with its recorded writes.
+    pub(crate) block: Option<crate::frontend::state::Block>,
+    /// The COPY FROM STDIN in progress.
+    pub(crate) copy: Option<crate::frontend::state::CopyState>,
 }
 
 impl Session {
@@ -89,8 +89,8 @@ impl Session {
             user: user.to_string(),
             notices: Vec::new(),
             changed: Vec::new(),
-            in_transaction: false,
-            savepoints: Vec::new(),
+            block: None,
+            copy: None,
         }
     }
 
@@ -99,16 +99,7 @@ impl Session {
         &self.user
     }
 
-    /// True inside `BEGIN ... COMMIT`.
-    pub fn in_transaction(&self) -> bool {
-        self.in_transaction
-    }
 
-    /// Leaves the transaction block (COMMIT, ROLLBACK, or COMMIT of a failed block).
-    pub fn end_transaction(&mut self) {
-        self.in_transaction = false;
-        self.savepoints.clear();
-    }
 
     /// The schema unqualified names resolve to.
     pub fn default_schema(&self) -> String {
@@ -150,6 +141,9 @@ impl Session {
     pub(crate) fn state(&self, dml: bool) -> SessionState {
         let mut state = if dml { self.dml_ctx.state() } else { self.ctx.state() };
         state.config_mut().set_extension(Arc::new(QuerySnapshot(self.engine.store.snapshot())));
+        if self.block.is_some() {
+            state.config_mut().set_extension(Arc::new(TxnOverlay(self.overlay())));
+        }
         let schema = self.default_schema();
         state.config_mut().options_mut().catalog.default_schema = schema;
         state

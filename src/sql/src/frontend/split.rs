@@ -33,31 +33,21 @@ impl Piece {
 /// Maximum words remembered per statement (Eddy's own statements have at most four).
 const LEADING_WORDS: usize = 6;
 
-/// The non-empty statements of `sql` (comment-only pieces dropped). Input the tokenizer
-/// rejects (an unterminated quote, ...) is one statement, so the parser reports the error.
-pub fn split_statements(sql: &str) -> Vec<Piece> {
+/// The tokens of `sql` (whitespace and comments included) with the byte offset each starts
+/// at, or `None` if the tokenizer rejects the text.
+pub fn tokens_with_offsets(sql: &str) -> Option<Vec<(Token, usize)>> {
     let dialect = PostgreSqlDialect {};
-    let tokens = match Tokenizer::new(&dialect, sql).with_unescape(false).tokenize_with_location() {
-        Ok(t) => t,
-        Err(_) => {
-            let text = sql.trim();
-            return if text.is_empty() { vec![] } else { vec![Piece { text: text.to_string(), words: vec![], word_ends: vec![] }] };
-        }
-    };
-    // Byte offsets are computed incrementally: tokens come in order.
-    let mut out = Vec::new();
-    let mut start = 0usize;
-    let mut words: Vec<(String, usize)> = Vec::new();
-    let mut has_code = false;
-    let mut words_open = true;
+    let tokens = Tokenizer::new(&dialect, sql).with_unescape(false).tokenize_with_location().ok()?;
+    // Locations are (line, column in chars); tokens come in order, so offsets advance.
     let (mut line, mut col, mut pos) = (1u64, 1u64, 0usize);
-    let mut offset_of = |target_line: u64, target_col: u64| -> usize {
-        // Advance (line, col, pos) to the target; positions only move forward.
-        let rest = &sql[pos..];
-        for (i, ch) in rest.char_indices() {
+    let mut out = Vec::with_capacity(tokens.len());
+    for t in tokens {
+        let (target_line, target_col) = (t.span.start.line, t.span.start.column);
+        let mut found = sql.len();
+        for (i, ch) in sql[pos..].char_indices() {
             if line == target_line && col == target_col {
-                pos += i;
-                return pos;
+                found = pos + i;
+                break;
             }
             if ch == '\n' {
                 line += 1;
@@ -66,9 +56,24 @@ pub fn split_statements(sql: &str) -> Vec<Piece> {
                 col += 1;
             }
         }
-        pos = sql.len();
-        pos
+        pos = found;
+        out.push((t.token, found));
+    }
+    Some(out)
+}
+
+/// The non-empty statements of `sql` (comment-only pieces dropped). Input the tokenizer
+/// rejects (an unterminated quote, ...) is one statement, so the parser reports the error.
+pub fn split_statements(sql: &str) -> Vec<Piece> {
+    let Some(tokens) = tokens_with_offsets(sql) else {
+        let text = sql.trim();
+        return if text.is_empty() { vec![] } else { vec![Piece { text: text.to_string(), words: vec![], word_ends: vec![] }] };
     };
+    let mut out = Vec::new();
+    let mut start = 0usize;
+    let mut words: Vec<(String, usize)> = Vec::new();
+    let mut has_code = false;
+    let mut words_open = true;
     let finish = |start: usize, end: usize, words: &mut Vec<(String, usize)>, out: &mut Vec<Piece>| {
         let raw = &sql[start..end];
         let lead = raw.len() - raw.trim_start().len();
@@ -77,13 +82,12 @@ pub fn split_statements(sql: &str) -> Vec<Piece> {
             words.drain(..).map(|(w, e)| (w, e.saturating_sub(start + lead).min(text.len()))).unzip();
         out.push(Piece { text: text.to_string(), words: w, word_ends: ends });
     };
-    for t in &tokens {
-        match &t.token {
+    for (token, at) in &tokens {
+        match token {
             Token::Whitespace(_) => {}
             Token::SemiColon => {
-                let at = offset_of(t.span.start.line, t.span.start.column);
                 if has_code {
-                    finish(start, at, &mut words, &mut out);
+                    finish(start, *at, &mut words, &mut out);
                 }
                 words.clear();
                 start = at + 1;
@@ -92,8 +96,7 @@ pub fn split_statements(sql: &str) -> Vec<Piece> {
             }
             Token::Word(w) if words_open && w.quote_style.is_none() && words.len() < LEADING_WORDS => {
                 has_code = true;
-                let begin = offset_of(t.span.start.line, t.span.start.column);
-                words.push((w.value.to_ascii_uppercase(), begin + w.value.len()));
+                words.push((w.value.to_ascii_uppercase(), at + w.value.len()));
             }
             _ => {
                 has_code = true;
@@ -105,6 +108,42 @@ pub fn split_statements(sql: &str) -> Vec<Piece> {
         finish(start, sql.len(), &mut words, &mut out);
     }
     out
+}
+
+/// Takes RisingWave's table-level `ON CONFLICT { OVERWRITE | IGNORE | DO NOTHING | DO UPDATE
+/// FULL | DO UPDATE IF NOT NULL }` out of a `CREATE TABLE` statement (sqlparser does not know
+/// it): the statement without the clause, and the clause's words (upper-cased).
+pub fn take_table_conflict_clause(sql: &str) -> Option<(String, Vec<String>)> {
+    let tokens = tokens_with_offsets(sql)?;
+    let code: Vec<&(Token, usize)> = tokens.iter().filter(|(t, _)| !matches!(t, Token::Whitespace(_))).collect();
+    let word = |i: usize| match code.get(i).map(|(t, _)| t) {
+        Some(Token::Word(w)) if w.quote_style.is_none() => Some(w.value.to_ascii_uppercase()),
+        _ => None,
+    };
+    let mut depth = 0i32;
+    for i in 0..code.len() {
+        match &code[i].0 {
+            Token::LParen => depth += 1,
+            Token::RParen => depth -= 1,
+            _ => {}
+        }
+        if depth != 0 || word(i).as_deref() != Some("ON") || word(i + 1).as_deref() != Some("CONFLICT") {
+            continue;
+        }
+        let rest: Vec<String> = (i + 2..code.len()).map_while(word).collect();
+        let n = ["OVERWRITE", "IGNORE"]
+            .iter()
+            .any(|w| rest.first().map(String::as_str) == Some(*w))
+            .then_some(1)
+            .or_else(|| rest.starts_with(&["DO".into(), "NOTHING".into()]).then_some(2))
+            .or_else(|| rest.starts_with(&["DO".into(), "UPDATE".into(), "IF".into(), "NOT".into(), "NULL".into()]).then_some(5))
+            .or_else(|| rest.starts_with(&["DO".into(), "UPDATE".into(), "FULL".into()]).then_some(3))?;
+        let start = code[i].1;
+        let end = code.get(i + 2 + n).map(|(_, at)| *at).unwrap_or(sql.len());
+        let text = format!("{}{}", &sql[..start], &sql[end..]);
+        return Some((text, rest[..n].to_vec()));
+    }
+    None
 }
 
 #[cfg(test)]
@@ -150,6 +189,15 @@ mod tests {
     #[test]
     fn multibyte_text_keeps_its_boundaries() {
         assert_eq!(texts("select 'é€'; select '€€'"), vec!["select 'é€'".to_string(), "select '€€'".to_string()]);
+    }
+
+    #[test]
+    fn a_table_conflict_clause_is_taken_out() {
+        let (text, words) = take_table_conflict_clause("CREATE TABLE t (a INT PRIMARY KEY) ON CONFLICT DO UPDATE IF NOT NULL WITH (x = 1)").unwrap();
+        assert_eq!(text, "CREATE TABLE t (a INT PRIMARY KEY) WITH (x = 1)");
+        assert_eq!(words, vec!["DO", "UPDATE", "IF", "NOT", "NULL"]);
+        assert_eq!(take_table_conflict_clause("create table t (a int) on conflict overwrite").unwrap().1, vec!["OVERWRITE"]);
+        assert!(take_table_conflict_clause("CREATE TABLE t (a INT CHECK (a > 0))").is_none());
     }
 
     #[test]

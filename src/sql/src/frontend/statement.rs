@@ -10,7 +10,7 @@ use eddy_common::error::sqlstate;
 use eddy_common::{user_err, EddyError, Result};
 
 use crate::frontend::session::Session;
-use crate::frontend::split::split_statements;
+use crate::frontend::split::{split_statements, take_table_conflict_clause};
 
 /// How a statement acts on a transaction block that has failed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -86,7 +86,9 @@ impl Session {
                 out.push(EddyStatement::ShowCreateView(piece.rest_after(4).to_string()));
                 continue;
             }
-            let stmts = Parser::parse_sql(&PostgreSqlDialect {}, &piece.text)
+            // RisingWave's table-level ON CONFLICT is read by CREATE TABLE from the text.
+            let stripped = if piece.starts_with(&["CREATE", "TABLE"]) { take_table_conflict_clause(&piece.text).map(|(t, _)| t) } else { None };
+            let stmts = Parser::parse_sql(&PostgreSqlDialect {}, stripped.as_deref().unwrap_or(&piece.text))
                 .map_err(|e| user_err!(sqlstate::SYNTAX_ERROR, "{}", e.to_string().trim_start_matches("sql parser error: ")))?;
             for s in stmts {
                 out.push(EddyStatement::Sql(Box::new(s), piece.text.clone()));

@@ -233,6 +233,7 @@ impl Session {
             dependencies,
             internal_tables: vec![],
             comments: Default::default(),
+            on_conflict: Default::default(),
             derived: Default::default(),
         };
         let replacing = existing.is_some();

@@ -28,6 +28,11 @@ use crate::catalog::{Relations, TableCatalog, DATABASE_NAME};
 #[derive(Debug, Clone)]
 pub struct QuerySnapshot(pub ReadSnapshot);
 
+/// The uncommitted writes of the statement's transaction block, by table id: key → current
+/// encoded row (`None`: deleted). Scans show them over the snapshot (read-your-writes).
+#[derive(Debug, Clone, Default)]
+pub struct TxnOverlay(pub HashMap<u32, Arc<std::collections::BTreeMap<Vec<u8>, Option<Vec<u8>>>>>);
+
 /// A table as DataFusion sees it.
 #[derive(Debug)]
 pub struct EddyTable {
@@ -85,10 +90,29 @@ impl EddyTable {
         Ok(Self { catalog, state_table, expose_row_id, defaults, schema, relations })
     }
 
-    /// All rows visible to the statement (storage schema, including any `_row_id`).
+    /// All rows visible to the statement (storage schema, including any `_row_id`): the
+    /// snapshot's, with the statement's transaction block's own writes over them.
     pub async fn read_all(&self, state: &dyn Session) -> DfResult<Vec<RecordBatch>> {
         let snapshot = self.snapshot(state);
-        self.state_table.scan(&snapshot).await.map_err(|e| DataFusionError::External(Box::new(e)))
+        let ext = |e: eddy_common::EddyError| DataFusionError::External(Box::new(e));
+        let batches = self.state_table.scan(&snapshot).await.map_err(ext)?;
+        let Some(overlay) = self.overlay(state) else { return Ok(batches) };
+        let codec = self.catalog.codec().map_err(ext)?;
+        let mut out = Vec::with_capacity(batches.len() + 1);
+        for b in batches {
+            let keys = codec.encode_keys(self.catalog.id, &b).map_err(ext)?;
+            let keep: arrow::array::BooleanArray = keys.iter().map(|k| Some(!overlay.contains_key(k))).collect();
+            out.push(arrow::compute::filter_record_batch(&b, &keep)?);
+        }
+        let live = overlay.values().flatten().map(|v| v.as_slice());
+        out.push(codec.decode_values(live).map_err(ext)?);
+        Ok(out)
+    }
+
+    /// The block's writes to this table, if the statement runs in a block that wrote it.
+    fn overlay(&self, state: &dyn Session) -> Option<Arc<std::collections::BTreeMap<Vec<u8>, Option<Vec<u8>>>>> {
+        let o = state.config().get_extension::<TxnOverlay>()?;
+        o.0.get(&self.catalog.id).filter(|m| !m.is_empty()).cloned()
     }
 
     fn snapshot(&self, state: &dyn Session) -> eddy_storage::ReadSnapshot {
@@ -194,7 +218,8 @@ impl TableProvider for EddyTable {
                 self.catalog.name
             ))));
         }
-        let mut batches = match self.lookup_by_key(state, filters).await {
+        let point = if self.overlay(state).is_some() { None } else { self.lookup_by_key(state, filters).await };
+        let mut batches = match point {
             Some(b) => b,
             None => self.read_all(state).await?,
         };

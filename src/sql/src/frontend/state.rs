@@ -1,0 +1,64 @@
+//! Per-session state of statements that span messages: the open transaction block's recorded
+//! writes (`transaction.rs`) and the COPY in progress (`copy.rs`). Data only, so the session
+//! can hold it without depending on the modules that act on it.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use eddy_common::EddyError;
+use eddy_stream::{TableWrite, TxnId};
+
+use crate::catalog::TableCatalog;
+use crate::frontend::copy_in::CopyParser;
+
+/// One statement's write recorded in a block.
+pub(crate) struct BlockWrite {
+    /// The table written.
+    pub(crate) table: Arc<TableCatalog>,
+    /// What the statement asked for (replayed by the table's writer at COMMIT).
+    pub(crate) write: TableWrite,
+    /// Its effect as resolved in the block: key → new row (`None`: deleted).
+    pub(crate) kv: Vec<(Vec<u8>, Option<Vec<u8>>)>,
+}
+
+/// The block's writes as readers see them: per table, key → current row (`None`: deleted).
+pub type Overlay = HashMap<u32, Arc<BTreeMap<Vec<u8>, Option<Vec<u8>>>>>;
+
+/// An open transaction block.
+#[derive(Default)]
+pub(crate) struct Block {
+    /// Recorded writes, in statement order.
+    pub(crate) writes: Vec<BlockWrite>,
+    /// Savepoints, oldest first: name and the number of writes recorded before it.
+    pub(crate) savepoints: Vec<(String, usize)>,
+    /// The recorded writes folded per table, for reads and for resolving later statements.
+    pub(crate) overlay: Overlay,
+}
+
+impl Block {
+    /// Recomputes the overlay from the recorded writes (after ROLLBACK TO SAVEPOINT).
+    pub(crate) fn rebuild_overlay(&mut self) {
+        let mut tables: HashMap<u32, BTreeMap<Vec<u8>, Option<Vec<u8>>>> = HashMap::new();
+        for w in &self.writes {
+            let t = tables.entry(w.table.id).or_default();
+            for (k, v) in &w.kv {
+                t.insert(k.clone(), v.clone());
+            }
+        }
+        self.overlay = tables.into_iter().map(|(id, m)| (id, Arc::new(m))).collect();
+    }
+}
+
+/// A COPY FROM STDIN in progress.
+pub struct CopyState {
+    /// Parses the data as it arrives.
+    pub(crate) parser: CopyParser,
+    /// The transaction its batches are staged under (autocommit mode).
+    pub(crate) txn: TxnId,
+    /// Whether a batch was staged (so there is something to commit or abort).
+    pub(crate) staged: bool,
+    /// Rows accepted so far.
+    pub(crate) rows: usize,
+    /// The first error; the COPY fails with it at the end of the data.
+    pub(crate) error: Option<EddyError>,
+}
