@@ -10,6 +10,7 @@ pub mod message;
 pub mod operator;
 pub mod table_actor;
 pub mod table_write;
+pub mod write_set;
 
 pub use actor::{Backfill, Branch, ViewActor};
 pub use barrier::{BarrierManager, Collected, SourceMsg};

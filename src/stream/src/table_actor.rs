@@ -16,21 +16,20 @@ use std::sync::Arc;
 
 use eddy_common::codec::RowCodec;
 use eddy_common::{internal_err, Epoch, EddyError, Result, StreamChunk};
-use eddy_storage::{EpochBatch, StateStore, StateTable};
+use eddy_storage::{StateStore, StateTable};
 use tokio::sync::{mpsc, watch};
 
 use crate::barrier::{Collected, SourceMsg, Waiter};
 use crate::message::{ActorId, Dispatcher, Message, Output};
 use crate::table_write::{resolve, TableWrite, TxnId, WriteOutcome};
+use crate::write_set::WriteSet;
 
 /// A transaction's staged, not yet visible, changes to this table.
 struct Staged {
     /// Its transaction.
     txn: TxnId,
-    /// Key-value changes, in order.
-    kv: EpochBatch,
-    /// The current value of every key it changed (`None` = deleted).
-    dirty: HashMap<Vec<u8>, Option<Vec<u8>>>,
+    /// Key-value changes, readable by the writer; spills when large.
+    kv: WriteSet,
     /// Changes for downstream views, emitted at commit.
     changes: Vec<StreamChunk>,
 }
@@ -61,12 +60,10 @@ pub struct TableActor {
     store: Arc<StateStore>,
     /// Last completed epoch.
     completed: watch::Receiver<Epoch>,
-    /// Writes of the current epoch.
-    pending: EpochBatch,
+    /// Writes of the current epoch, readable by the writer; spills when large.
+    pending: WriteSet,
     /// Writers in the current epoch.
     waiters: Vec<Waiter>,
-    /// Current value of keys written in the current epoch (`None` = deleted).
-    dirty: HashMap<Vec<u8>, Option<Vec<u8>>>,
     /// The epoch the next barrier closes.
     epoch: Epoch,
     /// Whether the committed table was empty at this epoch's first lookup (then only this
@@ -107,9 +104,8 @@ impl TableActor {
             collector,
             store,
             completed,
-            pending: EpochBatch::default(),
+            pending: WriteSet::default(),
             waiters: Vec::new(),
-            dirty: HashMap::new(),
             epoch,
             committed_empty: None,
         })
@@ -154,14 +150,16 @@ impl TableActor {
                             self.waiters.push(ack);
                         }
                         Err(e) => {
-                            self.staged = None;
+                            if let Some(s) = self.staged.take() {
+                                s.kv.discard(&self.store).await;
+                            }
                             let _ = decided.send(Err(e));
                         }
                     }
                 }
                 SourceMsg::Stage { txn, write, decided } => {
                     let r = self.stage(txn, write).await;
-                    if r.is_err() && self.staged.as_ref().is_some_and(|s| s.kv.is_empty() && s.changes.is_empty()) {
+                    if r.is_err() && self.staged.as_ref().is_some_and(|s| s.txn == txn && s.kv.is_empty() && s.changes.is_empty()) {
                         self.staged = None;
                     }
                     let _ = decided.send(r);
@@ -177,21 +175,22 @@ impl TableActor {
                 }
                 SourceMsg::Abort { txn } => {
                     if self.staged.as_ref().is_some_and(|s| s.txn == txn) {
-                        self.staged = None;
+                        if let Some(s) = self.staged.take() {
+                            s.kv.discard(&self.store).await;
+                        }
                     }
                 }
                 SourceMsg::Barrier(b) => {
                     let report = Collected {
                         actor: self.id,
                         epoch: b.epoch,
-                        batch: std::mem::take(&mut self.pending),
+                        batch: std::mem::take(&mut self.pending).into_batch(),
                         waiters: std::mem::take(&mut self.waiters),
                         failed: None,
                     };
                     // The manager may be gone at shutdown; then nothing waits for this report.
                     let _ = self.collector.send(report);
                     self.outputs.send_barrier(self.id, &b).await;
-                    self.dirty.clear();
                     self.committed_empty = None;
                     self.epoch = b.epoch.next();
                     if b.stops(self.id) {
@@ -208,22 +207,19 @@ impl TableActor {
         let keys = self.codec.encode_keys(self.table.table_id(), &write.chunk.batch)?;
         let current = self.current_values(txn, &keys, &write).await?;
         let resolved = resolve(&write, &keys, &current, &self.codec, &self.name, self.append_only_keys)?;
-        let staged = self.staged.get_or_insert_with(|| Staged { txn, kv: EpochBatch::default(), dirty: HashMap::new(), changes: vec![] });
+        let staged = self.staged.get_or_insert_with(|| Staged { txn, kv: WriteSet::default(), changes: vec![] });
         if staged.txn != txn {
             return Err(internal_err!("table {} is staged by another transaction", self.name));
         }
         for (k, v) in resolved.kv {
-            match &v {
-                Some(v) => staged.kv.put(k.clone(), v.clone()),
-                None => staged.kv.delete(k.clone()),
-            }
-            staged.dirty.insert(k, v);
+            staged.kv.write(k, v);
         }
         if let Some(c) = resolved.changes {
             if !self.outputs.is_empty() {
                 staged.changes.push(c);
             }
         }
+        staged.kv.spill_if_large(&self.store).await?;
         Ok(resolved.outcome)
     }
 
@@ -234,8 +230,8 @@ impl TableActor {
             self.staged = Some(staged);
             return Err(internal_err!("commit of a transaction that does not hold table {}", self.name));
         }
-        self.pending.extend(staged.kv);
-        self.dirty.extend(staged.dirty);
+        self.pending.absorb(&self.store, staged.kv).await?;
+        self.pending.spill_if_large(&self.store).await?;
         for c in staged.changes {
             self.outputs.send(Message::Chunk(c)).await;
         }
@@ -269,8 +265,15 @@ impl TableActor {
             if out.contains_key(k) {
                 continue;
             }
-            let v = match staged.and_then(|s| s.dirty.get(k)).or_else(|| self.dirty.get(k)) {
-                Some(v) => v.clone(),
+            let mut v = match staged {
+                Some(s) => s.kv.get(&self.store, k).await?,
+                None => None,
+            };
+            if v.is_none() {
+                v = self.pending.get(&self.store, k).await?;
+            }
+            let v = match v {
+                Some(v) => v,
                 None if committed_empty => None,
                 None => snapshot.get(k).await?.map(|b| b.to_vec()),
             };
