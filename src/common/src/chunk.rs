@@ -1,5 +1,5 @@
 //! `StreamChunk`: an Arrow `RecordBatch` plus a parallel column of change operations. This is the
-//! unit that flows between operators and from DML into tables (DESIGN.md, "StreamChunk").
+//! unit that flows between operators and from DML into tables (docs/architecture.md, "StreamChunk").
 
 use arrow::array::RecordBatch;
 

@@ -1,4 +1,4 @@
-//! Row and key encoding for the state store (DESIGN.md, "Keys").
+//! Row and key encoding for the state store (docs/architecture.md, "Keys").
 //!
 //! A key is `table_id (u32 BE) | vnode (u16 BE) | memcomparable pk`, the pk encoded with
 //! `arrow-row` so byte order equals SQL order. `vnode = hash(pk bytes) % VNODE_COUNT`. A value

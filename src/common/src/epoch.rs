@@ -1,5 +1,5 @@
 //! Epochs: the unit of consistency. Every state change belongs to exactly one epoch, and epochs
-//! commit in order (DESIGN.md, "Epochs and checkpoints").
+//! commit in order (docs/architecture.md, "Epochs and checkpoints").
 
 use serde::{Deserialize, Serialize};
 

@@ -1,4 +1,4 @@
-//! Shared vocabulary of every Eddy layer (see `DESIGN.md`, "Crates"): the error type with its
+//! Shared vocabulary of every Eddy layer (see `docs/architecture.md`): the error type with its
 //! SQLSTATE, the SQL column types and their Arrow/PostgreSQL mapping, epochs, the change-carrying
 //! `StreamChunk`, and the key/value encoding of rows in the state store.
 

@@ -34,7 +34,7 @@ impl Default for ServerConfig {
             state_store: "file://./eddy-data".into(),
             password: None,
             barrier_interval: Duration::from_millis(250),
-            block_cache_bytes: 256 << 20,
+            block_cache_bytes: 64 << 20,
             test_functions: false,
         }
     }

@@ -1,5 +1,5 @@
 //! The `eddy` server: configuration, the PostgreSQL listener and the process lifecycle
-//! (DESIGN.md, "Crates"). No planning logic lives here.
+//! (see `docs/architecture.md`). No planning logic lives here.
 
 pub mod config;
 pub mod encode;

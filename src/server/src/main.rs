@@ -3,6 +3,9 @@
 use std::path::PathBuf;
 
 use clap::{Parser, Subcommand};
+
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 use eddy_server::config::{ConfigOverrides, ServerConfig};
 
 /// Command line. Flags win over `EDDY_*` variables, which win over the `--config` file.

@@ -1,4 +1,4 @@
-//! The SQL side of Eddy (DESIGN.md, "Planning"), in layers whose imports only point down:
+//! The SQL side of Eddy (see `docs/architecture.md`), in layers whose imports only point down:
 //!
 //! 1. [`catalog`]: relations, schemas, types, serial counters and their persistence; the
 //!    narrow [`catalog::Relations`] trait through which the layers above read the database.

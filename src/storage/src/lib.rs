@@ -1,4 +1,4 @@
-//! Durable state (DESIGN.md, "State layers"): the [`StateStore`] commits one atomic, durable
+//! Durable state (see `docs/architecture.md`): the [`StateStore`] commits one atomic, durable
 //! write batch per epoch into SlateDB over `object_store` and serves reads from a snapshot of the
 //! last committed epoch; [`StateTable`] is the typed, keyed view of one table's rows.
 //!

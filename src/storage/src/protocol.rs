@@ -1,4 +1,4 @@
-//! Pure decisions of the epoch-commit protocol (DESIGN.md, "Epochs and checkpoints").
+//! Pure decisions of the epoch-commit protocol (docs/architecture.md, "Epochs and checkpoints").
 //!
 //! The store records, inside every epoch's atomic write batch, a [`CommitRecord`] naming that
 //! epoch. Because the record and the epoch's state changes land in the same batch, the record

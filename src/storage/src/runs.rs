@@ -1,4 +1,4 @@
-//! Spill runs: the key layout and the pure decisions behind them (DESIGN.md, "State layers":
+//! Spill runs: the key layout and the pure decisions behind them (docs/architecture.md, "State layers":
 //! an epoch's changes need not fit in memory).
 //!
 //! A *run* is a sorted set of one epoch's ops written to SlateDB before that epoch commits, under

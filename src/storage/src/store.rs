@@ -85,7 +85,7 @@ pub struct StoreOptions {
 
 impl Default for StoreOptions {
     fn default() -> Self {
-        Self { url: "memory://".into(), block_cache_bytes: 256 << 20 }
+        Self { url: "memory://".into(), block_cache_bytes: 64 << 20 }
     }
 }
 
@@ -252,7 +252,18 @@ impl StateStore {
         cache: &Arc<dyn DbCache>,
         tuning: &StoreTuning,
     ) -> Result<Opened> {
-        let settings = Settings { object_store_max_retries: tuning.object_store_max_retries, ..Settings::default() };
+        // Memory: SlateDB's defaults let 1 GiB of writes wait in memtables and cut 64 MiB L0
+        // SSTs; Eddy's epochs are made durable by the commit's own flush, so much smaller
+        // buffers keep the server's memory flat under bulk loads without slowing commits.
+        let settings = Settings {
+            object_store_max_retries: tuning.object_store_max_retries,
+            max_unflushed_bytes: 32 << 20,
+            l0_sst_size_bytes: 16 << 20,
+            // One compaction at a time: each holds SST builders and blocks in memory, and a
+            // small machine has few cores to give them.
+            compactor_options: Some(slatedb::config::CompactorOptions { max_concurrent_compactions: 1, ..Default::default() }),
+            ..Settings::default()
+        };
         let build = Db::builder(path.to_string(), object_store.clone())
             .with_settings(settings)
             .with_db_cache(cache.clone(), 1)

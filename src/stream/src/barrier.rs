@@ -8,7 +8,7 @@
 //!   plus any writes handed to [`BarrierManager::commit_writes`]) only when all have reported.
 //!   Epochs commit in order.
 //! * A writer acknowledged through a collected waiter, or through `commit_writes`, hears back only
-//!   after its epoch is durable ("acknowledged means durable", DESIGN.md "Durable DML").
+//!   after its epoch is durable ("acknowledged means durable", docs/architecture.md "Durable DML").
 //! * Group commit: a waiting writer asks for an early barrier ([`BarrierManager::request`]);
 //!   everything submitted before the barrier is cut shares its one commit.
 //! * A barrier is cut every barrier interval while any actor exists, and early on request; an

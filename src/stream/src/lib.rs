@@ -1,4 +1,4 @@
-//! The stream runtime (DESIGN.md, "Epochs and checkpoints"): messages, incremental operators,
+//! The stream runtime (see `docs/architecture.md`): messages, incremental operators,
 //! the actors that run them (a source actor per table, an actor per materialized view), and
 //! the [`BarrierManager`] that cuts epochs, collects every actor's state changes and commits
 //! them as one durable write.

@@ -1,4 +1,4 @@
-//! Barrier alignment for actors with several inputs (DESIGN.md, "Messages"): after barrier E
+//! Barrier alignment for actors with several inputs (docs/architecture.md, "Messages"): after barrier E
 //! arrives on one input, that input is not read again until E has arrived on every input; then
 //! E is passed on once. Chunks are tagged with the input they came from.
 

@@ -1,4 +1,4 @@
-//! What flows between actors (DESIGN.md, "Messages"): chunks of changes, barriers that cut
+//! What flows between actors (docs/architecture.md, "Messages"): chunks of changes, barriers that cut
 //! epochs, and (later) watermarks. A barrier may carry a [`Mutation`] that changes the graph
 //! exactly at that epoch boundary.
 

@@ -184,7 +184,7 @@ impl TableActor {
                     let report = Collected {
                         actor: self.id,
                         epoch: b.epoch,
-                        batch: std::mem::take(&mut self.pending).into_batch(),
+                        batch: std::mem::take(&mut self.pending).seal(&self.store).await?,
                         waiters: std::mem::take(&mut self.waiters),
                         failed: None,
                     };

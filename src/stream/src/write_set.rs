@@ -1,15 +1,52 @@
 //! [`WriteSet`]: uncommitted key-value changes that stay readable by their writer: an
 //! [`EpochBatch`] (which spills to runs in the state store when it grows) plus an index of the
-//! keys still in memory. The table writer keeps one per open transaction and one for the
-//! current epoch, so a COPY or an epoch of any size stays within bounded memory.
+//! keys still in memory and a Bloom filter per spilled run, so reading a key back costs a
+//! store lookup only where it may be. The table writer keeps one per open transaction and one
+//! for the current epoch, so a COPY or an epoch of any size stays within bounded memory (about
+//! [`SPILL_BYTES`] plus 1.25 bytes per spilled key).
 
 use std::collections::HashMap;
+use std::hash::{DefaultHasher, Hash, Hasher};
 
 use eddy_common::Result;
 use eddy_storage::{EpochBatch, StateStore};
 
 /// In-memory bytes after which a write set spills to a run.
-pub const SPILL_BYTES: usize = 64 << 20;
+pub const SPILL_BYTES: usize = 8 << 20;
+
+/// A Bloom filter over the keys of one spilled run (10 bits and 7 probes per key: about 1%
+/// false positives).
+#[derive(Debug)]
+struct Bloom {
+    bits: Vec<u64>,
+}
+
+impl Bloom {
+    fn new<'a>(keys: impl ExactSizeIterator<Item = &'a Vec<u8>>) -> Self {
+        let n = keys.len().max(1);
+        let words = (n * 10).div_ceil(64);
+        let mut b = Bloom { bits: vec![0; words] };
+        for k in keys {
+            for bit in b.probes(k) {
+                b.bits[bit / 64] |= 1 << (bit % 64);
+            }
+        }
+        b
+    }
+
+    fn probes(&self, key: &[u8]) -> impl Iterator<Item = usize> {
+        let mut h = DefaultHasher::new();
+        key.hash(&mut h);
+        let h1 = h.finish();
+        let h2 = h1.rotate_left(32) | 1;
+        let m = (self.bits.len() * 64) as u64;
+        (0..7u64).map(move |i| (h1.wrapping_add(i.wrapping_mul(h2)) % m) as usize)
+    }
+
+    fn may_contain(&self, key: &[u8]) -> bool {
+        self.probes(key).all(|bit| self.bits[bit / 64] & (1 << (bit % 64)) != 0)
+    }
+}
 
 /// Uncommitted changes and a way to read them back.
 #[derive(Debug, Default)]
@@ -18,6 +55,8 @@ pub struct WriteSet {
     batch: EpochBatch,
     /// Current value of every key changed since the last spill (`None` = deleted).
     index: HashMap<Vec<u8>, Option<Vec<u8>>>,
+    /// One filter per spilled run of `batch`, in the same order.
+    blooms: Vec<Bloom>,
 }
 
 impl WriteSet {
@@ -40,7 +79,10 @@ impl WriteSet {
         if let Some(v) = self.index.get(key) {
             return Ok(Some(v.clone()));
         }
-        for run in self.batch.runs().iter().rev() {
+        for (run, bloom) in self.batch.runs().iter().zip(&self.blooms).rev() {
+            if !bloom.may_contain(key) {
+                continue;
+            }
             if let Some(entry) = store.run_get(*run, key).await? {
                 return Ok(Some(entry.map(|b| b.to_vec())));
             }
@@ -48,35 +90,46 @@ impl WriteSet {
         Ok(None)
     }
 
+    /// Moves the in-memory changes into a new run.
+    async fn spill(&mut self, store: &StateStore) -> Result<()> {
+        if self.batch.in_memory_len() == 0 {
+            return Ok(());
+        }
+        let bloom = Bloom::new(self.index.keys());
+        self.batch.spill(store).await?;
+        self.blooms.push(bloom);
+        self.index.clear();
+        Ok(())
+    }
+
     /// Spills the in-memory changes to a run once they exceed [`SPILL_BYTES`].
     pub async fn spill_if_large(&mut self, store: &StateStore) -> Result<()> {
         if self.batch.approx_bytes() > SPILL_BYTES {
-            self.batch.spill(store).await?;
-            self.index.clear();
+            self.spill(store).await?;
         }
         Ok(())
     }
 
     /// Appends `later`'s changes after this set's (a later write to a key wins).
     pub async fn absorb(&mut self, store: &StateStore, later: WriteSet) -> Result<()> {
-        if !later.batch.runs().is_empty() && self.batch.in_memory_len() > 0 {
-            // An EpochBatch orders its runs before its in-memory tail: move this set's tail
-            // into a run first, so the later runs come after it.
-            self.batch.spill(store).await?;
-            self.index.clear();
-        }
         if !later.batch.runs().is_empty() {
-            // Keys of `later`'s runs may be in this index with older values.
-            self.index.clear();
+            // An EpochBatch orders its runs before its in-memory tail: this set's tail goes into
+            // a run first, so the later runs come after it.
+            self.spill(store).await?;
         }
         self.batch.extend(later.batch);
+        self.blooms.extend(later.blooms);
         self.index.extend(later.index);
         Ok(())
     }
 
-    /// The changes, for the epoch's commit.
-    pub fn into_batch(self) -> EpochBatch {
-        self.batch
+    /// The changes, for the epoch's commit. A set that spilled also spills its tail, so the
+    /// commit only makes runs live instead of writing the tail over them.
+    pub async fn seal(mut self, store: &StateStore) -> Result<EpochBatch> {
+        if !self.batch.runs().is_empty() {
+            self.spill(store).await?;
+        }
+        Ok(self.batch)
     }
 
     /// Drops the changes, deleting what was spilled.
@@ -85,5 +138,19 @@ impl WriteSet {
             // Runs left behind are deleted when the store next opens.
             tracing::warn!("could not delete the spilled runs of an aborted write: {e}");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_bloom_filter_has_no_false_negatives_and_few_false_positives() {
+        let keys: Vec<Vec<u8>> = (0..10_000u32).map(|i| i.to_be_bytes().to_vec()).collect();
+        let b = Bloom::new(keys.iter());
+        assert!(keys.iter().all(|k| b.may_contain(k)));
+        let false_positives = (10_000..20_000u32).filter(|i| b.may_contain(&i.to_be_bytes())).count();
+        assert!(false_positives < 300, "{false_positives} false positives in 10,000");
     }
 }

@@ -19,9 +19,9 @@ use eddy_common::{user_err, EddyError, Result};
 use crate::catalog::TableCatalog;
 
 /// Rows per staged batch.
-pub const CHUNK_ROWS: usize = 16_384;
+pub const CHUNK_ROWS: usize = 8_192;
 /// Bytes of field text per staged batch.
-pub const CHUNK_BYTES: usize = 8 << 20;
+pub const CHUNK_BYTES: usize = 4 << 20;
 
 /// Input format of a COPY.
 #[derive(Debug, Clone, PartialEq, Eq)]

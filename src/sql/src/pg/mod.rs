@@ -1,4 +1,4 @@
-//! PostgreSQL catalog emulation (DESIGN.md, crate `sql`): the `pg_catalog` and
+//! PostgreSQL catalog emulation (docs/architecture.md, crate `sql`): the `pg_catalog` and
 //! `information_schema` schemas, the catalog functions, and the SQL rewrites that let
 //! DataFusion plan what psql, drivers and BI tools send.
 //!

@@ -1,4 +1,4 @@
-//! The stream planner (DESIGN.md, "Planning"): turns DataFusion's optimized `LogicalPlan` of a
+//! The stream planner (docs/architecture.md, "Planning"): turns DataFusion's optimized `LogicalPlan` of a
 //! view's query into a chain of incremental operators, tracking the stream key — the columns
 //! that identify a row of the change stream — so the view can be materialized keyed by it.
 //!
