@@ -45,6 +45,42 @@ pub fn make_key(table_id: u32, pk: &[u8]) -> Vec<u8> {
     key
 }
 
+/// Prefix of the failing-row counts of materialized view `view_id` (system key space): one
+/// entry per (SQLSTATE, message), value the count as i64 big-endian.
+pub fn view_errors_prefix(view_id: u32) -> Vec<u8> {
+    let mut k = b"\0\0\0\0err/".to_vec();
+    k.extend_from_slice(&view_id.to_be_bytes());
+    k
+}
+
+/// Key of view `view_id`'s count of rows failing with `sqlstate` and `message`.
+pub fn view_error_key(view_id: u32, sqlstate: &str, message: &str) -> Vec<u8> {
+    let mut k = view_errors_prefix(view_id);
+    k.extend_from_slice(sqlstate.as_bytes());
+    k.extend_from_slice(message.as_bytes());
+    k
+}
+
+/// (SQLSTATE, message, count) of an entry under [`view_errors_prefix`].
+pub fn decode_view_error(prefix_len: usize, key: &[u8], value: &[u8]) -> Option<(String, String, i64)> {
+    let rest = key.get(prefix_len..)?;
+    let sqlstate = std::str::from_utf8(rest.get(..5)?).ok()?.to_string();
+    let message = String::from_utf8_lossy(rest.get(5..)?).into_owned();
+    let count = i64::from_be_bytes(value.try_into().ok()?);
+    Some((sqlstate, message, count))
+}
+
+/// Prefix of the records of failed actors (system key space): key + actor id (u32 BE), value
+/// the failure's message. A failed view stays failed across restarts until it is dropped.
+pub const FAILURES_PREFIX: &[u8] = b"\0\0\0\0failed/";
+
+/// Key of the failure record of actor `id`.
+pub fn failure_key(id: u32) -> Vec<u8> {
+    let mut k = FAILURES_PREFIX.to_vec();
+    k.extend_from_slice(&id.to_be_bytes());
+    k
+}
+
 /// Encodes and decodes rows of one schema: keys from the pk columns, values from all columns.
 #[derive(Debug)]
 pub struct RowCodec {

@@ -74,6 +74,16 @@ pub mod sqlstate {
     pub const WRONG_OBJECT_TYPE: &str = "42809";
 }
 
+/// The `'static` spelling of a SQLSTATE read back from storage: one of the data-exception
+/// codes a row can fail with, else the class's generic `22000`.
+pub fn static_sqlstate(code: &str) -> &'static str {
+    const KNOWN: [&str; 16] = [
+        "22000", "22001", "22003", "22004", "22007", "22008", "22012", "22021", "22023", "22026", "2201E", "2201F",
+        "22P02", "22P03", "22P05", "42883",
+    ];
+    KNOWN.iter().copied().find(|k| *k == code).unwrap_or(sqlstate::DATA_EXCEPTION)
+}
+
 impl EddyError {
     /// A user error with an explicit SQLSTATE.
     pub fn user(sqlstate: &'static str, message: impl Into<String>) -> Self {

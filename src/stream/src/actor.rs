@@ -7,9 +7,11 @@
 //! later epochs (which queue up in its input channels meanwhile). Nothing is missed or seen
 //! twice, because the subscription takes effect exactly at that barrier.
 
+use std::collections::BTreeMap;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 
+use eddy_common::codec::{decode_view_error, view_error_key, view_errors_prefix};
 use eddy_common::{internal_err, Epoch, Result, StreamChunk};
 use eddy_storage::{EpochBatch, StateStore, StateTable};
 use futures::FutureExt;
@@ -18,7 +20,7 @@ use tokio::sync::{mpsc, oneshot, watch};
 use crate::barrier::Collected;
 use crate::merge::{Aligned, AlignedInputs};
 use crate::message::{ActorId, Dispatcher, Message, Output};
-use crate::operator::Operator;
+use crate::operator::{Operator, RowErrors};
 
 /// Runs an actor's main loop; an error or panic becomes a failure report to the barrier
 /// manager (which drops the actor from the graph) instead of taking the server down.
@@ -78,6 +80,12 @@ pub struct ViewActor {
     collector: mpsc::UnboundedSender<Collected>,
     /// Initial load, for a new view.
     backfill: Option<Backfill>,
+    /// Committed state (the view's failing-row counts are read from it at recovery).
+    store: Arc<StateStore>,
+    /// Failing input rows counted in the current epoch (here and upstream).
+    errors: RowErrors,
+    /// The view's count of failing input rows, per (SQLSTATE, message).
+    error_totals: BTreeMap<(String, String), i64>,
 }
 
 impl ViewActor {
@@ -88,6 +96,7 @@ impl ViewActor {
         tail: Vec<Box<dyn Operator>>,
         outputs: Vec<Output>,
         collector: mpsc::UnboundedSender<Collected>,
+        store: Arc<StateStore>,
         backfill: Option<Backfill>,
     ) -> Self {
         let mut dispatcher = Dispatcher::default();
@@ -111,6 +120,9 @@ impl ViewActor {
             outputs: dispatcher,
             collector,
             backfill,
+            store,
+            errors: RowErrors::default(),
+            error_totals: BTreeMap::new(),
         }
     }
 
@@ -120,13 +132,13 @@ impl ViewActor {
         run_reporting(id, "materialized view", collector, self.run_inner()).await;
     }
 
-    fn apply(ops: &mut [Box<dyn Operator>], chunks: Vec<StreamChunk>) -> Result<Vec<StreamChunk>> {
+    fn apply(ops: &mut [Box<dyn Operator>], chunks: Vec<StreamChunk>, errors: &mut RowErrors) -> Result<Vec<StreamChunk>> {
         let mut chunks = chunks;
         for op in ops {
             let mut next = Vec::new();
             for c in chunks {
                 if !c.is_empty() {
-                    next.extend(op.process(c)?);
+                    next.extend(op.process(c, errors)?);
                 }
             }
             chunks = next;
@@ -134,13 +146,46 @@ impl ViewActor {
         Ok(chunks)
     }
 
+    /// Adds the failing-row counts of `relation` (a view; tables have none) at `snapshot`.
+    async fn inherit_errors(&mut self, relation: u32, snapshot: &eddy_storage::ReadSnapshot) -> Result<()> {
+        let prefix = view_errors_prefix(relation);
+        for (k, v) in snapshot.scan_prefix(&prefix).await? {
+            if let Some((state, message, n)) = decode_view_error(prefix.len(), &k, &v) {
+                self.errors.add_delta(&state, &message, n);
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes the epoch's changes to the failing-row counts into `batch` and passes them on to
+    /// the views defined on this one.
+    async fn flush_errors(&mut self, batch: &mut EpochBatch) {
+        if self.errors.is_empty() {
+            return;
+        }
+        let deltas = self.errors.take();
+        for d in &deltas {
+            let key = (d.sqlstate.clone(), d.message.clone());
+            let total = self.error_totals.entry(key).or_default();
+            *total += d.delta;
+            let k = view_error_key(self.id, &d.sqlstate, &d.message);
+            if *total == 0 {
+                self.error_totals.remove(&(d.sqlstate.clone(), d.message.clone()));
+                batch.delete(k);
+            } else {
+                batch.put(k, total.to_be_bytes().to_vec());
+            }
+        }
+        self.outputs.send(Message::Errors(deltas)).await;
+    }
+
     /// Pushes chunks through branch `branch` from operator `from`, then the tail from `tail_from`.
     async fn push(&mut self, branch: Option<(usize, usize)>, tail_from: usize, chunks: Vec<StreamChunk>) -> Result<()> {
         let mut chunks = chunks;
         if let Some((b, from)) = branch {
-            chunks = Self::apply(&mut self.branches[b][from..], chunks)?;
+            chunks = Self::apply(&mut self.branches[b][from..], chunks, &mut self.errors)?;
         }
-        let chunks = Self::apply(&mut self.tail[tail_from..], chunks)?;
+        let chunks = Self::apply(&mut self.tail[tail_from..], chunks, &mut self.errors)?;
         for c in chunks {
             if !c.is_empty() {
                 self.outputs.send(Message::Chunk(c)).await;
@@ -157,8 +202,19 @@ impl ViewActor {
             let snapshot = bf.store.snapshot();
             for b in 0..self.upstreams.len() {
                 let upstream = self.upstreams[b].clone();
-                for batch in upstream.scan(&snapshot).await? {
+                self.inherit_errors(upstream.table_id(), &snapshot).await?;
+                let mut scan = upstream.scan_stream(&snapshot).await?;
+                while let Some(batch) = scan.next_batch().await? {
                     self.push(Some((b, 0)), 0, vec![StreamChunk::inserts(batch)]).await?;
+                }
+            }
+        } else {
+            // Recovery: the counts committed so far.
+            let snapshot = self.store.snapshot();
+            let prefix = view_errors_prefix(self.id);
+            for (k, v) in snapshot.scan_prefix(&prefix).await? {
+                if let Some((state, message, n)) = decode_view_error(prefix.len(), &k, &v) {
+                    self.error_totals.insert((state, message), n);
                 }
             }
         }
@@ -166,18 +222,20 @@ impl ViewActor {
         while let Some(item) = inputs.next().await? {
             match item {
                 Aligned::Chunk(b, c) => self.push(Some((b, 0)), 0, vec![c]).await?,
+                Aligned::Errors(_, d) => self.errors.merge(&d),
                 Aligned::Barrier(barrier) => {
                     let mut batch = EpochBatch::default();
                     for b in 0..self.branches.len() {
                         for i in 0..self.branches[b].len() {
-                            let out = self.branches[b][i].on_barrier(barrier.epoch, &mut batch).await?;
+                            let out = self.branches[b][i].on_barrier(barrier.epoch, &mut batch, &mut self.errors).await?;
                             self.push(Some((b, i + 1)), 0, out).await?;
                         }
                     }
                     for i in 0..self.tail.len() {
-                        let out = self.tail[i].on_barrier(barrier.epoch, &mut batch).await?;
+                        let out = self.tail[i].on_barrier(barrier.epoch, &mut batch, &mut self.errors).await?;
                         self.push(None, i + 1, out).await?;
                     }
+                    self.flush_errors(&mut batch).await;
                     let report = Collected { actor: self.id, epoch: barrier.epoch, batch, waiters: vec![], failed: None };
                     let _ = self.collector.send(report);
                     self.outputs.send_barrier(self.id, &barrier).await;

@@ -191,6 +191,16 @@ impl BarrierManager {
         self.failures.lock().get(&actor).cloned()
     }
 
+    /// Records failures found in committed state (recovery): those actors are not started.
+    pub fn restore_failure(&self, actor: ActorId, error: EddyError) {
+        self.failures.lock().insert(actor, error);
+    }
+
+    /// Forgets a failure (the failed relation was dropped).
+    pub fn forget_failure(&self, actor: ActorId) {
+        self.failures.lock().remove(&actor);
+    }
+
     /// Asks for an early barrier.
     pub fn request(&self) {
         self.pending.lock().requested = true;
@@ -265,6 +275,7 @@ impl BarrierManager {
         }
         graph.actors.extend(new_actors);
         let mut batches: BTreeMap<ActorId, EpochBatch> = BTreeMap::new();
+        let mut failed = EpochBatch::default();
         {
             let mut rx = self.collect_rx.lock().await;
             while !waiting.is_empty() {
@@ -274,6 +285,8 @@ impl BarrierManager {
                     waiting.remove(&c.actor);
                     graph.actors.remove(&c.actor);
                     graph.sources.remove(&c.actor);
+                    // Recorded with this epoch, so the failure outlives a restart.
+                    failed.put(eddy_common::codec::failure_key(c.actor), err.message.clone().into_bytes());
                     self.failures.lock().insert(c.actor, err);
                     continue;
                 }
@@ -288,6 +301,7 @@ impl BarrierManager {
         }
         drop(graph);
         let mut batch = extra;
+        batch.extend(failed);
         for (_, b) in batches {
             batch.extend(b);
         }

@@ -27,6 +27,8 @@ pub enum Aligned {
     Chunk(usize, eddy_common::StreamChunk),
     /// A barrier that has arrived on every input.
     Barrier(Barrier),
+    /// Changes to the count of failing rows, from input `.0`.
+    Errors(usize, Vec<crate::operator::ErrorDelta>),
 }
 
 impl AlignedInputs {
@@ -36,7 +38,9 @@ impl AlignedInputs {
         Self { inputs, blocked: vec![None; n], next: 0 }
     }
 
-    /// The next chunk or aligned barrier; `Ok(None)` once every input is closed.
+    /// The next chunk or aligned barrier; `Ok(None)` once every input is closed. An input that
+    /// closes while others are open is an error: its upstream failed or was dropped, and this
+    /// actor can no longer see consistent epochs.
     pub async fn next(&mut self) -> Result<Option<Aligned>> {
         loop {
             if !self.blocked.is_empty() && self.blocked.iter().all(Option::is_some) {
@@ -53,26 +57,31 @@ impl AlignedInputs {
             let n = self.inputs.len();
             let start = self.next;
             let got = poll_fn(|cx| {
-                let mut all_closed = true;
+                let mut closed = 0;
                 for k in 0..n {
                     let i = (start + k) % n;
                     if self.blocked[i].is_some() {
-                        all_closed = false;
                         continue;
                     }
                     match self.inputs[i].poll_recv(cx) {
-                        Poll::Ready(Some(m)) => return Poll::Ready(Some((i, m))),
-                        Poll::Ready(None) => {}
-                        Poll::Pending => all_closed = false,
+                        Poll::Ready(Some(m)) => return Poll::Ready(Ok(Some((i, m)))),
+                        Poll::Ready(None) => closed += 1,
+                        Poll::Pending => {}
                     }
                 }
-                if all_closed { Poll::Ready(None) } else { Poll::Pending }
+                match closed {
+                    0 => Poll::Pending,
+                    c if c == n => Poll::Ready(Ok(None)),
+                    _ => Poll::Ready(Err(())),
+                }
             })
             .await;
+            let got = got.map_err(|_| internal_err!("an input of this view closed: the relation it reads failed or was dropped"))?;
             let Some((i, msg)) = got else { return Ok(None) };
             self.next = (i + 1) % n;
             match msg {
                 Message::Chunk(c) => return Ok(Some(Aligned::Chunk(i, c))),
+                Message::Errors(d) => return Ok(Some(Aligned::Errors(i, d))),
                 Message::Barrier(b) => self.blocked[i] = Some(b),
             }
         }

@@ -48,6 +48,8 @@ pub enum Message {
     Chunk(StreamChunk),
     /// End of an epoch.
     Barrier(Barrier),
+    /// Changes to the upstream view's count of failing input rows (they count for this view too).
+    Errors(Vec<crate::operator::ErrorDelta>),
 }
 
 /// A downstream output: the receiving actor's id and channel.

@@ -152,10 +152,37 @@ impl Engine {
         // A view's id is larger than its upstreams' (they exist when it is created).
         relations.sort_by_key(|t| t.id);
         let snapshot = self.store.snapshot();
+        // Failed views stay failed (and are not started) until they are dropped.
+        let mut failed: HashMap<u32, String> = HashMap::new();
+        for (k, v) in snapshot.scan_prefix(eddy_common::codec::FAILURES_PREFIX).await? {
+            let id = k.get(eddy_common::codec::FAILURES_PREFIX.len()..).and_then(|b| b.try_into().ok()).map(u32::from_be_bytes);
+            if let Some(id) = id {
+                let message = String::from_utf8_lossy(&v).into_owned();
+                self.barrier.restore_failure(id, EddyError::internal(message.clone()));
+                failed.insert(id, message);
+            }
+        }
+        let mut newly_failed = EpochBatch::default();
         let mut outputs: HashMap<u32, Vec<Output>> = HashMap::new();
         let mut views = Vec::new();
         for v in relations.iter().filter(|t| t.is_view()) {
-            let planned = planner.view_operators(v, &snapshot).await?;
+            if failed.contains_key(&v.id) {
+                continue;
+            }
+            let reason = match v.dependencies.iter().find(|d| failed.contains_key(d)) {
+                Some(d) => Err(format!("a relation it reads (id {d}) failed")),
+                None => planner.view_operators(v, &snapshot).await.map_err(|e| format!("it could not be planned again at start-up: {}", e.message)),
+            };
+            let planned = match reason {
+                Ok(p) => p,
+                Err(message) => {
+                    tracing::error!("materialized view {} is marked failed: {message}", v.name);
+                    newly_failed.put(eddy_common::codec::failure_key(v.id), message.clone().into_bytes());
+                    self.barrier.restore_failure(v.id, EddyError::internal(message.clone()));
+                    failed.insert(v.id, message);
+                    continue;
+                }
+            };
             let mut branches = Vec::new();
             for (upstream, operators) in planned.branches {
                 let (tx, rx) = mpsc::channel(CHANNEL_CAPACITY);
@@ -165,13 +192,16 @@ impl Engine {
             views.push((v.id, branches, planned.tail));
         }
         for (id, branches, tail) in views.into_iter().rev() {
-            let actor = ViewActor::new(id, branches, tail, outputs.remove(&id).unwrap_or_default(), self.barrier.collector(), None);
+            let actor = ViewActor::new(id, branches, tail, outputs.remove(&id).unwrap_or_default(), self.barrier.collector(), self.store.clone(), None);
             self.barrier.add_actor(id).await;
             tokio::spawn(actor.run());
         }
         for t in relations.iter().filter(|t| t.kind == crate::catalog::RelationKind::Table) {
             self.resume_sequences(t, &snapshot).await?;
             self.start_table_actor(t, outputs.remove(&t.id).unwrap_or_default()).await?;
+        }
+        if !newly_failed.is_empty() {
+            self.barrier.commit_writes(newly_failed).await?;
         }
         Ok(())
     }
@@ -188,7 +218,8 @@ impl Engine {
         if serial.is_empty() {
             return Ok(());
         }
-        for batch in table.state_table()?.scan(snapshot).await? {
+        let mut scan = table.state_table()?.scan_stream(snapshot).await?;
+        while let Some(batch) = scan.next_batch().await? {
             for &i in &serial {
                 if let Some(m) = crate::catalog::sequence::column_max(batch.column(i).as_ref()) {
                     self.sequences.advance_past(table.id, i, m);

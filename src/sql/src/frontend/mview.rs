@@ -19,7 +19,7 @@ use datafusion::sql::sqlparser::parser::Parser;
 use eddy_common::codec::table_prefix;
 use eddy_common::error::sqlstate;
 use eddy_common::{internal_err, user_err, Result};
-use eddy_storage::{EpochBatch, ReadSnapshot};
+use eddy_storage::{EpochBatch, ReadSnapshot, StateStore};
 use eddy_stream::operator::Materialize;
 use eddy_stream::{Backfill, Branch, Mutation, Output, ViewActor, CHANNEL_CAPACITY};
 use tokio::sync::{mpsc, oneshot};
@@ -29,10 +29,20 @@ use crate::frontend::names::resolve_name;
 use crate::frontend::session::Session;
 use crate::planner::stream_plan::{check_deterministic, plan_view, PlannedView, TableIds};
 
-/// Adds deletes of every entry of state table `id` to `batch`.
-async fn clear_table(snapshot: &ReadSnapshot, id: u32, batch: &mut EpochBatch) -> Result<()> {
-    for (k, _) in snapshot.scan_prefix(&table_prefix(id)).await? {
-        batch.delete(k.to_vec());
+/// Adds deletes of every entry under `prefix` to `batch`, which spills to the store as it grows
+/// (a table of any size is dropped within bounded memory, and atomically with its catalog entry).
+async fn clear_prefix(store: &StateStore, snapshot: &ReadSnapshot, prefix: &[u8], batch: &mut EpochBatch) -> Result<()> {
+    let start = std::ops::Bound::Included(prefix.to_vec());
+    let end = match eddy_storage::store::prefix_end(prefix) {
+        Some(e) => std::ops::Bound::Excluded(e),
+        None => std::ops::Bound::Unbounded,
+    };
+    let mut cursor = snapshot.scan_batches(start, end, 4096).await?;
+    while let Some(entries) = cursor.next_batch().await? {
+        for (k, _) in entries {
+            batch.delete(k.to_vec());
+        }
+        batch.spill_if_over(store, 16 << 20).await?;
     }
     Ok(())
 }
@@ -122,7 +132,7 @@ impl Session {
             add_outputs.entry(b.upstream.id).or_default().push(Output { actor: id, tx });
             branches.push(Branch { input: rx, operators: b.operators, upstream: b.upstream.state_table()? });
         }
-        let actor = ViewActor::new(id, branches, tail, vec![], self.engine.barrier.collector(), Some(backfill));
+        let actor = ViewActor::new(id, branches, tail, vec![], self.engine.barrier.collector(), self.engine.store.clone(), Some(backfill));
         tokio::spawn(actor.run());
         let mutation = Mutation { add_outputs, stop: vec![] };
         let epoch = self.engine.barrier.inject(mutation, vec![id]).await?;
@@ -174,11 +184,15 @@ impl Session {
         self.engine.barrier.inject(Mutation { add_outputs: HashMap::new(), stop: vec![rel.id] }, vec![]).await?;
         self.engine.remove_source(rel.id);
         let snapshot = self.engine.store.snapshot();
+        let store = self.engine.store.clone();
         let mut batch = EpochBatch::default();
-        clear_table(&snapshot, rel.id, &mut batch).await?;
+        clear_prefix(&store, &snapshot, &table_prefix(rel.id), &mut batch).await?;
         for t in &rel.internal_tables {
-            clear_table(&snapshot, *t, &mut batch).await?;
+            clear_prefix(&store, &snapshot, &table_prefix(*t), &mut batch).await?;
         }
+        clear_prefix(&store, &snapshot, &eddy_common::codec::view_errors_prefix(rel.id), &mut batch).await?;
+        batch.delete(eddy_common::codec::failure_key(rel.id));
+        self.engine.barrier.forget_failure(rel.id);
         let id = rel.id;
         self.engine
             .ddl(|cat| {
@@ -199,7 +213,22 @@ impl Session {
             .get_extension::<crate::planner::provider::QuerySnapshot>()
             .map(|s| s.0.clone())
             .ok_or_else(|| internal_err!("statement has no snapshot"))?;
-        let expected_batches = collect(state.create_physical_plan(&plan).await?, state.task_ctx()).await?;
+        // A view with failing input rows is right when the query fails the same way.
+        let view_error = crate::planner::provider::view_row_errors(&view, &snapshot).await?;
+        let computed = match state.create_physical_plan(&plan).await {
+            Ok(p) => collect(p, state.task_ctx()).await.map_err(eddy_common::EddyError::from),
+            Err(e) => Err(e.into()),
+        };
+        let expected_batches = match (view_error, computed) {
+            (Some(v), Err(q)) if v.sqlstate == q.sqlstate => return Ok(vec!["OK".into()]),
+            (Some(v), Err(q)) => return Ok(vec![format!("MISMATCH: the view fails with {}: {}, the query with {}: {}", v.sqlstate, v.message, q.sqlstate, q.message)]),
+            (Some(v), Ok(_)) => return Ok(vec![format!("MISMATCH: the view fails with {}: {} but the query succeeds", v.sqlstate, v.message)]),
+            (None, Err(q)) if q.kind == eddy_common::ErrorKind::User && q.sqlstate.starts_with("22") => {
+                return Ok(vec![format!("MISMATCH: the query fails with {}: {} but the view has no failing rows", q.sqlstate, q.message)]);
+            }
+            (None, Err(q)) => return Err(q),
+            (None, Ok(b)) => b,
+        };
         let st = view.state_table()?;
         let visible = view.visible_indices();
         let actual_batches: Vec<RecordBatch> = st.scan(&snapshot).await?.iter().map(|b| b.project(&visible)).collect::<Result<_, _>>()?;

@@ -210,6 +210,12 @@ impl TableProvider for EddyTable {
         if let Some(err) = self.relations.view_failure(&self.catalog) {
             return Err(DataFusionError::External(Box::new(err)));
         }
+        if self.catalog.is_view() {
+            let snapshot = self.snapshot(state);
+            if let Some(err) = view_row_errors(&self.catalog, &snapshot).await.map_err(|e| DataFusionError::External(Box::new(e)))? {
+                return Err(DataFusionError::External(Box::new(err)));
+            }
+        }
         if self.catalog.kind == crate::catalog::RelationKind::View {
             // Views are expanded before planning; a reference that was not expanded (e.g. in
             // an UPDATE's subquery) is refused rather than read as empty.
@@ -249,6 +255,27 @@ pub trait SystemCatalog: Send + Sync + std::fmt::Debug {
     /// The relation an unqualified `name` means when no user schema on the path has it
     /// (PostgreSQL searches `pg_catalog` implicitly).
     fn implicit_relation(&self, name: &str) -> Option<Arc<dyn TableProvider>>;
+}
+
+/// The error reading materialized view `view` returns while some of its input rows fail to
+/// evaluate (division by zero, overflow, ...): the first failure's SQLSTATE and message, with
+/// how many rows fail. `None` when every row evaluates.
+pub async fn view_row_errors(view: &TableCatalog, snapshot: &ReadSnapshot) -> eddy_common::Result<Option<eddy_common::EddyError>> {
+    let prefix = eddy_common::codec::view_errors_prefix(view.id);
+    let mut total = 0i64;
+    let mut first: Option<(String, String)> = None;
+    for (k, v) in snapshot.scan_prefix(&prefix).await? {
+        if let Some((state, message, n)) = eddy_common::codec::decode_view_error(prefix.len(), &k, &v) {
+            if n > 0 {
+                total += n;
+                first.get_or_insert((state, message));
+            }
+        }
+    }
+    let Some((state, message)) = first else { return Ok(None) };
+    let code = eddy_common::error::static_sqlstate(&state);
+    let rows = if total == 1 { "1 input row".to_string() } else { format!("{total} input rows") };
+    Ok(Some(eddy_common::EddyError::user(code, format!("{message} (materialized view \"{}\": {rows} fail to evaluate)", view.name))))
 }
 
 /// One schema of the catalog.

@@ -11,6 +11,7 @@ use datafusion::physical_expr::PhysicalExpr;
 use eddy_common::{internal_err, Epoch, Op, Result, StreamChunk};
 use eddy_storage::EpochBatch;
 
+use super::eval::{evaluate, RowErrors};
 use super::Operator;
 
 /// Drops rows whose predicate is false or NULL.
@@ -34,10 +35,10 @@ impl fmt::Display for Filter {
 
 #[async_trait]
 impl Operator for Filter {
-    fn process(&mut self, chunk: StreamChunk) -> Result<Vec<StreamChunk>> {
-        let n = chunk.batch.num_rows();
-        let mask = self.predicate.evaluate(&chunk.batch)?.into_array(n)?;
-        let mask = mask.as_boolean_opt().ok_or_else(|| internal_err!("filter predicate is not boolean"))?;
+    fn process(&mut self, chunk: StreamChunk, errors: &mut RowErrors) -> Result<Vec<StreamChunk>> {
+        let (chunk, values) = evaluate(std::slice::from_ref(&self.predicate), chunk, errors)?;
+        let n = chunk.len();
+        let mask = values[0].as_boolean_opt().ok_or_else(|| internal_err!("filter predicate is not boolean"))?;
         // NULL counts as false.
         let mask: BooleanArray = mask.iter().map(|v| Some(v.unwrap_or(false))).collect();
         if mask.true_count() == 0 {
@@ -59,7 +60,7 @@ impl Operator for Filter {
         Ok(vec![StreamChunk::try_new(batch, ops)?])
     }
 
-    async fn on_barrier(&mut self, _epoch: Epoch, _batch: &mut EpochBatch) -> Result<Vec<StreamChunk>> {
+    async fn on_barrier(&mut self, _epoch: Epoch, _batch: &mut EpochBatch, _errors: &mut RowErrors) -> Result<Vec<StreamChunk>> {
         Ok(vec![])
     }
 }
@@ -81,7 +82,7 @@ mod tests {
             Arc::new(Literal::new(ScalarValue::Int64(Some(10)))),
         ));
         let mut f = Filter::new(pred);
-        let out = f.process(StreamChunk::from_pretty(" I T\n U- 20 a\n U+ 5 a\n + 11 b\n - 1 c").unwrap()).unwrap();
+        let out = f.process(StreamChunk::from_pretty(" I T\n U- 20 a\n U+ 5 a\n + 11 b\n - 1 c").unwrap(), &mut RowErrors::default()).unwrap();
         assert_eq!(out.len(), 1);
         assert_eq!(out[0].ops, vec![Op::Delete, Op::Insert]);
         assert_eq!(out[0].batch.num_rows(), 2);
@@ -95,6 +96,6 @@ mod tests {
             Arc::new(Literal::new(ScalarValue::Int64(Some(0)))),
         ));
         let mut f = Filter::new(pred);
-        assert!(f.process(StreamChunk::from_pretty(" I\n + .").unwrap()).unwrap().is_empty());
+        assert!(f.process(StreamChunk::from_pretty(" I\n + .").unwrap(), &mut RowErrors::default()).unwrap().is_empty());
     }
 }

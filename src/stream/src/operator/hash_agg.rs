@@ -26,6 +26,7 @@ use eddy_common::error::sqlstate;
 use eddy_common::{internal_err, user_err, Epoch, Op, Result, StreamChunk};
 use eddy_storage::{EpochBatch, ReadSnapshot};
 
+use super::eval::{evaluate, RowErrors};
 use super::Operator;
 
 /// Which aggregate function.
@@ -276,25 +277,27 @@ impl HashAgg {
 
 #[async_trait]
 impl Operator for HashAgg {
-    fn process(&mut self, chunk: StreamChunk) -> Result<Vec<StreamChunk>> {
-        let batch = &chunk.batch;
-        let n = batch.num_rows();
+    fn process(&mut self, chunk: StreamChunk, errors: &mut RowErrors) -> Result<Vec<StreamChunk>> {
+        // Group keys and arguments evaluated together: a row failing in either is left out.
+        let args: Vec<Arc<dyn PhysicalExpr>> = self.calls.iter().filter_map(|c| c.arg.clone()).collect();
+        let exprs: Vec<Arc<dyn PhysicalExpr>> = self.group_exprs.iter().cloned().chain(args).collect();
+        let (chunk, mut values) = evaluate(&exprs, chunk, errors)?;
+        let n = chunk.len();
+        let arg_values = values.split_off(self.group_exprs.len());
         // Group keys, memcomparable, without a per-row allocation.
-        let key_rows = if self.is_global() {
-            None
-        } else {
-            let cols = self.group_exprs.iter().map(|e| Ok(e.evaluate(batch)?.into_array(n)?)).collect::<Result<Vec<ArrayRef>>>()?;
-            Some(self.key_converter.convert_columns(&cols)?)
-        };
+        let key_rows = if self.is_global() { None } else { Some(self.key_converter.convert_columns(&values)?) };
         // Arguments, decoded once per chunk into the accumulators' native form.
+        let mut arg_values = arg_values.into_iter();
         let inputs = self
             .calls
             .iter()
             .zip(&self.value_converters)
             .zip(&self.arg_types)
             .map(|((c, conv), t)| {
-                let Some(expr) = &c.arg else { return Ok(ArgInput::Star) };
-                let arr = expr.evaluate(batch)?.into_array(n)?;
+                if c.arg.is_none() {
+                    return Ok(ArgInput::Star);
+                }
+                let arr = arg_values.next().ok_or_else(|| internal_err!("missing aggregate argument"))?;
                 ArgInput::decode(&c.kind, arr, conv.as_ref(), t.as_ref())
             })
             .collect::<Result<Vec<_>>>()?;
@@ -323,7 +326,7 @@ impl Operator for HashAgg {
         Ok(vec![])
     }
 
-    async fn on_barrier(&mut self, _epoch: Epoch, batch: &mut EpochBatch) -> Result<Vec<StreamChunk>> {
+    async fn on_barrier(&mut self, _epoch: Epoch, batch: &mut EpochBatch, _errors: &mut RowErrors) -> Result<Vec<StreamChunk>> {
         if self.dirty.is_empty() {
             return Ok(vec![]);
         }
@@ -642,7 +645,7 @@ mod tests {
 
     async fn barrier(a: &mut HashAgg) -> Vec<(Op, Vec<String>)> {
         let mut b = EpochBatch::default();
-        let out = a.on_barrier(Epoch(1), &mut b).await.unwrap();
+        let out = a.on_barrier(Epoch(1), &mut b, &mut RowErrors::default()).await.unwrap();
         let mut rows = Vec::new();
         for c in out {
             for i in 0..c.len() {
@@ -662,9 +665,9 @@ mod tests {
     async fn deleting_the_minimum_exposes_the_next_smallest() {
         let mut a = agg(&[(AggKind::Min, DataType::Int32), (AggKind::Max, DataType::Int32)], true);
         a.restore(None).await.unwrap();
-        a.process(chunk(&[Op::Insert, Op::Insert, Op::Insert], &["x", "x", "x"], &[Some(3), Some(1), Some(7)])).unwrap();
+        a.process(chunk(&[Op::Insert, Op::Insert, Op::Insert], &["x", "x", "x"], &[Some(3), Some(1), Some(7)]), &mut RowErrors::default()).unwrap();
         assert_eq!(barrier(&mut a).await, vec![(Op::Insert, vec!["x".into(), "1".into(), "7".into()])]);
-        a.process(chunk(&[Op::Delete], &["x"], &[Some(1)])).unwrap();
+        a.process(chunk(&[Op::Delete], &["x"], &[Some(1)]), &mut RowErrors::default()).unwrap();
         assert_eq!(
             barrier(&mut a).await,
             vec![
@@ -678,9 +681,9 @@ mod tests {
     async fn a_group_whose_last_row_is_retracted_disappears() {
         let mut a = agg(&[(AggKind::CountStar, DataType::Int64)], true);
         a.restore(None).await.unwrap();
-        a.process(chunk(&[Op::Insert], &["x"], &[Some(1)])).unwrap();
+        a.process(chunk(&[Op::Insert], &["x"], &[Some(1)]), &mut RowErrors::default()).unwrap();
         barrier(&mut a).await;
-        a.process(chunk(&[Op::Delete], &["x"], &[Some(1)])).unwrap();
+        a.process(chunk(&[Op::Delete], &["x"], &[Some(1)]), &mut RowErrors::default()).unwrap();
         assert_eq!(barrier(&mut a).await, vec![(Op::Delete, vec!["x".into(), "1".into()])]);
         assert!(a.groups.is_empty());
     }
@@ -690,7 +693,7 @@ mod tests {
         let mut a = agg(&[(AggKind::CountStar, DataType::Int64), (AggKind::Sum, DataType::Int64)], false);
         a.restore(None).await.unwrap();
         assert_eq!(barrier(&mut a).await, vec![(Op::Insert, vec!["0".into(), "".into()])]);
-        a.process(chunk(&[Op::Insert, Op::Insert], &["a", "b"], &[Some(2), None])).unwrap();
+        a.process(chunk(&[Op::Insert, Op::Insert], &["a", "b"], &[Some(2), None]), &mut RowErrors::default()).unwrap();
         assert_eq!(
             barrier(&mut a).await,
             vec![(Op::UpdateDelete, vec!["0".into(), "".into()]), (Op::UpdateInsert, vec!["2".into(), "2".into()])]
@@ -701,8 +704,7 @@ mod tests {
     async fn distinct_counts_and_nulls_follow_sql() {
         let mut a = agg(&[(AggKind::CountDistinct, DataType::Int64), (AggKind::Count, DataType::Int64)], false);
         a.restore(None).await.unwrap();
-        a.process(chunk(&[Op::Insert, Op::Insert, Op::Insert, Op::Insert], &["a", "a", "a", "a"], &[Some(1), Some(1), None, Some(2)]))
-            .unwrap();
+        a.process(chunk(&[Op::Insert, Op::Insert, Op::Insert, Op::Insert], &["a", "a", "a", "a"], &[Some(1), Some(1), None, Some(2)]), &mut RowErrors::default()).unwrap();
         let rows = barrier(&mut a).await;
         assert_eq!(rows.last().unwrap().1, vec!["2".to_string(), "3".to_string()]);
     }

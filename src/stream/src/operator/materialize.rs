@@ -9,6 +9,7 @@ use async_trait::async_trait;
 use eddy_common::{Epoch, Result, StreamChunk};
 use eddy_storage::{EpochBatch, StateTable};
 
+use super::eval::RowErrors;
 use super::Operator;
 
 /// The last operator of every view.
@@ -34,7 +35,7 @@ impl fmt::Display for Materialize {
 
 #[async_trait]
 impl Operator for Materialize {
-    fn process(&mut self, chunk: StreamChunk) -> Result<Vec<StreamChunk>> {
+    fn process(&mut self, chunk: StreamChunk, _errors: &mut RowErrors) -> Result<Vec<StreamChunk>> {
         // Cast to the stored types (e.g. an aggregate computed wider than the view's column).
         let schema = self.table.schema().clone();
         let cols = chunk
@@ -49,7 +50,7 @@ impl Operator for Materialize {
         Ok(vec![chunk])
     }
 
-    async fn on_barrier(&mut self, _epoch: Epoch, batch: &mut EpochBatch) -> Result<Vec<StreamChunk>> {
+    async fn on_barrier(&mut self, _epoch: Epoch, batch: &mut EpochBatch, _errors: &mut RowErrors) -> Result<Vec<StreamChunk>> {
         batch.extend(std::mem::take(&mut self.pending));
         Ok(vec![])
     }
@@ -67,10 +68,10 @@ mod tests {
         let schema = Arc::new(Schema::new(vec![Field::new("k", DataType::Int64, true), Field::new("v", DataType::Utf8, true)]));
         let table = Arc::new(StateTable::try_new(42, schema, vec![0]).unwrap());
         let mut m = Materialize::new(table.clone());
-        m.process(StreamChunk::from_pretty(" I T\n + 1 a\n + 2 b\n - 1 a\n U- 2 b\n U+ 2 c").unwrap()).unwrap();
+        m.process(StreamChunk::from_pretty(" I T\n + 1 a\n + 2 b\n - 1 a\n U- 2 b\n U+ 2 c").unwrap(), &mut RowErrors::default()).unwrap();
         let store = StateStore::open(&StoreOptions::default()).await.unwrap();
         let mut batch = EpochBatch::default();
-        m.on_barrier(Epoch(1), &mut batch).await.unwrap();
+        m.on_barrier(Epoch(1), &mut batch, &mut RowErrors::default()).await.unwrap();
         store.commit(Epoch(1), batch).await.unwrap();
         let rows = table.scan(&store.snapshot()).await.unwrap();
         assert_eq!(rows.iter().map(|b| b.num_rows()).sum::<usize>(), 1);

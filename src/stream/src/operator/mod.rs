@@ -3,11 +3,14 @@
 //!
 //! Contract for implementers:
 //! * `process` may emit output immediately (stateless operators) or only update state.
+//! * Per-row evaluation failures are data: the failing rows are counted in `RowErrors` (with
+//!   the sign of their op, so retracting the input retracts the error) and left out.
 //! * `on_barrier(epoch, batch)` must write every state change of `epoch` into `batch` and
 //!   return the output that is due at the end of the epoch (stateful operators emit here), so
 //!   that after the barrier the operator's committed state and its emitted output agree.
 //! * Operators never see a barrier twice and never see chunks of an epoch after its barrier.
 
+pub mod eval;
 pub mod filter;
 pub mod hash_agg;
 pub mod materialize;
@@ -17,6 +20,7 @@ use async_trait::async_trait;
 use eddy_common::{Epoch, Result, StreamChunk};
 use eddy_storage::EpochBatch;
 
+pub use eval::{ErrorDelta, RowErrors};
 pub use filter::Filter;
 pub use hash_agg::{AggCall, AggKind, HashAgg};
 pub use materialize::Materialize;
@@ -25,9 +29,12 @@ pub use project::Project;
 /// One incremental operator.
 #[async_trait]
 pub trait Operator: Send + std::fmt::Display {
-    /// Handles a chunk of changes; returns the chunks to pass on.
-    fn process(&mut self, chunk: StreamChunk) -> Result<Vec<StreamChunk>>;
+    /// Handles a chunk of changes; returns the chunks to pass on. Rows whose expressions fail
+    /// with a user error are left out and counted in `errors` (see [`eval`]); an `Err` is an
+    /// internal fault that fails the view.
+    fn process(&mut self, chunk: StreamChunk, errors: &mut RowErrors) -> Result<Vec<StreamChunk>>;
 
-    /// Ends `epoch`: flushes state changes into `batch`, returns output due now.
-    async fn on_barrier(&mut self, epoch: Epoch, batch: &mut EpochBatch) -> Result<Vec<StreamChunk>>;
+    /// Ends `epoch`: flushes state changes into `batch`, returns output due now (with rows that
+    /// fail counted in `errors`, as for `process`).
+    async fn on_barrier(&mut self, epoch: Epoch, batch: &mut EpochBatch, errors: &mut RowErrors) -> Result<Vec<StreamChunk>>;
 }

@@ -10,6 +10,7 @@ use datafusion::physical_expr::PhysicalExpr;
 use eddy_common::{Epoch, Result, StreamChunk};
 use eddy_storage::EpochBatch;
 
+use super::eval::{evaluate, RowErrors};
 use super::Operator;
 
 /// Computes output columns from input columns.
@@ -39,20 +40,13 @@ impl fmt::Display for Project {
 
 #[async_trait]
 impl Operator for Project {
-    fn process(&mut self, chunk: StreamChunk) -> Result<Vec<StreamChunk>> {
-        let n = chunk.batch.num_rows();
-        let columns = self
-            .exprs
-            .iter()
+    fn process(&mut self, chunk: StreamChunk, errors: &mut RowErrors) -> Result<Vec<StreamChunk>> {
+        let (chunk, values) = evaluate(&self.exprs, chunk, errors)?;
+        let n = chunk.len();
+        let columns = values
+            .into_iter()
             .zip(self.schema.fields())
-            .map(|(e, f)| {
-                let arr = e.evaluate(&chunk.batch)?.into_array(n)?;
-                if arr.data_type() == f.data_type() {
-                    Ok(arr)
-                } else {
-                    Ok(arrow::compute::cast(&arr, f.data_type())?)
-                }
-            })
+            .map(|(arr, f)| if arr.data_type() == f.data_type() { Ok(arr) } else { Ok(arrow::compute::cast(&arr, f.data_type())?) })
             .collect::<Result<Vec<_>>>()?;
         let batch = RecordBatch::try_new_with_options(
             self.schema.clone(),
@@ -62,7 +56,7 @@ impl Operator for Project {
         Ok(vec![StreamChunk::try_new(batch, chunk.ops)?])
     }
 
-    async fn on_barrier(&mut self, _epoch: Epoch, _batch: &mut EpochBatch) -> Result<Vec<StreamChunk>> {
+    async fn on_barrier(&mut self, _epoch: Epoch, _batch: &mut EpochBatch, _errors: &mut RowErrors) -> Result<Vec<StreamChunk>> {
         Ok(vec![])
     }
 }
@@ -82,7 +76,7 @@ mod tests {
         let sum = Arc::new(BinaryExpr::new(Arc::new(Column::new("c0", 0)), BinOp::Plus, Arc::new(Column::new("c1", 1))));
         let schema = Arc::new(Schema::new(vec![Field::new("s", DataType::Int64, true)]));
         let mut p = Project::try_new(vec![sum], schema).unwrap();
-        let out = p.process(StreamChunk::from_pretty(" I I\n + 1 2\n - 3 4").unwrap()).unwrap();
+        let out = p.process(StreamChunk::from_pretty(" I I\n + 1 2\n - 3 4").unwrap(), &mut RowErrors::default()).unwrap();
         assert_eq!(out[0].ops, vec![Op::Insert, Op::Delete]);
         assert_eq!(out[0].batch.column(0).as_primitive::<Int64Type>(), &Int64Array::from(vec![3, 7]));
     }
