@@ -49,6 +49,7 @@ pub mod sqlstate {
     pub const FEATURE_NOT_SUPPORTED: &str = "0A000";
     pub const NOT_NULL_VIOLATION: &str = "23502";
     pub const UNIQUE_VIOLATION: &str = "23505";
+    pub const SERIALIZATION_FAILURE: &str = "40001";
     pub const INVALID_TEXT_REPRESENTATION: &str = "22P02";
     pub const DATA_EXCEPTION: &str = "22000";
     pub const NUMERIC_VALUE_OUT_OF_RANGE: &str = "22003";

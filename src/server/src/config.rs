@@ -25,6 +25,8 @@ pub struct ServerConfig {
     pub block_cache_bytes: u64,
     /// Register test-only functions such as `eddy_test_panic()` (never set by the CLI).
     pub test_functions: bool,
+    /// Tests only: open the state store over this object store with this tuning.
+    pub store_override: Option<(std::sync::Arc<dyn object_store::ObjectStore>, eddy_storage::StoreTuning)>,
 }
 
 impl Default for ServerConfig {
@@ -36,6 +38,7 @@ impl Default for ServerConfig {
             barrier_interval: Duration::from_millis(250),
             block_cache_bytes: 64 << 20,
             test_functions: false,
+            store_override: None,
         }
     }
 }
@@ -102,6 +105,7 @@ impl ServerConfig {
             store: StoreOptions { url: self.state_store.clone(), block_cache_bytes: self.block_cache_bytes },
             barrier_interval: self.barrier_interval,
             test_functions: self.test_functions,
+            store_override: self.store_override.clone(),
         }
     }
 }

@@ -52,6 +52,11 @@ pub enum SourceMsg {
     Barrier(Barrier),
 }
 
+/// A failure the client should retry: 40001, which drivers and ORMs know to retry.
+fn retry_error(what: &str) -> EddyError {
+    EddyError { kind: eddy_common::ErrorKind::External, sqlstate: sqlstate::SERIALIZATION_FAILURE, message: format!("{what}; retry the statement") }
+}
+
 /// An actor's report for one epoch.
 pub struct Collected {
     /// Reporting actor.
@@ -120,6 +125,9 @@ pub struct BarrierManager {
     /// Held shared by a transaction while it sends its commits to several table actors, and
     /// exclusively while barriers are injected: a transaction's commits all land in one epoch.
     commit_gate: tokio::sync::RwLock<()>,
+    /// Set when a commit failed: no barrier is cut and writes are refused until the engine has
+    /// rebuilt the graph from the last committed epoch ([`BarrierManager::reset`]).
+    broken: watch::Sender<bool>,
 }
 
 impl BarrierManager {
@@ -140,6 +148,7 @@ impl BarrierManager {
             stopping: AtomicBool::new(false),
             failures: Mutex::new(HashMap::new()),
             commit_gate: tokio::sync::RwLock::new(()),
+            broken: watch::channel(false).0,
         });
         let weak = Arc::downgrade(&mgr);
         tokio::spawn(async move {
@@ -153,7 +162,8 @@ impl BarrierManager {
                 // A tick cuts a barrier whenever there are actors for it to flow through; an
                 // epoch without changes writes nothing, so an idle server stays I/O-free.
                 let has_actors = ticked && mgr.graph.try_lock().map(|g| !g.actors.is_empty()).unwrap_or(false);
-                if mgr.pending.lock().requested || has_actors {
+                if (mgr.pending.lock().requested || has_actors) && !*mgr.broken.borrow() {
+                    // A failure is logged and answered to its waiters inside; the loop goes on.
                     let _ = mgr.cut_and_commit(None).await;
                 }
             }
@@ -211,7 +221,37 @@ impl BarrierManager {
         if self.stopping.load(Ordering::SeqCst) {
             return Err(EddyError::user(sqlstate::ADMIN_SHUTDOWN, "the server is shutting down"));
         }
+        self.refuse_if_broken()
+    }
+
+    /// Refuses work while the graph is being rebuilt after a failed commit.
+    pub fn refuse_if_broken(&self) -> Result<()> {
+        if *self.broken.borrow() {
+            return Err(retry_error("the server is recovering from a failed commit of the state store"));
+        }
         Ok(())
+    }
+
+    /// Watches the broken flag (set when a commit fails, cleared by [`BarrierManager::reset`]).
+    pub fn broken(&self) -> watch::Receiver<bool> {
+        self.broken.subscribe()
+    }
+
+    /// After recovery: forgets the graph (its actors are gone), continues after `committed`,
+    /// and accepts work again. Graph changes and sources must be registered anew.
+    pub async fn reset(&self, committed: Epoch) {
+        let mut graph = self.graph.lock().await;
+        *graph = Graph { injected: committed, ..Default::default() };
+        // Reports of the old actors still queued must not be taken for the new graph's.
+        let mut rx = self.collect_rx.lock().await;
+        while rx.try_recv().is_ok() {}
+        let pending = std::mem::take(&mut *self.pending.lock());
+        for w in pending.waiters {
+            // The writer may have given up already; nothing else to tell.
+            let _ = w.send(Err(retry_error("the server recovered from a failed commit before this write was applied")));
+        }
+        self.completed.send_replace(committed);
+        self.broken.send_replace(false);
     }
 
     /// Registers a source actor; it receives (and reports) every barrier from the next one on.
@@ -306,11 +346,21 @@ impl BarrierManager {
             batch.extend(b);
         }
         let result = if batch.is_empty() { Ok(epoch) } else { self.store.commit(epoch, batch).await.map(|_| epoch) };
-        if let Err(e) = &result {
-            tracing::error!("epoch {epoch} failed to commit: {e}");
-        }
-        self.completed.send_replace(epoch);
+        let result = match result {
+            Ok(e) => {
+                self.completed.send_replace(epoch);
+                Ok(e)
+            }
+            Err(e) => {
+                // Nobody is acknowledged and `completed` stays behind: actors hold changes of an
+                // epoch that is not durable, so the engine rebuilds them from committed state.
+                tracing::error!("epoch {epoch} failed to commit: {e}");
+                self.broken.send_replace(true);
+                Err(retry_error(&format!("the state store failed to commit epoch {epoch}: {}; the statement was not applied", e.message)))
+            }
+        };
         for w in all_waiters {
+            // A writer that gave up (its session ended) needs no answer.
             let _ = w.send(result.clone());
         }
         result

@@ -10,5 +10,6 @@ mod drivers;
 mod durability;
 mod protocol;
 mod psql;
+mod recovery;
 mod replay;
 mod slt;

@@ -50,11 +50,14 @@ pub struct EngineConfig {
     pub barrier_interval: Duration,
     /// Register test-only functions (`eddy_test_panic()`); off outside tests.
     pub test_functions: bool,
+    /// Tests only: the object store to open the state store over (e.g. a fault-injecting one)
+    /// and its tuning, instead of resolving `store.url`.
+    pub store_override: Option<(Arc<dyn object_store::ObjectStore>, eddy_storage::StoreTuning)>,
 }
 
 impl Default for EngineConfig {
     fn default() -> Self {
-        Self { store: StoreOptions::default(), barrier_interval: Duration::from_millis(250), test_functions: false }
+        Self { store: StoreOptions::default(), barrier_interval: Duration::from_millis(250), test_functions: false, store_override: None }
     }
 }
 
@@ -78,6 +81,10 @@ pub struct Engine {
     pub sequences: Arc<Sequences>,
     /// Engine settings.
     pub config: EngineConfig,
+    /// The running actors, aborted when the graph is rebuilt after a failed commit.
+    tasks: Mutex<Vec<tokio::task::AbortHandle>>,
+    /// Re-plans views for recovery (set by [`Engine::recover`]).
+    planner: std::sync::OnceLock<Arc<dyn ViewPlanner>>,
 }
 
 impl std::fmt::Debug for Engine {
@@ -90,7 +97,10 @@ impl Engine {
     /// Opens the store, recovers the catalog and starts the barrier loop. The dataflow graph
     /// is started by [`Engine::recover`].
     pub async fn open(config: EngineConfig) -> Result<Arc<Self>> {
-        let store = StateStore::open(&config.store).await?;
+        let store = match &config.store_override {
+            Some((object_store, tuning)) => StateStore::open_with(object_store.clone(), "eddy", &config.store, tuning.clone()).await?,
+            None => StateStore::open(&config.store).await?,
+        };
         let mut catalog = Catalog::load(&store.snapshot()).await?;
         let barrier = BarrierManager::start(store.clone(), config.barrier_interval);
         let bootstrap = catalog.missing_builtin_schemas();
@@ -105,6 +115,8 @@ impl Engine {
             sources: Mutex::new(HashMap::new()),
             sequences: Arc::new(Sequences::default()),
             config,
+            tasks: Mutex::new(Vec::new()),
+            planner: std::sync::OnceLock::new(),
         });
         if !bootstrap.is_empty() {
             engine.commit_catalog(bootstrap, EpochBatch::default()).await?;
@@ -145,9 +157,72 @@ impl Engine {
         Ok(())
     }
 
-    /// Recovery: starts every table's source actor and every view's actor from committed state,
-    /// wired to each other, before the first barrier flows.
-    pub async fn recover(&self, planner: &dyn ViewPlanner) -> Result<()> {
+    /// Spawns an actor's task; it is aborted if the graph is rebuilt.
+    pub fn spawn_actor(&self, actor: impl std::future::Future<Output = ()> + Send + 'static) {
+        let handle = tokio::spawn(actor);
+        let mut tasks = self.tasks.lock();
+        tasks.retain(|t| !t.is_finished());
+        tasks.push(handle.abort_handle());
+    }
+
+    /// Recovery: starts the graph from committed state with `planner`, and from then on rebuilds
+    /// it whenever a commit fails (in-memory operator state is discarded; actors restart from the
+    /// last committed epoch once the store is reachable again).
+    pub async fn recover(self: &Arc<Self>, planner: Arc<dyn ViewPlanner>) -> Result<()> {
+        self.start_graph(planner.as_ref()).await?;
+        if self.planner.set(planner).is_ok() {
+            let weak = Arc::downgrade(self);
+            let mut broken = self.barrier.broken();
+            tokio::spawn(async move {
+                loop {
+                    if broken.wait_for(|b| *b).await.is_err() {
+                        return;
+                    }
+                    let Some(engine) = weak.upgrade() else { return };
+                    engine.rebuild().await;
+                }
+            });
+        }
+        Ok(())
+    }
+
+    /// Rebuilds the graph after a failed commit: stops every actor, reopens the store (retrying
+    /// with backoff while it is unreachable), reloads the catalog and starts the graph again.
+    async fn rebuild(&self) {
+        tracing::warn!("a commit failed: rebuilding the dataflow graph from the last committed epoch");
+        for t in std::mem::take(&mut *self.tasks.lock()) {
+            t.abort();
+        }
+        self.sources.lock().clear();
+        let mut delay = std::time::Duration::from_millis(200);
+        loop {
+            let attempt = async {
+                self.store.recover().await?;
+                let catalog = Catalog::load(&self.store.snapshot()).await?;
+                *self.catalog.write() = Arc::new(catalog);
+                self.barrier.reset(self.store.committed_epoch()).await;
+                let planner = self.planner.get().cloned().ok_or_else(|| EddyError::internal("no view planner"))?;
+                self.start_graph(planner.as_ref()).await
+            };
+            match attempt.await {
+                Ok(()) => break,
+                Err(e) => {
+                    tracing::error!("recovery failed, retrying in {delay:?}: {e}");
+                    for t in std::mem::take(&mut *self.tasks.lock()) {
+                        t.abort();
+                    }
+                    self.sources.lock().clear();
+                    tokio::time::sleep(delay).await;
+                    delay = (delay * 2).min(std::time::Duration::from_secs(5));
+                }
+            }
+        }
+        tracing::warn!("recovered at epoch {}", self.store.committed_epoch());
+    }
+
+    /// Starts every table's source actor and every view's actor from committed state, wired to
+    /// each other, before the first barrier flows.
+    async fn start_graph(&self, planner: &dyn ViewPlanner) -> Result<()> {
         let mut relations: Vec<Arc<TableCatalog>> = self.catalog().tables().cloned().collect();
         // A view's id is larger than its upstreams' (they exist when it is created).
         relations.sort_by_key(|t| t.id);
@@ -194,7 +269,7 @@ impl Engine {
         for (id, branches, tail) in views.into_iter().rev() {
             let actor = ViewActor::new(id, branches, tail, outputs.remove(&id).unwrap_or_default(), self.barrier.collector(), self.store.clone(), None);
             self.barrier.add_actor(id).await;
-            tokio::spawn(actor.run());
+            self.spawn_actor(actor.run());
         }
         for t in relations.iter().filter(|t| t.kind == crate::catalog::RelationKind::Table) {
             self.resume_sequences(t, &snapshot).await?;
@@ -245,7 +320,7 @@ impl Engine {
         )?;
         self.barrier.add_source(table.id, tx.clone()).await;
         self.sources.lock().insert(table.id, tx);
-        tokio::spawn(actor.run());
+        self.spawn_actor(actor.run());
         Ok(())
     }
 
@@ -263,15 +338,16 @@ impl Engine {
     /// decides key conflicts against current state; returns once the epoch holding the change
     /// is durably committed. On error nothing was applied.
     pub async fn write_table(&self, table_id: u32, write: TableWrite) -> Result<WriteOutcome> {
+        self.barrier.refuse_if_broken()?;
         let tx = self.source(table_id)?;
         let (decided_tx, decided) = oneshot::channel();
         let (ack, done) = oneshot::channel();
         tx.send(SourceMsg::Write { write, decided: decided_tx, ack })
             .await
-            .map_err(|_| EddyError::internal("table source actor stopped"))?;
-        let outcome = decided.await.map_err(|_| EddyError::internal("table source actor dropped a write"))??;
+            .map_err(|_| dropped_write())?;
+        let outcome = decided.await.map_err(|_| dropped_write())??;
         self.barrier.request();
-        done.await.map_err(|_| EddyError::internal("table source actor dropped a write"))??;
+        done.await.map_err(|_| dropped_write())??;
         Ok(outcome)
     }
 
@@ -284,12 +360,13 @@ impl Engine {
     /// and reserved, but invisible until [`Engine::commit_txn`]. Stage the tables of one
     /// transaction in increasing id order (so transactions never wait for each other in a cycle).
     pub async fn stage(&self, table_id: u32, txn: TxnId, write: TableWrite) -> Result<WriteOutcome> {
+        self.barrier.refuse_if_broken()?;
         let tx = self.source(table_id)?;
         let (decided_tx, decided) = oneshot::channel();
         tx.send(SourceMsg::Stage { txn, write, decided: decided_tx })
             .await
-            .map_err(|_| EddyError::internal("table source actor stopped"))?;
-        decided.await.map_err(|_| EddyError::internal("table source actor dropped a write"))?
+            .map_err(|_| dropped_write())?;
+        decided.await.map_err(|_| dropped_write())?
     }
 
     /// Applies every staged part of `txn` (at `tables`) in one epoch; returns once it is durable.
@@ -300,13 +377,13 @@ impl Engine {
             for &t in tables {
                 let tx = self.source(t)?;
                 let (ack, done) = oneshot::channel();
-                tx.send(SourceMsg::Commit { txn, ack }).await.map_err(|_| EddyError::internal("table source actor stopped"))?;
+                tx.send(SourceMsg::Commit { txn, ack }).await.map_err(|_| dropped_write())?;
                 acks.push(done);
             }
         }
         self.barrier.request();
         for done in acks {
-            done.await.map_err(|_| EddyError::internal("table source actor dropped a commit"))??;
+            done.await.map_err(|_| dropped_write())??;
         }
         Ok(())
     }
@@ -351,6 +428,16 @@ impl Engine {
     pub async fn shutdown(&self) -> Result<()> {
         self.barrier.shutdown().await;
         self.store.close().await
+    }
+}
+
+/// A table actor went away with a write (the graph was rebuilt after a failed commit, or the
+/// table was dropped): the write was not applied.
+fn dropped_write() -> EddyError {
+    EddyError {
+        kind: eddy_common::ErrorKind::External,
+        sqlstate: eddy_common::error::sqlstate::SERIALIZATION_FAILURE,
+        message: "the table's writer stopped before the statement was applied (the server is recovering, or the table was dropped); retry the statement".into(),
     }
 }
 

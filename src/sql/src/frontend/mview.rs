@@ -133,7 +133,7 @@ impl Session {
             branches.push(Branch { input: rx, operators: b.operators, upstream: b.upstream.state_table()? });
         }
         let actor = ViewActor::new(id, branches, tail, vec![], self.engine.barrier.collector(), self.engine.store.clone(), Some(backfill));
-        tokio::spawn(actor.run());
+        self.engine.spawn_actor(actor.run());
         let mutation = Mutation { add_outputs, stop: vec![] };
         let epoch = self.engine.barrier.inject(mutation, vec![id]).await?;
         let _ = epoch_tx.send(epoch);
