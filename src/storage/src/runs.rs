@@ -85,6 +85,7 @@ pub fn run_key(run: RunId, key: &[u8]) -> Vec<u8> {
 /// Splits a run key into its run id and original key.
 pub fn split_run_key(key: &[u8]) -> Option<(RunId, &[u8])> {
     let rest = key.strip_prefix(RUN_PREFIX)?;
+    // `get(..8)` yields exactly 8 bytes, so the conversion cannot fail.
     let id = u64::from_be_bytes(rest.get(..8)?.try_into().ok()?);
     Some((id, &rest[8..]))
 }

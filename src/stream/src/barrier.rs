@@ -154,6 +154,7 @@ impl BarrierManager {
                 // epoch without changes writes nothing, so an idle server stays I/O-free.
                 let has_actors = ticked && mgr.graph.try_lock().map(|g| !g.actors.is_empty()).unwrap_or(false);
                 if mgr.pending.lock().requested || has_actors {
+                    // A failed commit is logged by cut_and_commit and answered to its waiters.
                     let _ = mgr.cut_and_commit(None).await;
                 }
             }
@@ -297,6 +298,7 @@ impl BarrierManager {
         }
         self.completed.send_replace(epoch);
         for w in all_waiters {
+            // A waiter that gave up (its session ended) needs no answer.
             let _ = w.send(result.clone());
         }
         result
@@ -325,6 +327,7 @@ impl BarrierManager {
     pub async fn shutdown(&self) {
         self.stopping.store(true, Ordering::SeqCst);
         self.pending.lock().requested = true;
+        // A failed commit is logged by cut_and_commit and answered to its waiters.
         let _ = self.cut_and_commit(None).await;
     }
 }

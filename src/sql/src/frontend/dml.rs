@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use arrow::array::{Array, ArrayRef, AsArray, Int64Array, RecordBatch, StringArray};
 use arrow::compute::concat_batches;
-use arrow::datatypes::{DataType, Schema};
+use arrow::datatypes::Schema;
 use datafusion::datasource::source_as_provider;
 use datafusion::execution::SessionState;
 use datafusion::logical_expr::{col, DmlStatement, Expr, LogicalPlan, Projection, WriteOp};
@@ -206,7 +206,6 @@ fn with_old_keys(input: &LogicalPlan, catalog: &TableCatalog) -> Result<LogicalP
         };
         exprs.push(column.alias(format!("{OLD_KEY_PREFIX}{i}")));
     }
-    let _ = DataType::Null;
     Ok(LogicalPlan::Projection(Projection::try_new(exprs, p.input.clone())?))
 }
 

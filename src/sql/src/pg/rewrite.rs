@@ -848,6 +848,7 @@ fn exists_as_count(select: &mut Select) {
                     && matches!(subquery.body.as_ref(), SetExpr::Select(s)
                         if s.having.is_none() && s.distinct.is_none()
                             && matches!(&s.group_by, GroupByExpr::Expressions(g, _) if g.is_empty()));
+                // SQL built from a subquery that parsed; if it does not parse, EXISTS stays.
                 let parse = |sql: &str| match datafusion::sql::sqlparser::parser::Parser::parse_sql(
                     &datafusion::sql::sqlparser::dialect::PostgreSqlDialect {},
                     sql,
@@ -947,6 +948,7 @@ fn quantified_subquery(e: &Expr) -> Option<Expr> {
                     None => test,
                 };
                 let sql = format!("SELECT 1 FROM {from} WHERE {filter}");
+                // Built from parts that parsed; if it does not parse, the general form below is used.
                 if let Some(Statement::Query(sub)) = datafusion::sql::sqlparser::parser::Parser::parse_sql(
                     &datafusion::sql::sqlparser::dialect::PostgreSqlDialect {},
                     &sql,
@@ -964,6 +966,7 @@ fn quantified_subquery(e: &Expr) -> Option<Expr> {
     } else {
         format!("SELECT 1 FROM ({q}) AS __any(__v) WHERE {left} {op} __any.__v")
     };
+    // If this does not parse, the expression stays as written and planning reports what it cannot do.
     match datafusion::sql::sqlparser::parser::Parser::parse_sql(&datafusion::sql::sqlparser::dialect::PostgreSqlDialect {}, &sql)
         .ok()?
         .pop()?

@@ -156,6 +156,8 @@ impl EddyTable {
         }
         let storage = self.catalog.storage_schema();
         let mut cols = Vec::with_capacity(storage.fields().len());
+        // A constant that does not convert to the key's type falls back to a scan (`None`),
+        // where DataFusion evaluates the filter itself.
         for (i, f) in storage.fields().iter().enumerate() {
             cols.push(match values.get(&i) {
                 Some(v) if pk.contains(&i) => arrow::compute::cast(&v.to_array_of_size(1).ok()?, f.data_type()).ok()?,
@@ -167,7 +169,13 @@ impl EddyTable {
         ));
         let keys = RecordBatch::try_new(nullable, cols).ok()?;
         let snapshot = self.snapshot(state);
-        self.state_table.get_rows(&snapshot, &keys).await.ok().map(|b| vec![b])
+        match self.state_table.get_rows(&snapshot, &keys).await {
+            Ok(b) => Some(vec![b]),
+            Err(e) => {
+                tracing::warn!("key lookup in {} failed, scanning instead: {e}", self.catalog.name);
+                None
+            }
+        }
     }
 }
 

@@ -606,7 +606,7 @@ fn decode_group(b: &[u8]) -> Result<Group> {
 
 #[cfg(test)]
 mod tests {
-    use arrow::array::{Int32Array, Int64Array, StringArray};
+    use arrow::array::{Int32Array, StringArray};
     use datafusion::physical_expr::expressions::Column;
 
     use super::*;
@@ -721,6 +721,5 @@ mod tests {
             emitted: Some(vec![9, 9]),
         };
         assert_eq!(decode_group(&encode_group(&g)).unwrap(), g);
-        let _ = Int64Array::from(vec![1]);
     }
 }
