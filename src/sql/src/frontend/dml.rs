@@ -197,7 +197,6 @@ fn with_old_keys(input: &LogicalPlan, catalog: &TableCatalog) -> Result<LogicalP
                     .iter()
                     .find(|(q, f)| f.name() == name && q.map(|q| q.table() == catalog.name).unwrap_or(false))
                     .map(|(q, f)| (q, f.as_ref()))
-                    .map(|(q, f)| (q, f))
                     .ok_or_else(|| internal_err!("UPDATE source lacks key column {name}"))
             })?;
         let column = match qualifier {

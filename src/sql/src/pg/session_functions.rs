@@ -283,7 +283,8 @@ fn register_jsonb(ctx: &SessionContext) {
         };
         register(ctx, name, Signature::any(2, Volatility::Immutable), DataType::Utf8, Arc::new(body));
     }
-    let tests: [(&str, fn(&str, &str) -> Option<bool>); 2] =
+    type JsonbTest = fn(&str, &str) -> Option<bool>;
+    let tests: [(&str, JsonbTest); 2] =
         [("eddy_jsonb_contains", jsonb::contains), ("eddy_jsonb_exists", jsonb::has_key)];
     for (name, test) in tests {
         let body = move |args: &[ColumnarValue], rows: usize| -> DfResult<ColumnarValue> {

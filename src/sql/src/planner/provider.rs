@@ -28,10 +28,13 @@ use crate::catalog::{Relations, TableCatalog, DATABASE_NAME};
 #[derive(Debug, Clone)]
 pub struct QuerySnapshot(pub ReadSnapshot);
 
-/// The uncommitted writes of the statement's transaction block, by table id: key → current
-/// encoded row (`None`: deleted). Scans show them over the snapshot (read-your-writes).
+/// The uncommitted writes of the statement's transaction block, by table id. Scans show them
+/// over the snapshot (read-your-writes).
 #[derive(Debug, Clone, Default)]
-pub struct TxnOverlay(pub HashMap<u32, Arc<std::collections::BTreeMap<Vec<u8>, Option<Vec<u8>>>>>);
+pub struct TxnOverlay(pub HashMap<u32, TableOverlay>);
+
+/// One table's uncommitted writes: key → current encoded row (`None`: deleted).
+pub type TableOverlay = Arc<std::collections::BTreeMap<Vec<u8>, Option<Vec<u8>>>>;
 
 /// A table as DataFusion sees it.
 #[derive(Debug)]
@@ -110,7 +113,7 @@ impl EddyTable {
     }
 
     /// The block's writes to this table, if the statement runs in a block that wrote it.
-    fn overlay(&self, state: &dyn Session) -> Option<Arc<std::collections::BTreeMap<Vec<u8>, Option<Vec<u8>>>>> {
+    fn overlay(&self, state: &dyn Session) -> Option<TableOverlay> {
         let o = state.config().get_extension::<TxnOverlay>()?;
         o.0.get(&self.catalog.id).filter(|m| !m.is_empty()).cloned()
     }

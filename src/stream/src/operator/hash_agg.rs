@@ -411,7 +411,7 @@ impl ArgInput {
     fn decode(kind: &AggKind, arr: ArrayRef, conv: Option<&RowConverter>, ty: Option<&DataType>) -> Result<Self> {
         use arrow::array::AsArray;
         Ok(match (kind, conv) {
-            (_, Some(c)) => ArgInput::Encoded(c.convert_columns(&[arr.clone()])?, arr),
+            (_, Some(c)) => ArgInput::Encoded(c.convert_columns(std::slice::from_ref(&arr))?, arr),
             (AggKind::Sum | AggKind::Avg, None) => match ty {
                 Some(DataType::Float16 | DataType::Float32 | DataType::Float64) => {
                     ArgInput::Float(arrow::compute::cast(&arr, &DataType::Float64)?.as_primitive::<arrow::datatypes::Float64Type>().clone())
