@@ -20,7 +20,7 @@ use datafusion::sql::sqlparser::ast::{
 };
 use datafusion::sql::sqlparser::tokenizer::{Token, TokenWithSpan};
 
-use super::rewrite::{call, is_aggregate_call};
+use super::rewrite::ast::{call, is_aggregate_call};
 
 fn qualifier_of(t: &TableFactor) -> Option<String> {
     match t {
@@ -307,7 +307,7 @@ pub fn bound_lateral_series(select: &mut datafusion::sql::sqlparser::ast::Select
             if !fname.eq_ignore_ascii_case("generate_series") || args.args.len() != 2 {
                 continue;
             }
-            let bounds: Vec<Expr> = super::rewrite::unnamed_arg_exprs(args);
+            let bounds: Vec<Expr> = super::rewrite::ast::unnamed_arg_exprs(args);
             if bounds.len() != 2 || bounds.iter().all(is_constant) {
                 continue;
             }
