@@ -19,7 +19,7 @@ pub fn parse_bytea(s: &str) -> Result<Vec<u8>> {
     let bad = || user_err!(sqlstate::INVALID_TEXT_REPRESENTATION, "invalid input syntax for type bytea");
     if let Some(hex) = s.strip_prefix("\\x").or_else(|| s.strip_prefix("\\X")) {
         let digits: Vec<u8> = hex.bytes().filter(|b| !b.is_ascii_whitespace()).collect();
-        if digits.len() % 2 != 0 {
+        if !digits.len().is_multiple_of(2) {
             return Err(user_err!(sqlstate::INVALID_TEXT_REPRESENTATION, "invalid hexadecimal data: odd number of digits"));
         }
         return digits

@@ -19,6 +19,7 @@ pub fn write_text(array: &ArrayRef, row: usize, field: &Field, out: &mut String)
     match array.data_type() {
         DataType::Null => return Ok(false),
         DataType::Boolean => out.push(if array.as_boolean().value(row) { 't' } else { 'f' }),
+        // Here and below, `write!` to a String cannot fail.
         DataType::Int8 => write!(out, "{}", array.as_primitive::<Int8Type>().value(row)).ok().unwrap_or(()),
         DataType::Int16 => write!(out, "{}", array.as_primitive::<Int16Type>().value(row)).ok().unwrap_or(()),
         DataType::Int32 => write!(out, "{}", array.as_primitive::<Int32Type>().value(row)).ok().unwrap_or(()),
@@ -115,7 +116,7 @@ pub fn layout_float(sci: &str, precision: i32, out: &mut String) {
             out.push('.');
             out.push_str(&digits[1..]);
         }
-        let _ = write!(out, "e{}{:02}", if exp < 0 { '-' } else { '+' }, exp.abs());
+        let _ = write!(out, "e{}{:02}", if exp < 0 { '-' } else { '+' }, exp.abs()); // writing to a String cannot fail
     } else if exp < 0 {
         out.push_str("0.");
         for _ in 0..(-exp - 1) {
@@ -166,14 +167,14 @@ pub fn trim_decimal(s: &str) -> &str {
 pub fn write_bytea(b: &[u8], out: &mut String) {
     out.push_str("\\x");
     for byte in b {
-        let _ = write!(out, "{byte:02x}");
+        let _ = write!(out, "{byte:02x}"); // writing to a String cannot fail
     }
 }
 
 pub fn write_date(days: i32, out: &mut String) {
     match NaiveDate::from_num_days_from_ce_opt(days + 719_163) {
         Some(d) => {
-            let _ = write!(out, "{}", d.format("%Y-%m-%d"));
+            let _ = write!(out, "{}", d.format("%Y-%m-%d")); // writing to a String cannot fail
         }
         None => out.push_str("infinity"),
     }
@@ -192,7 +193,7 @@ pub fn write_time(us: i64, out: &mut String) {
     let secs = us.div_euclid(1_000_000);
     let frac = us.rem_euclid(1_000_000);
     let t = NaiveTime::from_num_seconds_from_midnight_opt(secs as u32 % 86_400, 0).unwrap_or(NaiveTime::MIN);
-    let _ = write!(out, "{}", t.format("%H:%M:%S"));
+    let _ = write!(out, "{}", t.format("%H:%M:%S")); // writing to a String cannot fail
     write_fraction(frac, out);
 }
 
@@ -218,7 +219,7 @@ pub fn write_timestamp(us: i64, out: &mut String) {
     let frac = us.rem_euclid(1_000_000);
     match DateTime::from_timestamp(secs, 0) {
         Some(dt) => {
-            let _ = write!(out, "{}", dt.naive_utc().format("%Y-%m-%d %H:%M:%S"));
+            let _ = write!(out, "{}", dt.naive_utc().format("%Y-%m-%d %H:%M:%S")); // writing to a String cannot fail
             write_fraction(frac, out);
         }
         None => out.push_str("infinity"),

@@ -65,14 +65,20 @@ impl ConfigOverrides {
     /// Reads `EDDY_LISTEN`, `EDDY_STATE_STORE`, `EDDY_PASSWORD`, `EDDY_BARRIER_INTERVAL_MS`,
     /// `EDDY_BLOCK_CACHE_MB`.
     pub fn from_env() -> Result<Self> {
-        let get = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+        let get = |k: &str| -> Result<Option<String>> {
+            match std::env::var(k) {
+                Ok(v) => Ok(Some(v).filter(|v| !v.is_empty())),
+                Err(std::env::VarError::NotPresent) => Ok(None),
+                Err(e) => Err(user_err!(sqlstate::INVALID_PARAMETER_VALUE, "{k}: {e}")),
+            }
+        };
         let num = |k: &str| -> Result<Option<u64>> {
-            get(k).map(|v| v.parse().map_err(|_| user_err!(sqlstate::INVALID_PARAMETER_VALUE, "{k}={v} is not a number"))).transpose()
+            get(k)?.map(|v| v.parse().map_err(|_| user_err!(sqlstate::INVALID_PARAMETER_VALUE, "{k}={v} is not a number"))).transpose()
         };
         Ok(Self {
-            listen: get("EDDY_LISTEN"),
-            state_store: get("EDDY_STATE_STORE"),
-            password: get("EDDY_PASSWORD"),
+            listen: get("EDDY_LISTEN")?,
+            state_store: get("EDDY_STATE_STORE")?,
+            password: get("EDDY_PASSWORD")?,
             barrier_interval_ms: num("EDDY_BARRIER_INTERVAL_MS")?,
             block_cache_mb: num("EDDY_BLOCK_CACHE_MB")?,
         })

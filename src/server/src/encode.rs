@@ -267,6 +267,8 @@ fn write_numeric_binary(s: &str, out: &mut BytesMut) -> Result<()> {
     let mut groups: Vec<i16> = digits_str
         .as_bytes()
         .chunks(4)
+        // A decimal's text holds only ASCII digits besides the sign and point stripped above,
+        // so neither conversion can fail.
         .map(|c| std::str::from_utf8(c).ok().and_then(|t| t.parse::<i16>().ok()).unwrap_or(0))
         .collect();
     let mut weight = ((int_part.len() + int_pad) / 4) as i16 - 1;
@@ -315,7 +317,7 @@ fn read_numeric_binary(b: &[u8]) -> Result<String> {
                 int_part = d.to_string();
             }
         } else {
-            let _ = write!(int_part, "{d:04}");
+            let _ = write!(int_part, "{d:04}"); // writing to a String cannot fail
         }
     }
     if int_part.is_empty() {
@@ -325,7 +327,7 @@ fn read_numeric_binary(b: &[u8]) -> Result<String> {
     let mut idx = weight + 1;
     while (frac.len()) < dscale {
         let d = if idx < 0 { 0 } else { digits.get(idx as usize).copied().unwrap_or(0) };
-        let _ = write!(frac, "{d:04}");
+        let _ = write!(frac, "{d:04}"); // writing to a String cannot fail
         idx += 1;
     }
     frac.truncate(dscale);

@@ -63,23 +63,31 @@ fn build_config(cli: &Cli) -> Result<ServerConfig, eddy_common::EddyError> {
 }
 
 async fn shutdown_signal() {
-    let ctrl_c = tokio::signal::ctrl_c();
     #[cfg(unix)]
     {
         let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
             Ok(t) => t,
-            Err(_) => {
-                let _ = ctrl_c.await;
-                return;
+            Err(e) => {
+                tracing::warn!("cannot listen for SIGTERM, only Ctrl-C shuts down cleanly: {e}");
+                return ctrl_c().await;
             }
         };
         tokio::select! {
-            _ = ctrl_c => {}
+            _ = ctrl_c() => {}
             _ = term.recv() => {}
         }
     }
     #[cfg(not(unix))]
-    let _ = ctrl_c.await;
+    ctrl_c().await;
+}
+
+/// Waits for Ctrl-C. If it cannot be listened for, waits forever rather than shutting down
+/// at once (SIGINT then ends the process without a clean shutdown).
+async fn ctrl_c() {
+    if let Err(e) = tokio::signal::ctrl_c().await {
+        tracing::error!("cannot listen for Ctrl-C: {e}");
+        std::future::pending::<()>().await;
+    }
 }
 
 #[tokio::main]

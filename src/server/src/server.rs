@@ -27,8 +27,11 @@ pub struct ServerHandle {
 impl ServerHandle {
     /// Stops accepting connections, commits what is pending and closes the store.
     pub async fn shutdown(self) -> Result<()> {
+        // Fails only when the accept loop already ended and dropped its receiver.
         let _ = self.stop.send(true);
-        let _ = self.accept.await;
+        if let Err(e) = self.accept.await {
+            tracing::error!("the accept loop ended abnormally: {e}");
+        }
         self.engine.shutdown().await
     }
 }
@@ -48,7 +51,9 @@ pub async fn start(config: ServerConfig) -> Result<ServerHandle> {
                 _ = stopped.changed() => break,
                 conn = listener.accept() => match conn {
                     Ok((socket, _)) => {
-                        let _ = socket.set_nodelay(true);
+                        if let Err(e) = socket.set_nodelay(true) {
+                            tracing::warn!("cannot set TCP_NODELAY on a client connection: {e}");
+                        }
                         let factory = factory.clone();
                         tokio::spawn(async move {
                             if let Err(e) = pgwire::tokio::process_socket(socket, None, factory).await {

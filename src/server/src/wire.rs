@@ -15,7 +15,7 @@ use bytes::{BufMut, BytesMut};
 use datafusion::execution::SendableRecordBatchStream;
 use eddy_common::error::sqlstate;
 use eddy_common::{EddyError, Result};
-use eddy_sql::frontend::copy_in::{CopyFormat, CopyIn};
+use eddy_sql::frontend::copy_in::CopyIn;
 use eddy_sql::frontend::statement::{in_failed_transaction, TxControl};
 use eddy_sql::{Described, EddyStatement, Engine, Output, Session};
 use futures::{FutureExt, Sink, SinkExt, StreamExt};
@@ -357,7 +357,6 @@ fn encode_batch(batch: &arrow::array::RecordBatch, meta: &[(Field, Type, FieldFo
 
 fn copy_response(copy: &CopyIn) -> CopyResponse {
     let n = copy.columns.len();
-    let _ = CopyFormat::Text;
     CopyResponse::new(0, n, futures::stream::empty::<PgWireResult<CopyData>>())
 }
 
@@ -401,6 +400,8 @@ impl SimpleQueryHandler for Handlers {
     {
         if client.transaction_status() == TransactionStatus::Error {
             let slot = session_of(&self.engine, client);
+            // Only a ROLLBACK TO leaves the failed state; text that does not parse is not one,
+            // and its parse error is reported when the query is handled below.
             let first = slot.lock().await.parse(&query.query).ok().and_then(|s| s.into_iter().next());
             if first.is_some_and(|s| s.tx_control() == TxControl::RollbackTo) {
                 client.set_transaction_status(TransactionStatus::Transaction);

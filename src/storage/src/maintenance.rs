@@ -51,6 +51,7 @@ impl StateStore {
 
     /// Stops the background task and waits (bounded) for it to finish its current step.
     pub(crate) async fn stop_maintenance(&self) {
+        // Fails only when the task already ended and dropped its receiver: nothing to stop.
         let _ = self.maintenance.stop.send(true);
         let task = self.maintenance.task.lock().take();
         if let Some(task) = task {

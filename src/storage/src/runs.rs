@@ -85,6 +85,7 @@ pub fn run_key(run: RunId, key: &[u8]) -> Vec<u8> {
 /// Splits a run key into its run id and original key.
 pub fn split_run_key(key: &[u8]) -> Option<(RunId, &[u8])> {
     let rest = key.strip_prefix(RUN_PREFIX)?;
+    // `get(..8)` yields exactly 8 bytes, so the conversion cannot fail.
     let id = u64::from_be_bytes(rest.get(..8)?.try_into().ok()?);
     Some((id, &rest[8..]))
 }
@@ -221,6 +222,37 @@ pub fn fold_writes(run: RunId, entries: &[(Bytes, Bytes)], exhausted: bool, live
     Ok((writes, next_live))
 }
 
+/// Where an [`crate::EpochBatch`] spills its runs and reads them back: implemented by the
+/// state store. Runs written here stay invisible until a commit makes them live.
+pub trait RunStore {
+    /// A fresh run id.
+    fn mint_run_id(&self) -> eddy_common::Result<RunId>;
+    /// Writes `ops` (sorted, one per key) into run `run`.
+    fn write_run_entries(&self, run: RunId, ops: &[Op]) -> impl std::future::Future<Output = eddy_common::Result<()>> + Send;
+    /// Run `run`'s entry for `key`: absent, a delete, or a value.
+    fn run_get(&self, run: RunId, key: &[u8]) -> impl std::future::Future<Output = eddy_common::Result<Option<Option<bytes::Bytes>>>> + Send;
+    /// Deletes run `run`'s entries; the number deleted.
+    fn discard_run(&self, run: RunId) -> impl std::future::Future<Output = eddy_common::Result<usize>> + Send;
+}
+
+impl<S: RunStore + Send + Sync> RunStore for std::sync::Arc<S> {
+    fn mint_run_id(&self) -> eddy_common::Result<RunId> {
+        S::mint_run_id(self)
+    }
+
+    fn write_run_entries(&self, run: RunId, ops: &[Op]) -> impl std::future::Future<Output = eddy_common::Result<()>> + Send {
+        S::write_run_entries(self, run, ops)
+    }
+
+    fn run_get(&self, run: RunId, key: &[u8]) -> impl std::future::Future<Output = eddy_common::Result<Option<Option<bytes::Bytes>>>> + Send {
+        S::run_get(self, run, key)
+    }
+
+    fn discard_run(&self, run: RunId) -> impl std::future::Future<Output = eddy_common::Result<usize>> + Send {
+        S::discard_run(self, run)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -333,36 +365,5 @@ mod tests {
         assert!(fold_writes(6, &[], true, &[5, 6]).is_err());
         let stray = vec![(Bytes::from(run_key(9, b"a")), Bytes::from(encode_run_value(None)))];
         assert!(fold_writes(5, &stray, false, &[5]).is_err());
-    }
-}
-
-/// Where an [`crate::EpochBatch`] spills its runs and reads them back: implemented by the
-/// state store. Runs written here stay invisible until a commit makes them live.
-pub trait RunStore {
-    /// A fresh run id.
-    fn mint_run_id(&self) -> eddy_common::Result<RunId>;
-    /// Writes `ops` (sorted, one per key) into run `run`.
-    fn write_run_entries(&self, run: RunId, ops: &[Op]) -> impl std::future::Future<Output = eddy_common::Result<()>> + Send;
-    /// Run `run`'s entry for `key`: absent, a delete, or a value.
-    fn run_get(&self, run: RunId, key: &[u8]) -> impl std::future::Future<Output = eddy_common::Result<Option<Option<bytes::Bytes>>>> + Send;
-    /// Deletes run `run`'s entries; the number deleted.
-    fn discard_run(&self, run: RunId) -> impl std::future::Future<Output = eddy_common::Result<usize>> + Send;
-}
-
-impl<S: RunStore + Send + Sync> RunStore for std::sync::Arc<S> {
-    fn mint_run_id(&self) -> eddy_common::Result<RunId> {
-        S::mint_run_id(self)
-    }
-
-    fn write_run_entries(&self, run: RunId, ops: &[Op]) -> impl std::future::Future<Output = eddy_common::Result<()>> + Send {
-        S::write_run_entries(self, run, ops)
-    }
-
-    fn run_get(&self, run: RunId, key: &[u8]) -> impl std::future::Future<Output = eddy_common::Result<Option<Option<bytes::Bytes>>>> + Send {
-        S::run_get(self, run, key)
-    }
-
-    fn discard_run(&self, run: RunId) -> impl std::future::Future<Output = eddy_common::Result<usize>> + Send {
-        S::discard_run(self, run)
     }
 }

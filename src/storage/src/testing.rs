@@ -314,6 +314,7 @@ impl FaultyStore {
                 request.await
             }
             Some(FaultAction::Ambiguous) => {
+                // The request took effect; the caller is told it failed anyway.
                 let _ = request.await?;
                 Err(injected_error(op, path))
             }

@@ -39,6 +39,7 @@ pub(crate) async fn run_reporting(
         }
     };
     tracing::error!("{what} {id} failed: {error}");
+    // The manager is gone only at shutdown; then nobody waits for this report.
     let _ = collector.send(Collected::failed(id, error));
 }
 
@@ -198,7 +199,10 @@ impl ViewActor {
         if let Some(bf) = self.backfill.take() {
             let epoch = bf.epoch.await.map_err(|_| internal_err!("view creation was abandoned"))?;
             let mut completed = bf.completed;
-            let _ = completed.wait_for(|e| *e >= epoch).await;
+            completed
+                .wait_for(|e| *e >= epoch)
+                .await
+                .map_err(|_| internal_err!("barrier manager stopped before epoch {epoch} completed"))?;
             let snapshot = bf.store.snapshot();
             for b in 0..self.upstreams.len() {
                 let upstream = self.upstreams[b].clone();
@@ -237,6 +241,7 @@ impl ViewActor {
                     }
                     self.flush_errors(&mut batch).await;
                     let report = Collected { actor: self.id, epoch: barrier.epoch, batch, waiters: vec![], failed: None };
+                    // The manager is gone only at shutdown; then nobody waits for this report.
                     let _ = self.collector.send(report);
                     self.outputs.send_barrier(self.id, &barrier).await;
                     if barrier.stops(self.id) {

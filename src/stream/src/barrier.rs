@@ -389,6 +389,7 @@ impl BarrierManager {
     pub async fn shutdown(&self) {
         self.stopping.store(true, Ordering::SeqCst);
         self.pending.lock().requested = true;
+        // A failed commit is logged by cut_and_commit and answered to its waiters.
         let _ = self.cut_and_commit(None).await;
     }
 }

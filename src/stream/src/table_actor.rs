@@ -146,6 +146,7 @@ impl TableActor {
                     match self.stage(txn, write).await {
                         Ok(outcome) => {
                             self.commit(txn).await?;
+                            // A session that went away no longer waits for the outcome.
                             let _ = decided.send(Ok(outcome));
                             self.waiters.push(ack);
                         }
@@ -153,6 +154,7 @@ impl TableActor {
                             if let Some(s) = self.staged.take() {
                                 s.kv.discard(&self.store).await;
                             }
+                            // A session that went away no longer waits for the outcome.
                             let _ = decided.send(Err(e));
                         }
                     }
@@ -162,6 +164,7 @@ impl TableActor {
                     if r.is_err() && self.staged.as_ref().is_some_and(|s| s.txn == txn && s.kv.is_empty() && s.changes.is_empty()) {
                         self.staged = None;
                     }
+                    // A session that went away no longer waits for the outcome.
                     let _ = decided.send(r);
                 }
                 SourceMsg::Commit { txn, ack } => {

@@ -272,7 +272,7 @@ impl TypeCatalog {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 enum Entry {
     Schema(SchemaCatalog),
-    Table(TableCatalog),
+    Table(Box<TableCatalog>),
     Type(TypeCatalog),
 }
 
@@ -291,6 +291,9 @@ pub struct Catalog {
 }
 
 /// A change to the catalog, to be committed with an epoch and then applied in memory.
+// Made a few at a time per DDL statement, so the size of `CreateTable` does not matter and
+// boxing it would only add noise at every call site.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug)]
 pub enum CatalogChange {
     CreateSchema(SchemaCatalog),
@@ -322,7 +325,7 @@ impl Catalog {
                 }
                 Entry::Table(t) => {
                     cat.next_id = cat.next_id.max(t.id + 1);
-                    cat.tables.insert((t.schema.clone(), t.name.clone()), Arc::new(t));
+                    cat.tables.insert((t.schema.clone(), t.name.clone()), Arc::new(*t));
                 }
                 Entry::Type(t) => {
                     cat.next_id = cat.next_id.max(t.id + 1);
@@ -353,7 +356,7 @@ impl Catalog {
     pub fn persist(change: &CatalogChange, batch: &mut EpochBatch) -> Result<()> {
         let (id, entry) = match change {
             CatalogChange::CreateSchema(s) => (s.id, Some(Entry::Schema(s.clone()))),
-            CatalogChange::CreateTable(t) => (t.id, Some(Entry::Table(t.clone()))),
+            CatalogChange::CreateTable(t) => (t.id, Some(Entry::Table(Box::new(t.clone())))),
             CatalogChange::DropSchema(s) => (s.id, None),
             CatalogChange::DropTable(t) => (t.id, None),
             CatalogChange::CreateType(t) => (t.id, Some(Entry::Type(t.clone()))),

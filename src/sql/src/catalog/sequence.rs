@@ -65,6 +65,7 @@ impl Sequences {
 
 /// The largest value of an integer column (`None` when empty or all NULL).
 pub fn column_max(col: &dyn Array) -> Option<i64> {
+    // Only non-integer columns fail to cast (overflow yields NULL); they have no serial maximum.
     let as_i64 = arrow::compute::cast(&arrow::array::make_array(col.to_data()), &DataType::Int64).ok()?;
     arrow::compute::max(as_i64.as_any().downcast_ref::<Int64Array>()?)
 }

@@ -26,10 +26,13 @@ use crate::catalog::{Catalog, CatalogChange, Relations, TableCatalog};
 /// The operators of one materialized view, as its planner built them.
 pub struct ViewOperators {
     /// One chain per input: the relation it reads and the operators applied to it alone.
-    pub branches: Vec<(Arc<TableCatalog>, Vec<Box<dyn Operator>>)>,
+    pub branches: Vec<ViewBranch>,
     /// Operators after the inputs meet, ending in the view's `Materialize`.
     pub tail: Vec<Box<dyn Operator>>,
 }
+
+/// One input of a view: the relation it reads and the operators applied to it alone.
+pub type ViewBranch = (Arc<TableCatalog>, Vec<Box<dyn Operator>>);
 
 /// Re-plans a view at recovery. Implemented above the engine (the frontend plans SQL).
 ///

@@ -145,9 +145,7 @@ impl Session {
         }
         if state.staged {
             let table = state.parser.spec().table.id;
-            if let Err(e) = self.engine.commit_txn(state.txn, &[table]).await {
-                return Err(e);
-            }
+            self.engine.commit_txn(state.txn, &[table]).await?;
         }
         Ok(state.rows)
     }

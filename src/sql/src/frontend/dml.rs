@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use arrow::array::{Array, ArrayRef, AsArray, Int64Array, RecordBatch, StringArray};
 use arrow::compute::concat_batches;
-use arrow::datatypes::{DataType, Schema};
+use arrow::datatypes::Schema;
 use datafusion::datasource::source_as_provider;
 use datafusion::execution::SessionState;
 use datafusion::logical_expr::{col, DmlStatement, Expr, LogicalPlan, Projection, WriteOp};
@@ -197,7 +197,6 @@ fn with_old_keys(input: &LogicalPlan, catalog: &TableCatalog) -> Result<LogicalP
                     .iter()
                     .find(|(q, f)| f.name() == name && q.map(|q| q.table() == catalog.name).unwrap_or(false))
                     .map(|(q, f)| (q, f.as_ref()))
-                    .map(|(q, f)| (q, f))
                     .ok_or_else(|| internal_err!("UPDATE source lacks key column {name}"))
             })?;
         let column = match qualifier {
@@ -206,7 +205,6 @@ fn with_old_keys(input: &LogicalPlan, catalog: &TableCatalog) -> Result<LogicalP
         };
         exprs.push(column.alias(format!("{OLD_KEY_PREFIX}{i}")));
     }
-    let _ = DataType::Null;
     Ok(LogicalPlan::Projection(Projection::try_new(exprs, p.input.clone())?))
 }
 

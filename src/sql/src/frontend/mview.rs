@@ -136,6 +136,7 @@ impl Session {
         self.engine.spawn_actor(actor.run());
         let mutation = Mutation { add_outputs, stop: vec![] };
         let epoch = self.engine.barrier.inject(mutation, vec![id]).await?;
+        // Fails only if the actor already ended; its failure is reported (view_failure below).
         let _ = epoch_tx.send(epoch);
         let result = self
             .engine
@@ -150,7 +151,9 @@ impl Session {
             })
             .await;
         if let Err(e) = result {
-            let _ = self.engine.barrier.inject(Mutation { add_outputs: HashMap::new(), stop: vec![id] }, vec![]).await;
+            if let Err(stop) = self.engine.barrier.inject(Mutation { add_outputs: HashMap::new(), stop: vec![id] }, vec![]).await {
+                tracing::warn!("cannot stop the actor of abandoned view {}: {stop}", view.name);
+            }
             return Err(e);
         }
         if let Some(err) = self.engine.view_failure(&view) {

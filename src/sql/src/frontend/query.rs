@@ -24,7 +24,7 @@ impl Session {
         let mut changed = false;
         for _ in 0..16 {
             let Some(site) = apply::find_site(&mut q) else { break };
-            let (key_schema, keys) = self.run_query(&site.keys_query).await.ok()?;
+            let (key_schema, keys) = logged(self.run_query(&site.keys_query).await, "the outer keys")?;
             if keys.iter().map(|b| b.num_rows()).sum::<usize>() > apply::MAX_KEYS {
                 return None;
             }
@@ -36,7 +36,7 @@ impl Session {
                     let literals = (0..batch.num_columns()).map(|c| sql_literal(batch.column(c), r)).collect::<Option<Vec<String>>>()?;
                     let exprs = literals.iter().zip(&types).map(|(l, t)| parse_sql_expr(&format!("CAST({l} AS {t})"))).collect::<Option<Vec<_>>>()?;
                     let one = apply::substitute(&site.subquery, &site.keys, &exprs);
-                    let (schema, out) = self.run_query(&apply::value_query(&one)).await.ok()?;
+                    let (schema, out) = logged(self.run_query(&apply::value_query(&one)).await, "a subquery value")?;
                     let batch_out = out.iter().find(|b| b.num_rows() > 0);
                     value_type.get_or_insert(sql_type_name(schema.field(0))?);
                     let value = match batch_out {
@@ -52,8 +52,9 @@ impl Session {
                     // No outer row reaches the subquery: plan it once for its type.
                     let nulls = types.iter().map(|t| parse_sql_expr(&format!("CAST(NULL AS {t})"))).collect::<Option<Vec<_>>>()?;
                     let one = apply::substitute(&site.subquery, &site.keys, &nulls);
+                    // Generated from a query that parsed; if it does not, planning the original reports why.
                     let stmt = Parser::parse_sql(&PostgreSqlDialect {}, &apply::value_query(&one)).ok()?.pop()?;
-                    let (_, plan) = Box::pin(self.plan(&stmt, false)).await.ok()?;
+                    let (_, plan) = logged(Box::pin(self.plan(&stmt, false)).await, "the subquery's type")?;
                     sql_type_name(plan.schema().field(0))?
                 }
             };
@@ -63,6 +64,22 @@ impl Session {
             changed = true;
         }
         changed.then_some(q)
+    }
+}
+
+/// `r`'s value, or `None` after logging why `apply_correlated` gives up on computing `what`:
+/// planning the original query then reports its own error, which need not be this one.
+fn logged<T>(r: eddy_common::Result<T>, what: &str) -> Option<T> {
+    match r {
+        Ok(v) => Some(v),
+        Err(e) if e.kind == eddy_common::ErrorKind::User => {
+            tracing::debug!("correlated subquery not evaluated: computing {what} failed: {e}");
+            None
+        }
+        Err(e) => {
+            tracing::warn!("correlated subquery not evaluated: computing {what} failed: {e}");
+            None
+        }
     }
 }
 

@@ -42,6 +42,7 @@ pub struct Site {
     pub keys_query: String,
 }
 
+/// Parses SQL this module generated; `None` (no rewrite) if it does not parse.
 fn parse_query(sql: &str) -> Option<Query> {
     match Parser::parse_sql(&PostgreSqlDialect {}, sql).ok()?.pop()? {
         Statement::Query(q) => Some(*q),

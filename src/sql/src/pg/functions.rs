@@ -82,6 +82,7 @@ fn register_casts(r: &Registrar<'_>) {
         let path = cx.search_path();
         Ok(text(Some(cx.model().relation_display_name(o, &path).unwrap_or_else(|| o.to_string()))))
     });
+    // to_regclass / to_regnamespace return NULL where regclass / regnamespace raise an error.
     r.any("to_regclass", DataType::Int32, |cx, a| Ok(oid(relation_oid(cx, a.first()).ok().flatten())));
     r.any("eddy_regtype", DataType::Int32, |_, a| Ok(oid(type_oid(a.first(), true)?)));
     r.any("eddy_regtype_name", DataType::Utf8, |_, a| {
@@ -98,6 +99,7 @@ fn register_casts(r: &Registrar<'_>) {
         let Some(o) = namespace_oid(cx, a.first())? else { return Ok(text(None)) };
         Ok(text(Some(cx.model().namespace_name(o).map(quote_ident).unwrap_or_else(|| o.to_string()))))
     });
+    // See to_regclass: NULL instead of the error.
     r.any("to_regnamespace", DataType::Int32, |cx, a| Ok(oid(namespace_oid(cx, a.first()).ok().flatten())));
     // Functions are compared by name (`typinput = 'array_in'::regproc`), so regproc is text.
     r.any("eddy_regproc", DataType::Utf8, |_, a| {

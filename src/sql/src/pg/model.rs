@@ -129,6 +129,7 @@ impl RelInfo {
     /// The view query (`pg_get_viewdef`), for views and materialized views.
     pub fn view_query(&self) -> Option<String> {
         let def = self.definition.as_deref()?;
+        // Definitions were parsed when created; one that no longer parses shows as NULL.
         let stmts = Parser::parse_sql(&PostgreSqlDialect {}, def).ok()?;
         match stmts.first()? {
             Statement::CreateView(v) => Some(format!(" {};", v.query)),

@@ -14,7 +14,8 @@
 //!   `generate_subscripts(a, 1)` → `unnest(range(1, cardinality(a) + 1))`.
 //! * Array text literals where an array is expected: `= ANY('{r,p}')`, `<> ALL('{..}')`,
 //!   `col = '{0}'` → `make_array(...)`.
-//! * Scalar subqueries are put in a form DataFusion decorrelates (`subquery.rs`).
+//! * Scalar subqueries are put in a form DataFusion decorrelates (`subquery.rs`); `EXISTS` in a
+//!   select list and `x op ANY/ALL (subquery)` become forms DataFusion plans (`quantified.rs`).
 //! * A recursive CTE's column list becomes aliases in its anchor select.
 //! * `FROM unnest(a)` written as a function call becomes an UNNEST table factor.
 //! * Unaliased select items get PostgreSQL's column names (`colnames.rs`).
@@ -25,12 +26,23 @@ use std::ops::ControlFlow;
 
 use datafusion::sql::sqlparser::ast::{
     visit_expressions_mut, AccessExpr, ArrayElemTypeDef, BinaryOperator, DataType as SqlType, ExactNumberInfo, Expr,
-    Function, FunctionArg, FunctionArgExpr, FunctionArgumentClause, FunctionArgumentList, FunctionArguments, GroupByExpr,
+    Function, FunctionArg, FunctionArgExpr, FunctionArgumentClause, FunctionArguments, GroupByExpr,
     Ident, LambdaFunction, LambdaFunctionParameter, LambdaSyntax, ObjectName, ObjectNamePart, OneOrManyWithParens,
     OrderByKind, Query, Select, SelectItem, SetExpr, Statement, TableAlias, TableAliasColumnDef, TableFactor, Value,
     VisitMut, VisitorMut,
 };
 use eddy_common::Result;
+
+// Split by family: shared AST helpers, to_char templates, quantified subqueries; the rest
+// (casts, functions, operators, arrays, table functions) stays here with the visitor.
+pub(crate) mod ast;
+mod datetime;
+mod quantified;
+
+use ast::{base_name, unnamed_arg_exprs};
+pub use ast::{call, is_aggregate_call};
+pub use datetime::pg_datetime_pattern;
+use quantified::{exists_as_count, quantified_subquery};
 
 /// Applies every rewrite in the module docs to `stmt`.
 pub fn rewrite(stmt: &mut Statement) -> Result<()> {
@@ -66,14 +78,6 @@ impl Reg {
     }
 }
 
-/// Last identifier of a possibly qualified name, lower-cased unless quoted.
-fn base_name(name: &ObjectName) -> String {
-    match name.0.last() {
-        Some(ObjectNamePart::Identifier(i)) if i.quote_style.is_some() => i.value.clone(),
-        Some(ObjectNamePart::Identifier(i)) => i.value.to_ascii_lowercase(),
-        _ => name.to_string().to_ascii_lowercase(),
-    }
-}
 
 fn is_system_qualified(name: &ObjectName) -> bool {
     name.0.len() == 2
@@ -137,23 +141,6 @@ fn is_text_type(t: &SqlType) -> bool {
     }
 }
 
-/// `name(args...)`.
-pub fn call(name: &str, args: Vec<Expr>) -> Expr {
-    Expr::Function(Function {
-        name: ObjectName::from(vec![Ident::new(name)]),
-        uses_odbc_syntax: false,
-        parameters: FunctionArguments::None,
-        args: FunctionArguments::List(FunctionArgumentList {
-            duplicate_treatment: None,
-            args: args.into_iter().map(|a| FunctionArg::Unnamed(FunctionArgExpr::Expr(a))).collect(),
-            clauses: vec![],
-        }),
-        filter: None,
-        null_treatment: None,
-        over: None,
-        within_group: vec![],
-    })
-}
 
 fn function_args(f: &Function) -> Vec<Expr> {
     match &f.args {
@@ -392,21 +379,6 @@ fn rewrite_function(f: &mut Function) -> Option<Expr> {
     }
 }
 
-/// Aggregate functions: a scalar subquery projecting one of these already returns one row.
-const AGGREGATES: &[&str] = &[
-    "count", "sum", "min", "max", "avg", "array_agg", "string_agg", "bool_and", "bool_or", "every", "first_value",
-    "last_value", "json_agg", "jsonb_agg", "stddev", "variance",
-];
-
-/// True when `e` is a call of an aggregate function (possibly cast or parenthesized).
-pub fn is_aggregate_call(e: &Expr) -> bool {
-    match e {
-        Expr::Function(f) => f.over.is_none() && AGGREGATES.contains(&base_name(&f.name).as_str()),
-        Expr::Nested(n) => is_aggregate_call(n),
-        Expr::Cast { expr, .. } => is_aggregate_call(expr),
-        _ => false,
-    }
-}
 
 fn rewrite_cast(expr: &Expr, data_type: &SqlType) -> Option<Expr> {
     // An explicit cast to `varchar(n)` truncates to n characters (assignment to a varchar(n)
@@ -652,76 +624,7 @@ impl VisitorMut for PgRewriter {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
-    use datafusion::sql::sqlparser::parser::Parser;
 
-    use super::*;
-
-    fn rw(sql: &str) -> String {
-        let mut s = Parser::parse_sql(&PostgreSqlDialect {}, sql).unwrap().remove(0);
-        rewrite(&mut s).unwrap();
-        s.to_string()
-    }
-
-    #[test]
-    fn psql_operator_collate_and_casts_become_plain_sql() {
-        let out = rw("SELECT c.oid FROM pg_catalog.pg_class c WHERE c.relname OPERATOR(pg_catalog.~) '^(t1)$' COLLATE pg_catalog.default AND c.oid = '16384'::pg_catalog.oid");
-        assert!(out.contains("c.relname ~ '^(t1)$'"), "{out}");
-        assert!(out.contains("'16384'::INT"), "{out}");
-    }
-
-    #[test]
-    fn regclass_casts_become_lookups_and_names() {
-        assert!(rw("SELECT 'pg_class'::regclass").contains("eddy_regclass('pg_class')"));
-        assert!(rw("SELECT c.oid::pg_catalog.regclass::pg_catalog.text FROM t c").contains("eddy_regclass_name(c.oid)"));
-        assert!(rw("SELECT x::regtype::text FROM t").contains("eddy_regtype_name(x)"));
-    }
-
-    #[test]
-    fn array_subqueries_become_array_agg() {
-        let out = rw("SELECT ARRAY(SELECT b.rolname FROM pg_roles b WHERE b.oid = r.oid ORDER BY 1) FROM pg_roles r");
-        assert!(out.contains("(SELECT array_agg(b.rolname ORDER BY 1) FROM pg_roles b"), "{out}");
-    }
-
-    #[test]
-    fn array_subqueries_over_one_unnest_become_array_transform() {
-        let out = rw("SELECT array(SELECT 'toast.' || x FROM pg_catalog.unnest(tc.reloptions) x WHERE x <> '') FROM pg_class tc");
-        assert!(
-            out.contains("coalesce(array_transform(array_filter(tc.reloptions, x -> x <> ''), x -> 'toast.' || x), make_array())"),
-            "{out}"
-        );
-        // Anything else keeps the array_agg form.
-        let out = rw("SELECT array(SELECT x FROM unnest(a) x ORDER BY x) FROM t");
-        assert!(out.contains("array_agg(x ORDER BY x)"), "{out}");
-    }
-
-    #[test]
-    fn recursive_cte_column_lists_name_the_anchor_columns() {
-        let out = rw("WITH RECURSIVE t(n, depth) AS (SELECT 1, 0 UNION ALL SELECT n + 1, t.depth + 1 FROM t WHERE n < 3) SELECT * FROM t");
-        assert!(out.contains("WITH RECURSIVE t AS (SELECT 1 AS n, 0 AS depth UNION ALL"), "{out}");
-    }
-
-    #[test]
-    fn set_returning_calls_and_aliases_follow_postgres() {
-        let out = rw("SELECT (information_schema._pg_expandarray(i.indkey)).n FROM pg_index i");
-        assert!(out.contains("get_field((unnest(_pg_expandarray(i.indkey))), 'n')"), "{out}");
-        assert!(rw("SELECT x FROM unnest(a) x").contains("x (x)"), "{}", rw("SELECT x FROM unnest(a) x"));
-        assert!(rw("SELECT 1 WHERE 'r' = ANY('{r,p}')").contains("make_array('r', 'p')"));
-    }
-}
-
-/// The plain positional arguments of a table function call.
-pub(crate) fn unnamed_arg_exprs(args: &datafusion::sql::sqlparser::ast::TableFunctionArgs) -> Vec<Expr> {
-    args.args
-        .iter()
-        .filter_map(|a| match a {
-            FunctionArg::Unnamed(FunctionArgExpr::Expr(e)) => Some(e.clone()),
-            _ => None,
-        })
-        .collect()
-}
 
 /// `FETCH FIRST n ROWS ONLY` (SQL standard) → `LIMIT n`, keeping an OFFSET.
 fn fetch_as_limit(q: &mut Query) {
@@ -749,226 +652,5 @@ fn is_interval_expr(e: &Expr) -> bool {
     }
 }
 
-/// Translates a PostgreSQL date/time template (`YYYY-MM-DD HH24:MI:SS`, `FMMonth DD, YYYY`,
-/// `"text"`) into a strftime pattern. Unknown letters are copied as text, as PostgreSQL does.
-pub fn pg_datetime_pattern(pg: &str) -> String {
-    const CODES: &[(&str, &str, &str)] = &[
-        // (PostgreSQL, strftime, strftime without padding for FM)
-        ("HH24", "%H", "%-H"),
-        ("HH12", "%I", "%-I"),
-        ("YYYY", "%Y", "%Y"),
-        ("IYYY", "%G", "%G"),
-        ("Month", "%B", "%B"),
-        ("MONTH", "%B", "%B"),
-        ("month", "%B", "%B"),
-        ("Day", "%A", "%A"),
-        ("DAY", "%A", "%A"),
-        ("day", "%A", "%A"),
-        ("DDD", "%j", "%-j"),
-        ("Mon", "%b", "%b"),
-        ("MON", "%b", "%b"),
-        ("mon", "%b", "%b"),
-        ("Dy", "%a", "%a"),
-        ("DY", "%a", "%a"),
-        ("dy", "%a", "%a"),
-        ("YY", "%y", "%y"),
-        ("MM", "%m", "%-m"),
-        ("DD", "%d", "%-d"),
-        ("HH", "%I", "%-I"),
-        ("MI", "%M", "%-M"),
-        ("SS", "%S", "%-S"),
-        ("MS", "%3f", "%3f"),
-        ("US", "%6f", "%6f"),
-        ("AM", "%p", "%p"),
-        ("PM", "%p", "%p"),
-        ("am", "%P", "%P"),
-        ("pm", "%P", "%P"),
-        ("IW", "%V", "%-V"),
-        ("TZ", "%Z", "%Z"),
-        ("tz", "%Z", "%Z"),
-        ("OF", "%:z", "%:z"),
-    ];
-    let mut out = String::new();
-    let mut rest = pg;
-    let mut fill_mode = false;
-    while !rest.is_empty() {
-        if let Some(r) = rest.strip_prefix("FM") {
-            fill_mode = true;
-            rest = r;
-            continue;
-        }
-        if let Some(r) = rest.strip_prefix('"') {
-            let end = r.find('"').unwrap_or(r.len());
-            out.push_str(&r[..end].replace('%', "%%"));
-            rest = r.get(end + 1..).unwrap_or("");
-            continue;
-        }
-        if let Some((code, padded, unpadded)) = CODES.iter().find(|(c, _, _)| rest.starts_with(c)) {
-            out.push_str(if fill_mode { unpadded } else { padded });
-            rest = &rest[code.len()..];
-            fill_mode = false;
-            continue;
-        }
-        let c = rest.chars().next().unwrap_or(' ');
-        if c == '%' {
-            out.push_str("%%");
-        } else {
-            out.push(c);
-        }
-        rest = &rest[c.len_utf8()..];
-    }
-    out
-}
-
 #[cfg(test)]
-mod pattern_tests {
-    #[test]
-    fn postgres_templates_become_strftime() {
-        assert_eq!(super::pg_datetime_pattern("YYYY-MM-DD HH24:MI:SS"), "%Y-%m-%d %H:%M:%S");
-        assert_eq!(super::pg_datetime_pattern("FMMonth FMDD, YYYY"), "%B %-d, %Y");
-        assert_eq!(super::pg_datetime_pattern("\"at\" HH12 AM 100%"), "at %I %p 100%%");
-        assert_eq!(super::pg_datetime_pattern("Dy DD Mon YY.MS"), "%a %d %b %y.%3f");
-    }
-}
-
-/// `EXISTS (subquery)` in a select list (DataFusion plans EXISTS only as a filter) becomes
-/// `(SELECT count(*) FROM ... ) > 0`, a scalar subquery it decorrelates; `NOT EXISTS` is `= 0`.
-fn exists_as_count(select: &mut Select) {
-    for item in select.projection.iter_mut() {
-        let e = match item {
-            SelectItem::UnnamedExpr(e) | SelectItem::ExprWithAlias { expr: e, .. } => e,
-            _ => continue,
-        };
-        let _ = visit_expressions_mut(e, |x| {
-            if let Expr::Exists { subquery, negated } = x {
-                let simple = subquery.with.is_none()
-                    && subquery.order_by.is_none()
-                    && subquery.limit_clause.is_none()
-                    && subquery.fetch.is_none()
-                    && matches!(subquery.body.as_ref(), SetExpr::Select(s)
-                        if s.having.is_none() && s.distinct.is_none()
-                            && matches!(&s.group_by, GroupByExpr::Expressions(g, _) if g.is_empty()));
-                let parse = |sql: &str| match datafusion::sql::sqlparser::parser::Parser::parse_sql(
-                    &datafusion::sql::sqlparser::dialect::PostgreSqlDialect {},
-                    sql,
-                )
-                .ok()
-                .and_then(|mut v| v.pop())
-                {
-                    Some(Statement::Query(q)) => Some(*q),
-                    _ => None,
-                };
-                let counted = if simple {
-                    let mut q = subquery.as_ref().clone();
-                    let count = parse("SELECT count(*)").and_then(|c| match *c.body {
-                        SetExpr::Select(s) => s.projection.into_iter().next(),
-                        _ => None,
-                    });
-                    if let (SetExpr::Select(s), Some(count)) = (q.body.as_mut(), count) {
-                        s.projection = vec![count];
-                    }
-                    q
-                } else {
-                    match parse(&format!("SELECT count(*) FROM ({subquery}) AS __exists")) {
-                        Some(q) => q,
-                        None => return ControlFlow::<()>::Continue(()),
-                    }
-                };
-                let op = if *negated { BinaryOperator::Eq } else { BinaryOperator::Gt };
-                *x = Expr::Nested(Box::new(Expr::BinaryOp {
-                    left: Box::new(Expr::Subquery(Box::new(counted))),
-                    op,
-                    right: Box::new(Expr::value(Value::Number("0".into(), false))),
-                }));
-            }
-            ControlFlow::Continue(())
-        });
-    }
-}
-
-/// `x op ANY (subquery)` → `EXISTS (SELECT 1 FROM (subquery) v WHERE x op v)` and
-/// `x op ALL (subquery)` → `NOT EXISTS (SELECT 1 FROM (subquery) v WHERE NOT (x op v) OR v IS NULL)`,
-/// which DataFusion plans as semi/anti joins (its own ALL planning fails). A NULL element
-/// makes ALL false where PostgreSQL says NULL, and ANY false where it says NULL — the same in a
-/// WHERE clause.
-fn quantified_subquery(e: &Expr) -> Option<Expr> {
-    let (left, op, q, all) = match e {
-        Expr::AnyOp { left, compare_op, right, .. } => (left, compare_op, right, false),
-        Expr::AllOp { left, compare_op, right } => (left, compare_op, right, true),
-        _ => return None,
-    };
-    let inner = match q.as_ref() {
-        Expr::Nested(n) => n.as_ref(),
-        other => other,
-    };
-    let Expr::Subquery(q) = inner else { return None };
-    // A plain `SELECT v FROM f WHERE w` keeps its correlation in a WHERE clause:
-    // `SELECT 1 FROM f WHERE w AND <test on v>`.
-    if q.with.is_none() && q.order_by.is_none() && q.limit_clause.is_none() && q.fetch.is_none() {
-        if let SetExpr::Select(s) = q.body.as_ref() {
-            // `x` must not be captured by the subquery's relations: only qualified columns whose
-            // qualifiers the subquery does not define.
-            let inner: Vec<String> = s
-                .from
-                .iter()
-                .flat_map(|t| std::iter::once(&t.relation).chain(t.joins.iter().map(|j| &j.relation)))
-                .filter_map(|f| match f {
-                    TableFactor::Table { alias: Some(a), .. } | TableFactor::Derived { alias: Some(a), .. } => Some(a.name.value.to_lowercase()),
-                    TableFactor::Table { name, .. } => name.0.last().map(|p| p.to_string().to_lowercase()),
-                    _ => None,
-                })
-                .collect();
-            let mut safe = true;
-            let _ = datafusion::sql::sqlparser::ast::visit_expressions(left.as_ref(), |x| {
-                match x {
-                    Expr::Identifier(_) | Expr::Subquery(_) | Expr::Exists { .. } | Expr::InSubquery { .. } => safe = false,
-                    Expr::CompoundIdentifier(parts) if parts.len() >= 2 => {
-                        safe &= !inner.contains(&parts[parts.len() - 2].value.to_lowercase())
-                    }
-                    _ => {}
-                }
-                ControlFlow::<()>::Continue(())
-            });
-            let plain = safe
-                && s.projection.len() == 1
-                && s.having.is_none()
-                && s.distinct.is_none()
-                && matches!(&s.group_by, GroupByExpr::Expressions(g, _) if g.is_empty())
-                && !s.from.is_empty();
-            let item = match s.projection.first() {
-                Some(SelectItem::UnnamedExpr(v) | SelectItem::ExprWithAlias { expr: v, .. }) if plain && !is_aggregate_call(v) => Some(v),
-                _ => None,
-            };
-            if let Some(v) = item {
-                let from = s.from.iter().map(|t| t.to_string()).collect::<Vec<_>>().join(", ");
-                let test = if all { format!("(NOT ({left} {op} ({v})) OR ({v}) IS NULL)") } else { format!("({left} {op} ({v}))") };
-                let filter = match &s.selection {
-                    Some(w) => format!("({w}) AND {test}"),
-                    None => test,
-                };
-                let sql = format!("SELECT 1 FROM {from} WHERE {filter}");
-                if let Some(Statement::Query(sub)) = datafusion::sql::sqlparser::parser::Parser::parse_sql(
-                    &datafusion::sql::sqlparser::dialect::PostgreSqlDialect {},
-                    &sql,
-                )
-                .ok()
-                .and_then(|mut v| v.pop())
-                {
-                    return Some(Expr::Exists { subquery: sub, negated: all });
-                }
-            }
-        }
-    }
-    let sql = if all {
-        format!("SELECT 1 FROM ({q}) AS __all(__v) WHERE NOT ({left} {op} __all.__v) OR __all.__v IS NULL")
-    } else {
-        format!("SELECT 1 FROM ({q}) AS __any(__v) WHERE {left} {op} __any.__v")
-    };
-    match datafusion::sql::sqlparser::parser::Parser::parse_sql(&datafusion::sql::sqlparser::dialect::PostgreSqlDialect {}, &sql)
-        .ok()?
-        .pop()?
-    {
-        Statement::Query(sub) => Some(Expr::Exists { subquery: sub, negated: all }),
-        _ => None,
-    }
-}
+mod tests;

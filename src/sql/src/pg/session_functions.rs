@@ -255,30 +255,36 @@ fn register_jsonb(ctx: &SessionContext) {
             let doc = strings(&args[0], rows)?;
             let paths = args[1].to_array(rows)?;
             let out: StringArray = (0..rows)
-                .map(|i| -> Option<String> {
+                .map(|i| -> DfResult<Option<String>> {
                     if doc.is_null(i) || paths.is_null(i) {
-                        return None;
+                        return Ok(None);
                     }
                     let path: Vec<String> = match paths.data_type() {
                         DataType::List(_) => {
                             let items = paths.as_list::<i32>().value(i);
-                            let items = arrow::compute::cast(&items, &DataType::Utf8).ok()?;
+                            let items = arrow::compute::cast(&items, &DataType::Utf8)?;
                             items.as_string::<i32>().iter().map(|s| s.unwrap_or_default().to_string()).collect()
                         }
                         _ => {
-                            let text = arrow::compute::cast(&paths.slice(i, 1), &DataType::Utf8).ok()?;
+                            let text = arrow::compute::cast(&paths.slice(i, 1), &DataType::Utf8)?;
                             let t = text.as_string::<i32>().value(0).to_string();
-                            eddy_common::text::parse_array_text(&t).ok()?.into_iter().map(|s| s.unwrap_or_default()).collect()
+                            // A malformed path is an error, as in PostgreSQL ("malformed array literal").
+                            eddy_common::text::parse_array_text(&t)
+                                .map_err(|e| DataFusionError::External(Box::new(e)))?
+                                .into_iter()
+                                .map(|s| s.unwrap_or_default())
+                                .collect()
                         }
                     };
-                    jsonb::get_path(doc.value(i), &path, text)
+                    Ok(jsonb::get_path(doc.value(i), &path, text))
                 })
-                .collect();
+                .collect::<DfResult<_>>()?;
             Ok(ColumnarValue::Array(Arc::new(out)))
         };
         register(ctx, name, Signature::any(2, Volatility::Immutable), DataType::Utf8, Arc::new(body));
     }
-    let tests: [(&str, fn(&str, &str) -> Option<bool>); 2] =
+    type JsonbTest = fn(&str, &str) -> Option<bool>;
+    let tests: [(&str, JsonbTest); 2] =
         [("eddy_jsonb_contains", jsonb::contains), ("eddy_jsonb_exists", jsonb::has_key)];
     for (name, test) in tests {
         let body = move |args: &[ColumnarValue], rows: usize| -> DfResult<ColumnarValue> {

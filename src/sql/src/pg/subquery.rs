@@ -20,7 +20,7 @@ use datafusion::sql::sqlparser::ast::{
 };
 use datafusion::sql::sqlparser::tokenizer::{Token, TokenWithSpan};
 
-use super::rewrite::{call, is_aggregate_call};
+use super::rewrite::ast::{call, is_aggregate_call};
 
 fn qualifier_of(t: &TableFactor) -> Option<String> {
     match t {
@@ -143,33 +143,6 @@ pub fn decorrelatable(q: &mut Query) -> Option<Expr> {
         conditions: vec![CaseWhen { condition, result: value }],
         else_result: None,
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
-    use datafusion::sql::sqlparser::parser::Parser;
-
-    #[test]
-    fn non_equality_correlation_joins_a_copy_of_the_outer_relation() {
-        let sql = "SELECT (SELECT c.collname FROM pg_collation c, pg_type t WHERE c.oid = a.attcollation AND t.oid = a.atttypid AND a.attcollation <> t.typcollation) FROM pg_attribute a";
-        let mut stmt = Parser::parse_sql(&PostgreSqlDialect {}, sql).unwrap().remove(0);
-        super::super::rewrite::rewrite(&mut stmt).unwrap();
-        let out = stmt.to_string();
-        assert!(out.contains("(SELECT first_value(c.collname) FROM pg_collation c, pg_type t, (SELECT DISTINCT"), "{out}");
-        assert!(out.contains("__outer_a.attcollation <> t.typcollation"), "{out}");
-        assert!(out.contains("__outer_a.attcollation = a.attcollation"), "{out}");
-    }
-
-    #[test]
-    fn outer_columns_in_the_projection_are_read_from_the_copy_too() {
-        let sql = "SELECT (SELECT json_build_object('always', a.attidentity = 'a', 'start', s.seqstart) FROM pg_sequence s WHERE s.seqrelid = a.attrelid + 1) FROM pg_attribute a";
-        let mut stmt = Parser::parse_sql(&PostgreSqlDialect {}, sql).unwrap().remove(0);
-        super::super::rewrite::rewrite(&mut stmt).unwrap();
-        let out = stmt.to_string();
-        assert!(out.contains("__outer_a.attidentity = 'a'"), "{out}");
-        assert!(out.contains("__outer_a.attidentity = a.attidentity"), "{out}");
-    }
 }
 
 /// Rewrites the correlated subqueries in `select`'s projection whose outer references DataFusion
@@ -334,7 +307,7 @@ pub fn bound_lateral_series(select: &mut datafusion::sql::sqlparser::ast::Select
             if !fname.eq_ignore_ascii_case("generate_series") || args.args.len() != 2 {
                 continue;
             }
-            let bounds: Vec<Expr> = super::rewrite::unnamed_arg_exprs(args);
+            let bounds: Vec<Expr> = super::rewrite::ast::unnamed_arg_exprs(args);
             if bounds.len() != 2 || bounds.iter().all(is_constant) {
                 continue;
             }
@@ -361,4 +334,31 @@ pub fn bound_lateral_series(select: &mut datafusion::sql::sqlparser::ast::Select
     }
     preds.extend(extra);
     select.selection = and_all(preds);
+}
+
+#[cfg(test)]
+mod tests {
+    use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
+    use datafusion::sql::sqlparser::parser::Parser;
+
+    #[test]
+    fn non_equality_correlation_joins_a_copy_of_the_outer_relation() {
+        let sql = "SELECT (SELECT c.collname FROM pg_collation c, pg_type t WHERE c.oid = a.attcollation AND t.oid = a.atttypid AND a.attcollation <> t.typcollation) FROM pg_attribute a";
+        let mut stmt = Parser::parse_sql(&PostgreSqlDialect {}, sql).unwrap().remove(0);
+        super::super::rewrite::rewrite(&mut stmt).unwrap();
+        let out = stmt.to_string();
+        assert!(out.contains("(SELECT first_value(c.collname) FROM pg_collation c, pg_type t, (SELECT DISTINCT"), "{out}");
+        assert!(out.contains("__outer_a.attcollation <> t.typcollation"), "{out}");
+        assert!(out.contains("__outer_a.attcollation = a.attcollation"), "{out}");
+    }
+
+    #[test]
+    fn outer_columns_in_the_projection_are_read_from_the_copy_too() {
+        let sql = "SELECT (SELECT json_build_object('always', a.attidentity = 'a', 'start', s.seqstart) FROM pg_sequence s WHERE s.seqrelid = a.attrelid + 1) FROM pg_attribute a";
+        let mut stmt = Parser::parse_sql(&PostgreSqlDialect {}, sql).unwrap().remove(0);
+        super::super::rewrite::rewrite(&mut stmt).unwrap();
+        let out = stmt.to_string();
+        assert!(out.contains("__outer_a.attidentity = 'a'"), "{out}");
+        assert!(out.contains("__outer_a.attidentity = a.attidentity"), "{out}");
+    }
 }

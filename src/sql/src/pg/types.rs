@@ -163,7 +163,7 @@ pub fn type_by_oid(oid: u32) -> Option<TypeRow> {
 pub fn type_oid_by_name(name: &str) -> Option<u32> {
     let n = name.trim().trim_start_matches("pg_catalog.").trim_matches('"').to_ascii_lowercase();
     if let Some(elem) = n.strip_suffix("[]") {
-        return type_oid_by_name(elem).and_then(|o| type_by_oid(o)).filter(|r| !r.is_array).map(|r| r.base.array).filter(|a| *a != 0);
+        return type_oid_by_name(elem).and_then(type_by_oid).filter(|r| !r.is_array).map(|r| r.base.array).filter(|a| *a != 0);
     }
     // Drop a type modifier: `numeric(10,2)`, `varchar(20)`.
     let base = match n.find('(') {

@@ -28,10 +28,13 @@ use crate::catalog::{Relations, TableCatalog, DATABASE_NAME};
 #[derive(Debug, Clone)]
 pub struct QuerySnapshot(pub ReadSnapshot);
 
-/// The uncommitted writes of the statement's transaction block, by table id: key → current
-/// encoded row (`None`: deleted). Scans show them over the snapshot (read-your-writes).
+/// The uncommitted writes of the statement's transaction block, by table id. Scans show them
+/// over the snapshot (read-your-writes).
 #[derive(Debug, Clone, Default)]
-pub struct TxnOverlay(pub HashMap<u32, Arc<std::collections::BTreeMap<Vec<u8>, Option<Vec<u8>>>>>);
+pub struct TxnOverlay(pub HashMap<u32, TableOverlay>);
+
+/// One table's uncommitted writes: key → current encoded row (`None`: deleted).
+pub type TableOverlay = Arc<std::collections::BTreeMap<Vec<u8>, Option<Vec<u8>>>>;
 
 /// A table as DataFusion sees it.
 #[derive(Debug)]
@@ -110,7 +113,7 @@ impl EddyTable {
     }
 
     /// The block's writes to this table, if the statement runs in a block that wrote it.
-    fn overlay(&self, state: &dyn Session) -> Option<Arc<std::collections::BTreeMap<Vec<u8>, Option<Vec<u8>>>>> {
+    fn overlay(&self, state: &dyn Session) -> Option<TableOverlay> {
         let o = state.config().get_extension::<TxnOverlay>()?;
         o.0.get(&self.catalog.id).filter(|m| !m.is_empty()).cloned()
     }
@@ -156,6 +159,8 @@ impl EddyTable {
         }
         let storage = self.catalog.storage_schema();
         let mut cols = Vec::with_capacity(storage.fields().len());
+        // A constant that does not convert to the key's type falls back to a scan (`None`),
+        // where DataFusion evaluates the filter itself.
         for (i, f) in storage.fields().iter().enumerate() {
             cols.push(match values.get(&i) {
                 Some(v) if pk.contains(&i) => arrow::compute::cast(&v.to_array_of_size(1).ok()?, f.data_type()).ok()?,
@@ -167,7 +172,13 @@ impl EddyTable {
         ));
         let keys = RecordBatch::try_new(nullable, cols).ok()?;
         let snapshot = self.snapshot(state);
-        self.state_table.get_rows(&snapshot, &keys).await.ok().map(|b| vec![b])
+        match self.state_table.get_rows(&snapshot, &keys).await {
+            Ok(b) => Some(vec![b]),
+            Err(e) => {
+                tracing::warn!("key lookup in {} failed, scanning instead: {e}", self.catalog.name);
+                None
+            }
+        }
     }
 }
 

@@ -414,7 +414,7 @@ impl ArgInput {
     fn decode(kind: &AggKind, arr: ArrayRef, conv: Option<&RowConverter>, ty: Option<&DataType>) -> Result<Self> {
         use arrow::array::AsArray;
         Ok(match (kind, conv) {
-            (_, Some(c)) => ArgInput::Encoded(c.convert_columns(&[arr.clone()])?, arr),
+            (_, Some(c)) => ArgInput::Encoded(c.convert_columns(std::slice::from_ref(&arr))?, arr),
             (AggKind::Sum | AggKind::Avg, None) => match ty {
                 Some(DataType::Float16 | DataType::Float32 | DataType::Float64) => {
                     ArgInput::Float(arrow::compute::cast(&arr, &DataType::Float64)?.as_primitive::<arrow::datatypes::Float64Type>().clone())
@@ -609,7 +609,7 @@ fn decode_group(b: &[u8]) -> Result<Group> {
 
 #[cfg(test)]
 mod tests {
-    use arrow::array::{Int32Array, Int64Array, StringArray};
+    use arrow::array::{Int32Array, StringArray};
     use datafusion::physical_expr::expressions::Column;
 
     use super::*;
@@ -723,6 +723,5 @@ mod tests {
             emitted: Some(vec![9, 9]),
         };
         assert_eq!(decode_group(&encode_group(&g)).unwrap(), g);
-        let _ = Int64Array::from(vec![1]);
     }
 }

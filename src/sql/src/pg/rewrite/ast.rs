@@ -1,0 +1,61 @@
+//! Small AST builders and predicates shared by the rewrites of this module and by
+//! `pg::subquery` (a leaf, so that neither of the two depends on the other through them).
+
+use datafusion::sql::sqlparser::ast::{
+    Expr, Function, FunctionArg, FunctionArgExpr, FunctionArgumentList, FunctionArguments, Ident, ObjectName, ObjectNamePart,
+    TableFunctionArgs,
+};
+
+/// Last identifier of a possibly qualified name, lower-cased unless quoted.
+pub(super) fn base_name(name: &ObjectName) -> String {
+    match name.0.last() {
+        Some(ObjectNamePart::Identifier(i)) if i.quote_style.is_some() => i.value.clone(),
+        Some(ObjectNamePart::Identifier(i)) => i.value.to_ascii_lowercase(),
+        _ => name.to_string().to_ascii_lowercase(),
+    }
+}
+
+/// `name(args...)`.
+pub fn call(name: &str, args: Vec<Expr>) -> Expr {
+    Expr::Function(Function {
+        name: ObjectName::from(vec![Ident::new(name)]),
+        uses_odbc_syntax: false,
+        parameters: FunctionArguments::None,
+        args: FunctionArguments::List(FunctionArgumentList {
+            duplicate_treatment: None,
+            args: args.into_iter().map(|a| FunctionArg::Unnamed(FunctionArgExpr::Expr(a))).collect(),
+            clauses: vec![],
+        }),
+        filter: None,
+        null_treatment: None,
+        over: None,
+        within_group: vec![],
+    })
+}
+
+/// Aggregate functions: a scalar subquery projecting one of these already returns one row.
+const AGGREGATES: &[&str] = &[
+    "count", "sum", "min", "max", "avg", "array_agg", "string_agg", "bool_and", "bool_or", "every", "first_value",
+    "last_value", "json_agg", "jsonb_agg", "stddev", "variance",
+];
+
+/// True when `e` is a call of an aggregate function (possibly cast or parenthesized).
+pub fn is_aggregate_call(e: &Expr) -> bool {
+    match e {
+        Expr::Function(f) => f.over.is_none() && AGGREGATES.contains(&base_name(&f.name).as_str()),
+        Expr::Nested(n) => is_aggregate_call(n),
+        Expr::Cast { expr, .. } => is_aggregate_call(expr),
+        _ => false,
+    }
+}
+
+/// The plain positional arguments of a table function call.
+pub(crate) fn unnamed_arg_exprs(args: &TableFunctionArgs) -> Vec<Expr> {
+    args.args
+        .iter()
+        .filter_map(|a| match a {
+            FunctionArg::Unnamed(FunctionArgExpr::Expr(e)) => Some(e.clone()),
+            _ => None,
+        })
+        .collect()
+}

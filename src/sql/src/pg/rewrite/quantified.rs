@@ -1,0 +1,155 @@
+//! Subquery forms DataFusion does not plan, rewritten into ones it does: `EXISTS` in a select
+//! list becomes a count, `x op ANY/ALL (subquery)` becomes `EXISTS`.
+
+use std::ops::ControlFlow;
+
+use datafusion::sql::sqlparser::ast::{
+    visit_expressions_mut, BinaryOperator, Expr, GroupByExpr, Select, SelectItem, SetExpr, Statement, TableFactor, Value,
+};
+
+use super::ast::is_aggregate_call;
+
+/// `EXISTS (subquery)` in a select list (DataFusion plans EXISTS only as a filter) becomes
+/// `(SELECT count(*) FROM ... ) > 0`, a scalar subquery it decorrelates; `NOT EXISTS` is `= 0`.
+pub(super) fn exists_as_count(select: &mut Select) {
+    for item in select.projection.iter_mut() {
+        let e = match item {
+            SelectItem::UnnamedExpr(e) | SelectItem::ExprWithAlias { expr: e, .. } => e,
+            _ => continue,
+        };
+        let _ = visit_expressions_mut(e, |x| {
+            if let Expr::Exists { subquery, negated } = x {
+                let simple = subquery.with.is_none()
+                    && subquery.order_by.is_none()
+                    && subquery.limit_clause.is_none()
+                    && subquery.fetch.is_none()
+                    && matches!(subquery.body.as_ref(), SetExpr::Select(s)
+                        if s.having.is_none() && s.distinct.is_none()
+                            && matches!(&s.group_by, GroupByExpr::Expressions(g, _) if g.is_empty()));
+                // SQL built from a subquery that parsed; if it does not parse, EXISTS stays.
+                let parse = |sql: &str| match datafusion::sql::sqlparser::parser::Parser::parse_sql(
+                    &datafusion::sql::sqlparser::dialect::PostgreSqlDialect {},
+                    sql,
+                )
+                .ok()
+                .and_then(|mut v| v.pop())
+                {
+                    Some(Statement::Query(q)) => Some(*q),
+                    _ => None,
+                };
+                let counted = if simple {
+                    let mut q = subquery.as_ref().clone();
+                    let count = parse("SELECT count(*)").and_then(|c| match *c.body {
+                        SetExpr::Select(s) => s.projection.into_iter().next(),
+                        _ => None,
+                    });
+                    if let (SetExpr::Select(s), Some(count)) = (q.body.as_mut(), count) {
+                        s.projection = vec![count];
+                    }
+                    q
+                } else {
+                    match parse(&format!("SELECT count(*) FROM ({subquery}) AS __exists")) {
+                        Some(q) => q,
+                        None => return ControlFlow::<()>::Continue(()),
+                    }
+                };
+                let op = if *negated { BinaryOperator::Eq } else { BinaryOperator::Gt };
+                *x = Expr::Nested(Box::new(Expr::BinaryOp {
+                    left: Box::new(Expr::Subquery(Box::new(counted))),
+                    op,
+                    right: Box::new(Expr::value(Value::Number("0".into(), false))),
+                }));
+            }
+            ControlFlow::Continue(())
+        });
+    }
+}
+
+/// `x op ANY (subquery)` → `EXISTS (SELECT 1 FROM (subquery) v WHERE x op v)` and
+/// `x op ALL (subquery)` → `NOT EXISTS (SELECT 1 FROM (subquery) v WHERE NOT (x op v) OR v IS NULL)`,
+/// which DataFusion plans as semi/anti joins (its own ALL planning fails). A NULL element
+/// makes ALL false where PostgreSQL says NULL, and ANY false where it says NULL — the same in a
+/// WHERE clause.
+pub(super) fn quantified_subquery(e: &Expr) -> Option<Expr> {
+    let (left, op, q, all) = match e {
+        Expr::AnyOp { left, compare_op, right, .. } => (left, compare_op, right, false),
+        Expr::AllOp { left, compare_op, right } => (left, compare_op, right, true),
+        _ => return None,
+    };
+    let inner = match q.as_ref() {
+        Expr::Nested(n) => n.as_ref(),
+        other => other,
+    };
+    let Expr::Subquery(q) = inner else { return None };
+    // A plain `SELECT v FROM f WHERE w` keeps its correlation in a WHERE clause:
+    // `SELECT 1 FROM f WHERE w AND <test on v>`.
+    if q.with.is_none() && q.order_by.is_none() && q.limit_clause.is_none() && q.fetch.is_none() {
+        if let SetExpr::Select(s) = q.body.as_ref() {
+            // `x` must not be captured by the subquery's relations: only qualified columns whose
+            // qualifiers the subquery does not define.
+            let inner: Vec<String> = s
+                .from
+                .iter()
+                .flat_map(|t| std::iter::once(&t.relation).chain(t.joins.iter().map(|j| &j.relation)))
+                .filter_map(|f| match f {
+                    TableFactor::Table { alias: Some(a), .. } | TableFactor::Derived { alias: Some(a), .. } => Some(a.name.value.to_lowercase()),
+                    TableFactor::Table { name, .. } => name.0.last().map(|p| p.to_string().to_lowercase()),
+                    _ => None,
+                })
+                .collect();
+            let mut safe = true;
+            let _ = datafusion::sql::sqlparser::ast::visit_expressions(left.as_ref(), |x| {
+                match x {
+                    Expr::Identifier(_) | Expr::Subquery(_) | Expr::Exists { .. } | Expr::InSubquery { .. } => safe = false,
+                    Expr::CompoundIdentifier(parts) if parts.len() >= 2 => {
+                        safe &= !inner.contains(&parts[parts.len() - 2].value.to_lowercase())
+                    }
+                    _ => {}
+                }
+                ControlFlow::<()>::Continue(())
+            });
+            let plain = safe
+                && s.projection.len() == 1
+                && s.having.is_none()
+                && s.distinct.is_none()
+                && matches!(&s.group_by, GroupByExpr::Expressions(g, _) if g.is_empty())
+                && !s.from.is_empty();
+            let item = match s.projection.first() {
+                Some(SelectItem::UnnamedExpr(v) | SelectItem::ExprWithAlias { expr: v, .. }) if plain && !is_aggregate_call(v) => Some(v),
+                _ => None,
+            };
+            if let Some(v) = item {
+                let from = s.from.iter().map(|t| t.to_string()).collect::<Vec<_>>().join(", ");
+                let test = if all { format!("(NOT ({left} {op} ({v})) OR ({v}) IS NULL)") } else { format!("({left} {op} ({v}))") };
+                let filter = match &s.selection {
+                    Some(w) => format!("({w}) AND {test}"),
+                    None => test,
+                };
+                let sql = format!("SELECT 1 FROM {from} WHERE {filter}");
+                // Built from parts that parsed; if it does not parse, the general form below is used.
+                if let Some(Statement::Query(sub)) = datafusion::sql::sqlparser::parser::Parser::parse_sql(
+                    &datafusion::sql::sqlparser::dialect::PostgreSqlDialect {},
+                    &sql,
+                )
+                .ok()
+                .and_then(|mut v| v.pop())
+                {
+                    return Some(Expr::Exists { subquery: sub, negated: all });
+                }
+            }
+        }
+    }
+    let sql = if all {
+        format!("SELECT 1 FROM ({q}) AS __all(__v) WHERE NOT ({left} {op} __all.__v) OR __all.__v IS NULL")
+    } else {
+        format!("SELECT 1 FROM ({q}) AS __any(__v) WHERE {left} {op} __any.__v")
+    };
+    // If this does not parse, the expression stays as written and planning reports what it cannot do.
+    match datafusion::sql::sqlparser::parser::Parser::parse_sql(&datafusion::sql::sqlparser::dialect::PostgreSqlDialect {}, &sql)
+        .ok()?
+        .pop()?
+    {
+        Statement::Query(sub) => Some(Expr::Exists { subquery: sub, negated: all }),
+        _ => None,
+    }
+}
