@@ -60,11 +60,11 @@ fn edges(src: &Path) -> BTreeMap<Module, BTreeSet<Module>> {
     for (m, path) in &modules {
         let text = std::fs::read_to_string(path).expect("readable source");
         let text = text.split("#[cfg(test)]").next().unwrap_or_default();
-        let is_mod_file = path.file_name().is_some_and(|n| n == "mod.rs" || n == "lib.rs");
-        let base: Module = if is_mod_file { m.clone() } else { m[..m.len().saturating_sub(1)].to_vec() };
+        // `super::` in `a/b.rs` (module a::b) and in `a/b/mod.rs` alike names module `a`.
+        let parent: Module = m[..m.len().saturating_sub(1)].to_vec();
         let mut refs = paths_after(text, "crate::");
         for p in paths_after(text, "super::") {
-            let mut r = base[..base.len().saturating_sub(1)].to_vec();
+            let mut r = parent.clone();
             r.extend(p);
             refs.push(r);
         }

@@ -88,7 +88,8 @@ fn catalog_table(relations: &Arc<dyn Relations>, def: &'static RelDef, info: boo
         rows: Arc::new(move |state: &dyn Session| {
             let session = session_of(state);
             let model = Model::new(&relations.catalog());
-            Ok(rows_of(def, info, &RowContext { model: &model, session: &session }))
+            let cx = RowContext { model: &model, session: &session };
+            Ok(if info { info_schema::rows_of(def, &cx) } else { rows_of(def, &cx) })
         }),
     })
 }

@@ -20,11 +20,8 @@ pub struct RowContext<'a> {
     pub session: &'a PgSession,
 }
 
-/// Rows of `def` (a `pg_catalog` relation when `info` is false, else `information_schema`).
-pub fn rows_of(def: &RelDef, info: bool, cx: &RowContext<'_>) -> Vec<Vec<V>> {
-    if info {
-        return super::info_schema::rows_of(def, cx);
-    }
+/// Rows of the `pg_catalog` relation `def`.
+pub fn rows_of(def: &RelDef, cx: &RowContext<'_>) -> Vec<Vec<V>> {
     let user = cx.session.user.as_str();
     match def.name {
         "pg_class" => pg_class(cx.model),
