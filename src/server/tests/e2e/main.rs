@@ -1,5 +1,7 @@
 //! End-to-end tests over the PostgreSQL wire: the `.slt` suite in `e2e_test/`, restarts on the
-//! same state directory, SIGKILL of a real `eddy` process, psql, and binary-format round trips.
+//! same state directory, SIGKILL of a real `eddy` process (also mid-backfill, mid-COPY and
+//! mid-DROP), internal faults in views, concurrent writers, real client drivers, randomized
+//! differential checks, psql, and binary-format round trips.
 //! One test binary for all of them (link time on 2 cores matters).
 
 mod support;
@@ -8,6 +10,7 @@ mod binary_types;
 mod differential;
 mod drivers;
 mod durability;
+mod failures;
 mod protocol;
 mod psql;
 mod replay;
