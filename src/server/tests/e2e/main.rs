@@ -7,6 +7,7 @@
 mod support;
 
 mod binary_types;
+mod concurrency;
 mod crash;
 mod differential;
 mod drivers;
