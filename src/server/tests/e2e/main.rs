@@ -13,6 +13,7 @@ mod differential;
 mod drivers;
 mod durability;
 mod failures;
+mod faults;
 mod protocol;
 mod psql;
 mod replay;
