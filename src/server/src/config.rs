@@ -2,12 +2,13 @@
 //! environment variables, then command-line flags (each later source wins).
 
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
 use eddy_common::error::sqlstate;
 use eddy_common::{user_err, Result};
 use eddy_sql::EngineConfig;
-use eddy_storage::StoreOptions;
+use eddy_storage::{ObjectStore, StoreOptions, StoreTuning};
 use serde::Deserialize;
 
 /// Everything a server needs to start.
@@ -25,8 +26,10 @@ pub struct ServerConfig {
     pub block_cache_bytes: u64,
     /// Register test-only functions such as `eddy_test_panic()` (never set by the CLI).
     pub test_functions: bool,
-    /// Tests only: open the state store over this object store with this tuning.
-    pub store_override: Option<(std::sync::Arc<dyn object_store::ObjectStore>, eddy_storage::StoreTuning)>,
+    /// Tests: run on this object store instead of `state_store`'s (never set by the CLI).
+    pub object_store: Option<Arc<dyn ObjectStore>>,
+    /// State store failure knobs (tests shorten them; the defaults suit production).
+    pub store_tuning: StoreTuning,
 }
 
 impl Default for ServerConfig {
@@ -38,7 +41,8 @@ impl Default for ServerConfig {
             barrier_interval: Duration::from_millis(250),
             block_cache_bytes: 64 << 20,
             test_functions: false,
-            store_override: None,
+            object_store: None,
+            store_tuning: StoreTuning::default(),
         }
     }
 }
@@ -108,10 +112,14 @@ impl ServerConfig {
     /// The engine part of the configuration.
     pub fn engine_config(&self) -> EngineConfig {
         EngineConfig {
-            store: StoreOptions { url: self.state_store.clone(), block_cache_bytes: self.block_cache_bytes },
+            store: StoreOptions {
+                url: self.state_store.clone(),
+                block_cache_bytes: self.block_cache_bytes,
+                object_store: self.object_store.clone(),
+                tuning: self.store_tuning.clone(),
+            },
             barrier_interval: self.barrier_interval,
             test_functions: self.test_functions,
-            store_override: self.store_override.clone(),
         }
     }
 }

@@ -81,11 +81,16 @@ pub struct StoreOptions {
     pub url: String,
     /// Bytes of the in-memory block cache (foyer).
     pub block_cache_bytes: u64,
+    /// Tests: use this object store instead of resolving `url` (which then only names the
+    /// store in logs), e.g. a [`crate::testing::FaultyStore`] under a whole server.
+    pub object_store: Option<Arc<dyn ObjectStore>>,
+    /// Failure and background knobs.
+    pub tuning: StoreTuning,
 }
 
 impl Default for StoreOptions {
     fn default() -> Self {
-        Self { url: "memory://".into(), block_cache_bytes: 64 << 20 }
+        Self { url: "memory://".into(), block_cache_bytes: 64 << 20, object_store: None, tuning: StoreTuning::default() }
     }
 }
 
@@ -185,10 +190,14 @@ pub struct StateStore {
 }
 
 impl StateStore {
-    /// Opens (or creates) the store at `options.url` and recovers its last committed epoch.
+    /// Opens (or creates) the store at `options.url` (or in `options.object_store`) and
+    /// recovers its last committed epoch.
     pub async fn open(options: &StoreOptions) -> Result<Arc<Self>> {
+        if let Some(store) = &options.object_store {
+            return Self::open_with(store.clone(), "eddy", options, options.tuning.clone()).await;
+        }
         let resolved = object_store_url::resolve(&options.url)?;
-        Self::open_inner(resolved.store, resolved.path, resolved.description, options, StoreTuning::default()).await
+        Self::open_inner(resolved.store, resolved.path, resolved.description, options, options.tuning.clone()).await
     }
 
     /// Opens (or creates) a store at `path` inside `object_store` (`options.url` only names it

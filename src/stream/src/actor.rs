@@ -223,7 +223,13 @@ impl ViewActor {
             }
         }
         let mut inputs = self.inputs.take().ok_or_else(|| internal_err!("view actor started twice"))?;
-        while let Some(item) = inputs.next().await? {
+        loop {
+            // Inputs close only when the relations they come from stopped without this view
+            // being dropped first, i.e. failed: this view fails too (ending quietly would leave
+            // the barrier manager waiting for its report forever).
+            let Some(item) = inputs.next().await? else {
+                return Err(internal_err!("the relation this view reads failed"));
+            };
             match item {
                 Aligned::Chunk(b, c) => self.push(Some((b, 0)), 0, vec![c]).await?,
                 Aligned::Errors(_, d) => self.errors.merge(&d),

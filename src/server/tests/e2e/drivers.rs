@@ -2,7 +2,8 @@
 //! psycopg2, SQLAlchemy, asyncpg) run `e2e_test/clients/python_drivers.py`, pgjdbc (Debian's
 //! `libpostgresql-jdbc-java`) runs `e2e_test/clients/jdbc/JdbcDriver.java`, and node-postgres
 //! runs `e2e_test/clients/node/node_pg.js`. Each creates a table and a materialized view,
-//! inserts, and reads both back with type checks. A missing interpreter, JDK, jar or package
+//! inserts, and reads both back with type checks. `e2e_test/clients/python_transactions.py`
+//! runs transaction blocks through psycopg 3 and SQLAlchemy sessions. A missing interpreter, JDK, jar or package
 //! fails under CI (env `CI`) and is skipped with a message otherwise; `.ci/run` installs them.
 
 use std::path::PathBuf;
@@ -57,6 +58,29 @@ async fn run_client(label: &str, program: &str, args: Vec<String>, extra: Vec<St
 async fn run_python(driver: &'static str) -> bool {
     let script = clients_dir().join("python_drivers.py").display().to_string();
     run_client(driver, "python3", vec![script], vec![driver.to_string()], &format!("{driver} ok")).await
+}
+
+/// Runs `e2e_test/clients/python_transactions.py` for `driver`.
+async fn run_python_transactions(driver: &'static str) -> bool {
+    let script = clients_dir().join("python_transactions.py").display().to_string();
+    run_client(driver, "python3", vec![script], vec![driver.to_string()], &format!("{driver} transactions ok")).await
+}
+
+/// psycopg 3: COMMIT, ROLLBACK, SAVEPOINT / ROLLBACK TO / RELEASE, failed blocks (an error then
+/// ROLLBACK, COMMIT of a failed block), `with conn.transaction()` committing and rolling back
+/// on database and application errors, nested `transaction()` savepoints; two materialized
+/// views over the table equal exactly the committed writes after every step.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn psycopg3_transactions_commit_roll_back_and_fail_as_on_postgres_with_views_following_commits() {
+    run_python_transactions("psycopg").await;
+}
+
+/// SQLAlchemy ORM sessions: commit, `rollback()` of flushed changes, rollback after an
+/// IntegrityError, `with session.begin()` on success and on an exception, `begin_nested()`
+/// savepoints; the views follow the committed writes only.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlalchemy_session_transactions_commit_and_roll_back_as_on_postgres_with_views_following_commits() {
+    run_python_transactions("sqlalchemy").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1,10 +1,9 @@
 //! Acknowledged means durable: restarts on the same directory and SIGKILL of a real process.
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use crate::support::{connect, eventually, server, temp_dir};
+use crate::support::{connect, eventually, server, spawn_eddy, spawn_eddy_env, temp_dir, Process};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn clean_restart_keeps_tables_rows_and_schemas() {
@@ -49,19 +48,6 @@ async fn clean_restart_keeps_tables_rows_and_schemas() {
     let _ = std::fs::remove_dir_all(dir);
 }
 
-/// A real `eddy` process, killed with SIGKILL when dropped.
-struct Process(Child);
-
-impl Drop for Process {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn spawn_eddy(state: &str) -> (Process, std::net::SocketAddr) {
-    spawn_eddy_env(state, &[])
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rows_acknowledged_before_sigkill_survive_it() {
@@ -127,32 +113,6 @@ fn http_put(port: u16, path: &str) -> std::io::Result<String> {
     let mut out = String::new();
     s.read_to_string(&mut out)?;
     Ok(out)
-}
-
-fn spawn_eddy_env(state: &str, env: &[(&str, String)]) -> (Process, std::net::SocketAddr) {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_eddy"));
-    cmd.args(["--listen", "127.0.0.1:0", "--state-store", state]).stdout(Stdio::piped()).stderr(Stdio::null());
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    let mut child = cmd.spawn().expect("eddy binary starts");
-    let stdout = child.stdout.take().expect("stdout");
-    let mut reader = BufReader::new(stdout);
-    let mut line = String::new();
-    reader.read_line(&mut line).expect("startup line");
-    std::thread::spawn(move || {
-        let mut sink = String::new();
-        while reader.read_line(&mut sink).map(|n| n > 0).unwrap_or(false) {
-            sink.clear();
-        }
-    });
-    let addr = line
-        .split_whitespace()
-        .skip_while(|w| *w != "on")
-        .nth(1)
-        .and_then(|a| a.parse().ok())
-        .unwrap_or_else(|| panic!("no address in startup line {line:?}"));
-    (Process(child), addr)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

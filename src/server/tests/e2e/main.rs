@@ -1,13 +1,19 @@
 //! End-to-end tests over the PostgreSQL wire: the `.slt` suite in `e2e_test/`, restarts on the
-//! same state directory, SIGKILL of a real `eddy` process, psql, and binary-format round trips.
+//! same state directory, SIGKILL of a real `eddy` process (also mid-backfill, mid-COPY and
+//! mid-DROP), internal faults in views, concurrent writers, real client drivers, randomized
+//! differential checks, psql, and binary-format round trips.
 //! One test binary for all of them (link time on 2 cores matters).
 
 mod support;
 
 mod binary_types;
+mod concurrency;
+mod crash;
 mod differential;
 mod drivers;
 mod durability;
+mod failures;
+mod faults;
 mod protocol;
 mod psql;
 mod recovery;

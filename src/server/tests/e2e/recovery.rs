@@ -26,7 +26,8 @@ async fn a_store_outage_loses_no_acknowledged_write_and_the_server_recovers() {
         listen: "127.0.0.1:0".into(),
         state_store: "memory://".into(),
         test_functions: true,
-        store_override: Some((faulty.as_object_store(), tuning)),
+        object_store: Some(faulty.as_object_store()),
+        store_tuning: tuning,
         ..ServerConfig::default()
     };
     let srv = start(config).await.expect("server starts");

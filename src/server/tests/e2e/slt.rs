@@ -112,3 +112,31 @@ async fn slt_suite() {
     println!("ran {ran} slt files, {} failed", failures.len());
     assert!(failures.is_empty(), "slt failures:\n{}", failures.join("\n\n"));
 }
+
+/// `VERIFY MATERIALIZED VIEW` prints `OK` or the differences; as a `statement ok` its output
+/// would go unchecked and a mismatch would pass. Every one must be a `query` expecting `OK`.
+#[test]
+fn every_verify_in_the_slt_files_is_a_query_expecting_ok() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../e2e_test");
+    let mut files = Vec::new();
+    slt_files(&root, &mut files);
+    let mut unchecked = Vec::new();
+    let mut verifies = 0;
+    for file in &files {
+        let text = std::fs::read_to_string(file).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        for (i, line) in lines.iter().enumerate() {
+            if !line.trim_start().to_ascii_uppercase().starts_with("VERIFY MATERIALIZED VIEW") {
+                continue;
+            }
+            verifies += 1;
+            let header = i.checked_sub(1).map(|h| lines[h].trim()).unwrap_or_default();
+            let checked = header.starts_with("query") && lines.get(i + 1).map(|l| l.trim()) == Some("----") && lines.get(i + 2).map(|l| l.trim()) == Some("OK");
+            if !checked {
+                unchecked.push(format!("{}:{}: {line}", file.display(), i + 1));
+            }
+        }
+    }
+    assert!(verifies > 0, "no VERIFY in the .slt files");
+    assert!(unchecked.is_empty(), "VERIFY whose OK is not checked:\n{}", unchecked.join("\n"));
+}

@@ -56,3 +56,172 @@ where
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
+
+/// Runs `fut`, failing the test if it takes longer than `limit` (a hang is a failure, not a
+/// stuck CI run).
+pub async fn bounded<T>(limit: Duration, what: &str, fut: impl std::future::Future<Output = T>) -> T {
+    match tokio::time::timeout(limit, fut).await {
+        Ok(v) => v,
+        Err(_) => panic!("{what} did not finish within {limit:?}"),
+    }
+}
+
+/// The rows of `sql` as text (`NULL` for nulls), or the error as `SQLSTATE: message`.
+pub async fn rows(c: &tokio_postgres::Client, sql: &str) -> Result<Vec<Vec<String>>, String> {
+    let msgs = c.simple_query(sql).await.map_err(|e| match e.as_db_error() {
+        Some(d) => format!("{}: {}", d.code().code(), d.message()),
+        None => e.to_string(),
+    })?;
+    Ok(msgs
+        .iter()
+        .filter_map(|m| match m {
+            tokio_postgres::SimpleQueryMessage::Row(r) => {
+                Some((0..r.len()).map(|i| r.get(i).unwrap_or("NULL").to_string()).collect())
+            }
+            _ => None,
+        })
+        .collect())
+}
+
+/// `VERIFY MATERIALIZED VIEW view`: `Ok` when it printed exactly `OK`, else what it printed.
+pub async fn verify(c: &tokio_postgres::Client, view: &str) -> Result<(), String> {
+    let out = rows(c, &format!("VERIFY MATERIALIZED VIEW {view}")).await?;
+    if out == [["OK"]] { Ok(()) } else { Err(format!("{view}: {out:?}")) }
+}
+
+/// Keys of a store's committed state, counted per owner. Used to prove that DROP, failed
+/// CREATEs and crashes leave no state behind.
+#[derive(Debug)]
+pub struct Census {
+    /// Keys per relation or state-table id (the key's first four bytes), id 0 excluded.
+    pub keys: std::collections::BTreeMap<u32, usize>,
+    /// Failing-row count entries per view id (system key space).
+    pub row_errors: std::collections::BTreeMap<u32, usize>,
+    /// Views with a recorded failure (system key space).
+    pub failures: std::collections::BTreeSet<u32>,
+    /// The catalog of that state.
+    pub catalog: eddy_sql::catalog::Catalog,
+}
+
+impl Census {
+    /// Scans every committed key of `store`.
+    pub async fn of(store: &eddy_storage::StateStore) -> Census {
+        use std::ops::Bound;
+        let snapshot = store.snapshot();
+        let catalog = eddy_sql::catalog::Catalog::load(&snapshot).await.expect("catalog loads");
+        let (mut keys, mut row_errors, mut failures) = (Default::default(), Default::default(), std::collections::BTreeSet::new());
+        let mut cursor = snapshot.scan_batches(Bound::Unbounded, Bound::Unbounded, 4096).await.expect("scan");
+        let errors_prefix = eddy_common::codec::view_errors_prefix(0);
+        let errors_prefix = &errors_prefix[..errors_prefix.len() - 4];
+        let id_at = |k: &[u8], at: usize| k.get(at..at + 4).map(|b| u32::from_be_bytes(b.try_into().unwrap()));
+        while let Some(batch) = cursor.next_batch().await.expect("scan") {
+            for (k, _) in batch {
+                let owner = id_at(&k, 0).unwrap_or(0);
+                if owner != 0 {
+                    *std::collections::BTreeMap::entry(&mut keys, owner).or_insert(0usize) += 1;
+                } else if k.starts_with(errors_prefix) {
+                    if let Some(id) = id_at(&k, errors_prefix.len()) {
+                        *std::collections::BTreeMap::entry(&mut row_errors, id).or_insert(0usize) += 1;
+                    }
+                } else if k.starts_with(eddy_common::codec::FAILURES_PREFIX) {
+                    if let Some(id) = id_at(&k, eddy_common::codec::FAILURES_PREFIX.len()) {
+                        failures.insert(id);
+                    }
+                }
+            }
+        }
+        Census { keys, row_errors, failures, catalog }
+    }
+
+    /// Opens the store at `url` (no server may be running on it), scans it and closes it.
+    pub async fn open(url: &str) -> Census {
+        let options = eddy_storage::StoreOptions { url: url.to_string(), ..Default::default() };
+        let store = eddy_storage::StateStore::open(&options).await.expect("store opens");
+        let census = Census::of(&store).await;
+        store.close().await.expect("store closes");
+        census
+    }
+
+    /// The relation `name` (in `public`) and its state-table ids, if it exists.
+    pub fn ids(&self, name: &str) -> Option<Vec<u32>> {
+        self.catalog.table("public", name).map(|t| std::iter::once(t.id).chain(t.internal_tables.iter().copied()).collect())
+    }
+
+    /// Keys under any of `ids`: relation and operator state, failing-row counts, failures.
+    pub fn keys_under(&self, ids: &[u32]) -> usize {
+        ids.iter()
+            .map(|id| {
+                self.keys.get(id).copied().unwrap_or(0)
+                    + self.row_errors.get(id).copied().unwrap_or(0)
+                    + usize::from(self.failures.contains(id))
+            })
+            .sum()
+    }
+
+    /// State whose owner is not in the catalog: one line per orphaned id.
+    pub fn orphans(&self) -> Vec<String> {
+        let known: std::collections::BTreeSet<u32> =
+            self.catalog.tables().flat_map(|t| std::iter::once(t.id).chain(t.internal_tables.iter().copied())).collect();
+        let mut out = Vec::new();
+        for (id, n) in &self.keys {
+            if !known.contains(id) {
+                out.push(format!("{n} keys under id {id}, which is in no catalog entry"));
+            }
+        }
+        for (id, n) in &self.row_errors {
+            if !known.contains(id) {
+                out.push(format!("{n} failing-row counts of id {id}, which is in no catalog entry"));
+            }
+        }
+        for id in &self.failures {
+            if !known.contains(id) {
+                out.push(format!("a failure record of id {id}, which is in no catalog entry"));
+            }
+        }
+        out
+    }
+}
+
+/// A real `eddy` process, killed with SIGKILL when dropped.
+pub struct Process(pub std::process::Child);
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Starts the `eddy` binary on `state` and a free port; returns once it printed its address.
+pub fn spawn_eddy(state: &str) -> (Process, std::net::SocketAddr) {
+    spawn_eddy_env(state, &[])
+}
+
+/// [`spawn_eddy`] with extra environment variables.
+pub fn spawn_eddy_env(state: &str, env: &[(&str, String)]) -> (Process, std::net::SocketAddr) {
+    use std::io::BufRead;
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_eddy"));
+    cmd.args(["--listen", "127.0.0.1:0", "--state-store", state]).stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::null());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let mut child = cmd.spawn().expect("eddy binary starts");
+    let stdout = child.stdout.take().expect("stdout");
+    let mut reader = std::io::BufReader::new(stdout);
+    let mut line = String::new();
+    reader.read_line(&mut line).expect("startup line");
+    std::thread::spawn(move || {
+        let mut sink = String::new();
+        while reader.read_line(&mut sink).map(|n| n > 0).unwrap_or(false) {
+            sink.clear();
+        }
+    });
+    let addr = line
+        .split_whitespace()
+        .skip_while(|w| *w != "on")
+        .nth(1)
+        .and_then(|a| a.parse().ok())
+        .unwrap_or_else(|| panic!("no address in startup line {line:?}"));
+    (Process(child), addr)
+}
+

@@ -53,14 +53,11 @@ pub struct EngineConfig {
     pub barrier_interval: Duration,
     /// Register test-only functions (`eddy_test_panic()`); off outside tests.
     pub test_functions: bool,
-    /// Tests only: the object store to open the state store over (e.g. a fault-injecting one)
-    /// and its tuning, instead of resolving `store.url`.
-    pub store_override: Option<(Arc<dyn object_store::ObjectStore>, eddy_storage::StoreTuning)>,
 }
 
 impl Default for EngineConfig {
     fn default() -> Self {
-        Self { store: StoreOptions::default(), barrier_interval: Duration::from_millis(250), test_functions: false, store_override: None }
+        Self { store: StoreOptions::default(), barrier_interval: Duration::from_millis(250), test_functions: false }
     }
 }
 
@@ -100,10 +97,7 @@ impl Engine {
     /// Opens the store, recovers the catalog and starts the barrier loop. The dataflow graph
     /// is started by [`Engine::recover`].
     pub async fn open(config: EngineConfig) -> Result<Arc<Self>> {
-        let store = match &config.store_override {
-            Some((object_store, tuning)) => StateStore::open_with(object_store.clone(), "eddy", &config.store, tuning.clone()).await?,
-            None => StateStore::open(&config.store).await?,
-        };
+        let store = StateStore::open(&config.store).await?;
         let mut catalog = Catalog::load(&store.snapshot()).await?;
         let barrier = BarrierManager::start(store.clone(), config.barrier_interval);
         let bootstrap = catalog.missing_builtin_schemas();

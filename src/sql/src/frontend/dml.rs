@@ -86,7 +86,14 @@ impl Session {
                 let mut batches = Vec::new();
                 let mut ops = Vec::new();
                 for b in out {
-                    let new_rows = RecordBatch::try_new(schema.clone(), b.columns()[..width].to_vec())?;
+                    // `SET v = 5` on a bigint column yields an int32 literal: coerce each new
+                    // value to its column's type as PostgreSQL does (out of range is 22003).
+                    let new_cols = b.columns()[..width]
+                        .iter()
+                        .zip(schema.fields())
+                        .map(|(c, f)| eddy_common::cast::cast_column(c, f.data_type()))
+                        .collect::<Result<Vec<ArrayRef>>>()?;
+                    let new_rows = RecordBatch::try_new(schema.clone(), new_cols)?;
                     let new_rows = self.validate_rows(&catalog, new_rows)?;
                     // Each row's old key (the rest of the old row is looked up by the writer).
                     let mut old_cols: Vec<ArrayRef> = new_rows.columns().to_vec();

@@ -157,6 +157,13 @@ impl Session {
             return Err(e);
         }
         if let Some(err) = self.engine.view_failure(&view) {
+            // The backfill hit an internal fault. As in PostgreSQL, a CREATE that fails creates
+            // nothing: drop the entry that committed with the failure, and the view's state.
+            if let Some(created) = self.engine.catalog().by_id(id).cloned() {
+                if let Err(e) = self.drop_relation(created, false).await {
+                    tracing::warn!("materialized view {} failed while being created and could not be dropped: {e}", view.name);
+                }
+            }
             return Err(err);
         }
         Ok(())

@@ -147,8 +147,16 @@ impl Session {
         let df_schema = DFSchema::new_with_metadata(qualified, Default::default())?;
         let input: SchemaRef = Arc::new(Schema::new(fields));
         let state = self.ctx.state();
+        // Some functions (coalesce, nvl, ...) only run once the simplifier rewrote them, as
+        // DataFusion's optimizer does for a planned statement.
+        let context = datafusion::logical_expr::simplify::SimplifyContext::builder()
+            .with_schema(Arc::new(df_schema.clone()))
+            .with_config_options(Arc::new(state.config_options().as_ref().clone()))
+            .build();
+        let simplifier = datafusion::optimizer::simplify_expressions::ExprSimplifier::new(context);
         let physical = |e: &datafusion::sql::sqlparser::ast::Expr| -> Result<Arc<dyn PhysicalExpr>> {
             let logical = self.ctx.parse_sql_expr(&e.to_string(), &df_schema)?;
+            let logical = simplifier.simplify(simplifier.coerce(logical, &df_schema)?)?;
             let p = state.create_physical_expr(logical, &df_schema)?;
             Ok(crate::planner::overflow::checked(p, &input)?)
         };

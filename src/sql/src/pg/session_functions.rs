@@ -165,7 +165,10 @@ pub fn first_schema(vars: &BTreeMap<String, String>) -> String {
         .unwrap_or_else(|| "public".to_string())
 }
 
-/// Test doubles: `eddy_test_panic()` panics when evaluated (proves panics are contained).
+/// Test doubles: `eddy_test_panic()` panics when evaluated (proves panics are contained);
+/// `eddy_test_panic_if(condition)` returns 0 for every row and panics when `condition` is true
+/// for any of them. The latter is immutable, so a materialized view may use it: one row then
+/// makes the view's actor panic (an internal fault, unlike a per-row evaluation error).
 pub fn register_test_functions(ctx: &SessionContext) {
     register(
         ctx,
@@ -173,6 +176,19 @@ pub fn register_test_functions(ctx: &SessionContext) {
         Signature::exact(vec![], Volatility::Volatile),
         DataType::Int32,
         Arc::new(|_, _| panic!("eddy_test_panic() was called")),
+    );
+    register(
+        ctx,
+        "eddy_test_panic_if",
+        Signature::exact(vec![DataType::Boolean], Volatility::Immutable),
+        DataType::Int32,
+        Arc::new(|args, rows| {
+            let condition = args[0].to_array(rows)?;
+            if condition.as_boolean().iter().any(|c| c == Some(true)) {
+                panic!("eddy_test_panic_if() met a true condition");
+            }
+            Ok(ColumnarValue::Array(Arc::new(arrow::array::Int32Array::from(vec![0; rows]))))
+        }),
     );
 }
 
