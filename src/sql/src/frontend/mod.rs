@@ -21,4 +21,5 @@ pub mod settings;
 pub mod split;
 pub mod statement;
 pub mod transaction;
+pub mod users;
 pub mod view;
