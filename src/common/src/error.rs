@@ -156,7 +156,7 @@ impl From<datafusion::error::DataFusionError> for EddyError {
         use datafusion::error::DataFusionError as D;
         // A memory-pool refusal may come wrapped (shared by partitions, with context).
         if let D::ResourcesExhausted(m) = e.find_root() {
-            return EddyError::user(sqlstate::OUT_OF_MEMORY, m.clone());
+            return EddyError::user(sqlstate::OUT_OF_MEMORY, format!("out of memory: the query needs more than its memory budget: {m}"));
         }
         match e {
             D::ArrowError(a, _) => (*a).into(),
