@@ -73,6 +73,14 @@ pub mod sqlstate {
     pub const INVALID_SAVEPOINT_SPECIFICATION: &str = "3B001";
     pub const INSUFFICIENT_PRIVILEGE: &str = "42501";
     pub const WRONG_OBJECT_TYPE: &str = "42809";
+    pub const INVALID_BINARY_REPRESENTATION: &str = "22P03";
+    pub const PROGRAM_LIMIT_EXCEEDED: &str = "54000";
+    pub const STATEMENT_TOO_COMPLEX: &str = "54001";
+    pub const TOO_MANY_COLUMNS: &str = "54011";
+    pub const OUT_OF_MEMORY: &str = "53200";
+    pub const TOO_MANY_CONNECTIONS: &str = "53300";
+    pub const IDLE_IN_TRANSACTION_SESSION_TIMEOUT: &str = "25P03";
+    pub const INVALID_AUTHORIZATION_SPECIFICATION: &str = "28000";
 }
 
 /// The `'static` spelling of a SQLSTATE read back from storage: one of the data-exception
@@ -157,6 +165,10 @@ impl From<arrow::error::ArrowError> for EddyError {
 impl From<datafusion::error::DataFusionError> for EddyError {
     fn from(e: datafusion::error::DataFusionError) -> Self {
         use datafusion::error::DataFusionError as D;
+        // A memory-pool refusal may come wrapped (shared by partitions, with context).
+        if let D::ResourcesExhausted(m) = e.find_root() {
+            return EddyError::user(sqlstate::OUT_OF_MEMORY, format!("out of memory: the query needs more than its memory budget: {m}"));
+        }
         match e {
             D::ArrowError(a, _) => (*a).into(),
             D::SQL(p, _) => EddyError::user(sqlstate::SYNTAX_ERROR, p.to_string()),
@@ -187,7 +199,7 @@ impl From<datafusion::error::DataFusionError> for EddyError {
                 e
             }
             D::Shared(s) => exec_error(s.to_string()),
-            D::ResourcesExhausted(m) => EddyError::user("53200", m),
+            D::ResourcesExhausted(m) => EddyError::user(sqlstate::OUT_OF_MEMORY, m),
             D::Diagnostic(_, inner) => (*inner).into(),
             D::Collection(mut v) => match v.pop() {
                 Some(e) => e.into(),

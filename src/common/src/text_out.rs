@@ -313,10 +313,22 @@ pub fn write_list(array: &ArrayRef, row: usize, out: &mut String) -> Result<()> 
         _ => array.as_fixed_size_list().value(row),
     };
     let field = Field::new("item", values.data_type().clone(), true);
+    // A list of lists is a multidimensional array, `{{1,2},{3,4}}`: inner arrays are written
+    // as they are, never quoted (quoting them escaped every level again, so the text doubled
+    // with each level of nesting).
+    let nested = matches!(values.data_type(), DataType::List(_) | DataType::LargeList(_) | DataType::FixedSizeList(..));
     out.push('{');
     for i in 0..values.len() {
         if i > 0 {
             out.push(',');
+        }
+        if nested {
+            if values.is_null(i) {
+                out.push_str("NULL");
+            } else {
+                write_list(&values, i, out)?;
+            }
+            continue;
         }
         let mut s = String::new();
         if !write_text(&values, i, &field, &mut s)? {

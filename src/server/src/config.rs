@@ -1,7 +1,7 @@
 //! Server configuration: defaults, then an optional TOML file (`--config`), then `EDDY_*`
 //! environment variables, then command-line flags (each later source wins).
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -10,6 +10,8 @@ use eddy_common::{user_err, Result};
 use eddy_sql::EngineConfig;
 use eddy_storage::{ObjectStore, StoreOptions, StoreTuning};
 use serde::Deserialize;
+
+use crate::limits::{Limits, MAX_MESSAGE_CEILING};
 
 /// Everything a server needs to start.
 #[derive(Debug, Clone)]
@@ -30,6 +32,14 @@ pub struct ServerConfig {
     pub object_store: Option<Arc<dyn ObjectStore>>,
     /// State store failure knobs (tests shorten them; the defaults suit production).
     pub store_tuning: StoreTuning,
+    /// Message, connection and query-memory limits.
+    pub limits: Limits,
+    /// PEM certificate chain for TLS; with `tls_key`, clients may use `sslmode=require`.
+    pub tls_cert: Option<PathBuf>,
+    /// PEM private key for TLS.
+    pub tls_key: Option<PathBuf>,
+    /// `user:password` lines; with it (or `password`) clients authenticate with SCRAM-SHA-256.
+    pub password_file: Option<PathBuf>,
 }
 
 impl Default for ServerConfig {
@@ -43,6 +53,10 @@ impl Default for ServerConfig {
             test_functions: false,
             object_store: None,
             store_tuning: StoreTuning::default(),
+            limits: Limits::default(),
+            tls_cert: None,
+            tls_key: None,
+            password_file: None,
         }
     }
 }
@@ -56,6 +70,12 @@ pub struct ConfigOverrides {
     pub password: Option<String>,
     pub barrier_interval_ms: Option<u64>,
     pub block_cache_mb: Option<u64>,
+    pub max_message_bytes: Option<u64>,
+    pub max_connections: Option<u64>,
+    pub query_memory_mb: Option<u64>,
+    pub tls_cert: Option<PathBuf>,
+    pub tls_key: Option<PathBuf>,
+    pub password_file: Option<PathBuf>,
 }
 
 impl ConfigOverrides {
@@ -67,7 +87,8 @@ impl ConfigOverrides {
     }
 
     /// Reads `EDDY_LISTEN`, `EDDY_STATE_STORE`, `EDDY_PASSWORD`, `EDDY_BARRIER_INTERVAL_MS`,
-    /// `EDDY_BLOCK_CACHE_MB`.
+    /// `EDDY_BLOCK_CACHE_MB`, `EDDY_MAX_MESSAGE_BYTES`, `EDDY_MAX_CONNECTIONS`,
+    /// `EDDY_QUERY_MEMORY_MB`, `EDDY_TLS_CERT`, `EDDY_TLS_KEY`, `EDDY_PASSWORD_FILE`.
     pub fn from_env() -> Result<Self> {
         let get = |k: &str| -> Result<Option<String>> {
             match std::env::var(k) {
@@ -85,6 +106,12 @@ impl ConfigOverrides {
             password: get("EDDY_PASSWORD")?,
             barrier_interval_ms: num("EDDY_BARRIER_INTERVAL_MS")?,
             block_cache_mb: num("EDDY_BLOCK_CACHE_MB")?,
+            max_message_bytes: num("EDDY_MAX_MESSAGE_BYTES")?,
+            max_connections: num("EDDY_MAX_CONNECTIONS")?,
+            query_memory_mb: num("EDDY_QUERY_MEMORY_MB")?,
+            tls_cert: get("EDDY_TLS_CERT")?.map(PathBuf::from),
+            tls_key: get("EDDY_TLS_KEY")?.map(PathBuf::from),
+            password_file: get("EDDY_PASSWORD_FILE")?.map(PathBuf::from),
         })
     }
 
@@ -105,6 +132,25 @@ impl ConfigOverrides {
         if let Some(v) = self.block_cache_mb {
             c.block_cache_bytes = v << 20;
         }
+        if let Some(v) = self.max_message_bytes {
+            // At least a page, at most PostgreSQL's own ceiling.
+            c.limits.max_message_bytes = (v as usize).clamp(4096, MAX_MESSAGE_CEILING);
+        }
+        if let Some(v) = self.max_connections {
+            c.limits.max_connections = (v as usize).max(1);
+        }
+        if let Some(v) = self.query_memory_mb {
+            c.limits.query_memory_bytes = (v as usize).max(1) << 20;
+        }
+        if let Some(v) = self.tls_cert {
+            c.tls_cert = Some(v);
+        }
+        if let Some(v) = self.tls_key {
+            c.tls_key = Some(v);
+        }
+        if let Some(v) = self.password_file {
+            c.password_file = Some(v);
+        }
     }
 }
 
@@ -120,6 +166,7 @@ impl ServerConfig {
             },
             barrier_interval: self.barrier_interval,
             test_functions: self.test_functions,
+            query_memory_bytes: self.limits.query_memory_bytes,
         }
     }
 }

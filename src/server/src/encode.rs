@@ -169,7 +169,7 @@ fn float_value(array: &ArrayRef, row: usize) -> Result<f64> {
 /// The elements of a one-dimensional array in PostgreSQL's binary format (see
 /// [`write_array_binary`]), each `None` for NULL.
 fn read_array_binary(b: &[u8]) -> Result<Vec<Option<&[u8]>>> {
-    let bad = || user_err!(sqlstate::PROTOCOL_VIOLATION, "invalid binary array parameter");
+    let bad = || user_err!(sqlstate::INVALID_BINARY_REPRESENTATION, "invalid binary array parameter");
     let i32_at = |at: usize| -> Result<i32> {
         Ok(i32::from_be_bytes(b.get(at..at + 4).ok_or_else(bad)?.try_into().map_err(|_| bad())?))
     };
@@ -181,6 +181,10 @@ fn read_array_binary(b: &[u8]) -> Result<Vec<Option<&[u8]>>> {
         return Err(user_err!(sqlstate::FEATURE_NOT_SUPPORTED, "multidimensional array parameters are not supported"));
     }
     let n = usize::try_from(i32_at(12)?).map_err(|_| bad())?;
+    // Each element takes at least its 4-byte length: a count the value cannot hold is a lie.
+    if n > b.len().saturating_sub(20) / 4 {
+        return Err(bad());
+    }
     let mut at = 20;
     let mut out = Vec::with_capacity(n);
     for _ in 0..n {
@@ -191,7 +195,7 @@ fn read_array_binary(b: &[u8]) -> Result<Vec<Option<&[u8]>>> {
             continue;
         }
         let len = len as usize;
-        out.push(Some(b.get(at..at + len).ok_or_else(bad)?));
+        out.push(Some(b.get(at..at.saturating_add(len)).ok_or_else(bad)?));
         at += len;
     }
     Ok(out)
@@ -293,20 +297,29 @@ fn write_numeric_binary(s: &str, out: &mut BytesMut) -> Result<()> {
 }
 
 fn read_numeric_binary(b: &[u8]) -> Result<String> {
-    let bad = || user_err!(sqlstate::PROTOCOL_VIOLATION, "invalid binary numeric parameter");
+    let bad = |what: &str| user_err!(sqlstate::INVALID_BINARY_REPRESENTATION, "invalid {what} in external \"numeric\" value");
     if b.len() < 8 {
-        return Err(bad());
+        return Err(bad("length"));
     }
     let rd = |i: usize| i16::from_be_bytes([b[i], b[i + 1]]);
-    let ndigits = rd(0) as usize;
-    let weight = rd(2) as i32;
+    // PostgreSQL's numeric_recv: a digit count, a base-10000 weight, a sign word, a display
+    // scale, then the digits; every field is checked before it sizes anything.
+    let ndigits = usize::try_from(rd(0)).map_err(|_| bad("length"))?;
+    let weight = i32::from(rd(2));
     let sign = rd(4) as u16;
-    let dscale = rd(6) as usize;
-    if b.len() < 8 + 2 * ndigits {
-        return Err(bad());
+    let dscale = usize::try_from(rd(6)).ok().filter(|d| *d <= 0x3FFF).ok_or_else(|| bad("scale"))?;
+    if b.len() != 8 + 2 * ndigits {
+        return Err(bad("length"));
     }
-    if sign == 0xC000 {
-        return Ok("NaN".into());
+    match sign {
+        0x0000 | 0x4000 => {}
+        0xC000 => return Ok("NaN".into()),
+        0xD000 => return Ok("Infinity".into()),
+        0xF000 => return Ok("-Infinity".into()),
+        _ => return Err(bad("sign")),
+    }
+    if (0..ndigits).any(|i| !(0..10_000).contains(&rd(8 + 2 * i))) {
+        return Err(bad("digit"));
     }
     let digits: Vec<i16> = (0..ndigits).map(|i| rd(8 + 2 * i)).collect();
     let mut int_part = String::new();
@@ -352,7 +365,8 @@ pub fn decode_param(bytes: Option<&[u8]>, binary: bool, ty: &Type, target: Optio
             None => ScalarValue::Utf8(None),
         });
     };
-    let bad = |what: &str| user_err!(sqlstate::PROTOCOL_VIOLATION, "invalid binary value for parameter of type {what}");
+    let bad = |what: &str| user_err!(sqlstate::INVALID_BINARY_REPRESENTATION, "incorrect binary data format for type {what}");
+    let range = |what: &str| user_err!(sqlstate::NUMERIC_VALUE_OUT_OF_RANGE, "{what} out of range");
     let value = if binary {
         let fixed = |n: usize| -> Result<&[u8]> { if b.len() == n { Ok(b) } else { Err(bad(ty.name())) } };
         match *ty {
@@ -362,14 +376,16 @@ pub fn decode_param(bytes: Option<&[u8]>, binary: bool, ty: &Type, target: Optio
             Type::INT8 => ScalarValue::Int64(Some(i64::from_be_bytes(fixed(8)?.try_into().map_err(|_| bad("int8"))?))),
             Type::FLOAT4 => ScalarValue::Float32(Some(f32::from_be_bytes(fixed(4)?.try_into().map_err(|_| bad("float4"))?))),
             Type::FLOAT8 => ScalarValue::Float64(Some(f64::from_be_bytes(fixed(8)?.try_into().map_err(|_| bad("float8"))?))),
-            Type::DATE => ScalarValue::Date32(Some(i32::from_be_bytes(fixed(4)?.try_into().map_err(|_| bad("date"))?) + PG_EPOCH_DAYS)),
+            Type::DATE => ScalarValue::Date32(Some(
+                i32::from_be_bytes(fixed(4)?.try_into().map_err(|_| bad("date"))?).checked_add(PG_EPOCH_DAYS).ok_or_else(|| range("date"))?,
+            )),
             Type::TIME => ScalarValue::Time64Microsecond(Some(i64::from_be_bytes(fixed(8)?.try_into().map_err(|_| bad("time"))?))),
             Type::TIMESTAMP => ScalarValue::TimestampMicrosecond(
-                Some(i64::from_be_bytes(fixed(8)?.try_into().map_err(|_| bad("timestamp"))?) + PG_EPOCH_US),
+                Some(i64::from_be_bytes(fixed(8)?.try_into().map_err(|_| bad("timestamp"))?).checked_add(PG_EPOCH_US).ok_or_else(|| range("timestamp"))?),
                 None,
             ),
             Type::TIMESTAMPTZ => ScalarValue::TimestampMicrosecond(
-                Some(i64::from_be_bytes(fixed(8)?.try_into().map_err(|_| bad("timestamptz"))?) + PG_EPOCH_US),
+                Some(i64::from_be_bytes(fixed(8)?.try_into().map_err(|_| bad("timestamptz"))?).checked_add(PG_EPOCH_US).ok_or_else(|| range("timestamp"))?),
                 Some(Arc::from(eddy_common::types::UTC)),
             ),
             Type::INTERVAL => {
@@ -377,7 +393,8 @@ pub fn decode_param(bytes: Option<&[u8]>, binary: bool, ty: &Type, target: Optio
                 let us = i64::from_be_bytes(b[0..8].try_into().map_err(|_| bad("interval"))?);
                 let days = i32::from_be_bytes(b[8..12].try_into().map_err(|_| bad("interval"))?);
                 let months = i32::from_be_bytes(b[12..16].try_into().map_err(|_| bad("interval"))?);
-                ScalarValue::IntervalMonthDayNano(Some(IntervalMonthDayNano::new(months, days, us * 1_000)))
+                let nanos = us.checked_mul(1_000).ok_or_else(|| range("interval"))?;
+                ScalarValue::IntervalMonthDayNano(Some(IntervalMonthDayNano::new(months, days, nanos)))
             }
             Type::OID | Type::REGPROC | Type::REGTYPE | Type::REGCLASS => {
                 ScalarValue::Int64(Some(i64::from(u32::from_be_bytes(fixed(4)?.try_into().map_err(|_| bad("oid"))?))))
@@ -482,6 +499,28 @@ mod tests {
             let scale = v.split_once('.').map(|(_, f)| f.len()).unwrap_or(0);
             assert_eq!(back.split_once('.').map(|(_, f)| f.len()).unwrap_or(0), scale, "{v} -> {back}");
         }
+    }
+
+    #[test]
+    fn binary_parameters_that_do_not_decode_are_22p03_not_panics() {
+        let cases: Vec<(Type, Vec<u8>)> = vec![
+            (Type::NUMERIC, vec![0xff; 8]),
+            (Type::NUMERIC, vec![0, 1, 0, 0, 0, 0, 0, 0]),
+            (Type::NUMERIC, vec![0, 1, 0, 0, 0x12, 0x34, 0, 0, 0, 1]),
+            (Type::NUMERIC, vec![0, 1, 0, 0, 0, 0, 0, 0, 0x7f, 0xff]),
+            (Type::INT4, vec![1, 2, 3]),
+            // A one-dimensional array claiming 2^31 - 1 elements.
+            (Type::INT4_ARRAY, [1i32, 0, 23, i32::MAX, 1].iter().flat_map(|v| v.to_be_bytes()).collect()),
+            (Type::INT4_ARRAY, [1i32, 0, 23, 2, 1, 4].iter().flat_map(|v| v.to_be_bytes()).collect()),
+        ];
+        for (ty, bytes) in cases {
+            let e = decode_param(Some(&bytes), true, &ty, None).expect_err(&format!("{ty} {bytes:?}"));
+            assert_eq!(e.sqlstate, "22P03", "{ty} {bytes:?}: {e:?}");
+        }
+        let e = decode_param(Some(&[0x7f; 16]), true, &Type::INTERVAL, None).expect_err("overflows");
+        assert_eq!(e.sqlstate, "22003");
+        let e = decode_param(Some(&i64::MAX.to_be_bytes()), true, &Type::TIMESTAMP, None).expect_err("overflows");
+        assert_eq!(e.sqlstate, "22003");
     }
 
     #[test]

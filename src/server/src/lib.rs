@@ -1,9 +1,17 @@
 //! The `eddy` server: configuration, the PostgreSQL listener and the process lifecycle
 //! (see `docs/architecture.md`). No planning logic lives here.
 
+pub mod auth;
 pub mod config;
+pub mod conn;
 pub mod encode;
+pub mod frame;
+pub mod limits;
+pub mod panics;
+pub mod respond;
+pub mod run;
 pub mod server;
+pub mod tls;
 pub mod wire;
 
 pub use config::ServerConfig;

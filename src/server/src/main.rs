@@ -29,6 +29,27 @@ struct Cli {
     /// Block cache size in MiB.
     #[arg(long, global = true)]
     block_cache_mb: Option<u64>,
+    /// Largest message a client may send (query text, Parse, Bind, COPY data), in bytes;
+    /// a larger one is refused with 54000 before it is read. Default 64 MiB.
+    #[arg(long, global = true)]
+    max_message_bytes: Option<u64>,
+    /// Most clients connected at once; one more is refused with 53300. Default 100.
+    #[arg(long, global = true)]
+    max_connections: Option<u64>,
+    /// Memory one query's operators may use, in MiB, before they spill or fail with 53200.
+    /// Default 512.
+    #[arg(long, global = true)]
+    query_memory_mb: Option<u64>,
+    /// PEM certificate chain: enables TLS on the PostgreSQL port (with --tls-key).
+    #[arg(long, global = true)]
+    tls_cert: Option<PathBuf>,
+    /// PEM private key for --tls-cert.
+    #[arg(long, global = true)]
+    tls_key: Option<PathBuf>,
+    /// File of `user:password` lines: clients authenticate with SCRAM-SHA-256 (users created
+    /// with CREATE USER ... PASSWORD are accepted too).
+    #[arg(long, global = true)]
+    password_file: Option<PathBuf>,
 }
 
 #[derive(Subcommand, Debug)]
@@ -51,6 +72,12 @@ fn build_config(cli: &Cli) -> Result<ServerConfig, eddy_common::EddyError> {
         password: cli.password.clone(),
         barrier_interval_ms: cli.barrier_interval_ms,
         block_cache_mb: cli.block_cache_mb,
+        max_message_bytes: cli.max_message_bytes,
+        max_connections: cli.max_connections,
+        query_memory_mb: cli.query_memory_mb,
+        tls_cert: cli.tls_cert.clone(),
+        tls_key: cli.tls_key.clone(),
+        password_file: cli.password_file.clone(),
     }
     .apply(&mut config);
     if matches!(cli.command, Some(Command::Playground)) {
@@ -99,9 +126,11 @@ fn limit_malloc_arenas() {
     }
 }
 
+/// The process's own work (signals, startup, shutdown) needs one thread; the server runs on
+/// its own runtime (see `eddy_server::server`).
 fn main() {
     limit_malloc_arenas();
-    match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(rt) => rt.block_on(run()),
         Err(e) => {
             eprintln!("eddy: cannot start the runtime: {e}");

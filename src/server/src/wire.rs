@@ -5,7 +5,6 @@
 
 use std::collections::{BTreeSet, HashMap};
 use std::fmt::Debug;
-use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::Arc;
 
@@ -18,13 +17,10 @@ use eddy_common::{EddyError, Result};
 use eddy_sql::frontend::copy_in::CopyIn;
 use eddy_sql::frontend::statement::{in_failed_transaction, TxControl};
 use eddy_sql::{Described, EddyStatement, Engine, Output, Session};
-use futures::{FutureExt, Sink, SinkExt, StreamExt};
-use pgwire::api::auth::sasl::scram::{gen_salted_password, ScramAuth};
+use futures::{Sink, SinkExt, StreamExt};
+use pgwire::api::auth::sasl::scram::ScramAuth;
 use pgwire::api::auth::sasl::SASLAuthStartupHandler;
-use pgwire::api::auth::{
-    protocol_negotiation, save_startup_parameters_to_metadata, AuthSource, LoginInfo, Password, ServerParameterProvider,
-    StartupHandler,
-};
+use pgwire::api::auth::{protocol_negotiation, save_startup_parameters_to_metadata, ServerParameterProvider, StartupHandler};
 use pgwire::api::cancel::DefaultCancelHandler;
 use pgwire::api::copy::CopyHandler;
 use pgwire::api::portal::{Format, Portal};
@@ -46,7 +42,11 @@ use pgwire::messages::{PgWireBackendMessage, PgWireFrontendMessage};
 use datafusion::sql::sqlparser::ast::{DiscardObject, Statement};
 use tokio::sync::Mutex;
 
+use crate::auth::Credentials;
 use crate::encode::{decode_param, pg_type_of, write_binary, write_text};
+use eddy_sql::catalog::users::SCRAM_ITERATIONS;
+use crate::panics;
+use crate::run::{guarded, guarded_sql, run_statement, statement_deadline, statement_text, RunContext};
 
 /// A connection's session, kept in pgwire's per-connection extensions.
 type SessionSlot = Mutex<Session>;
@@ -120,6 +120,14 @@ impl Handlers {
     }
 }
 
+/// Names the parameter in a decoding error, as PostgreSQL does.
+fn param_error(mut e: EddyError, i: usize) -> EddyError {
+    if e.kind == eddy_common::error::ErrorKind::User {
+        e.message = format!("{} (bind parameter ${})", e.message, i + 1);
+    }
+    e
+}
+
 fn to_pg(e: EddyError) -> PgWireError {
     PgWireError::UserError(Box::new(error_info(e)))
 }
@@ -128,22 +136,11 @@ fn error_info(e: EddyError) -> ErrorInfo {
     ErrorInfo::new("ERROR".to_string(), e.sqlstate.to_string(), e.message)
 }
 
-fn panic_message(p: Box<dyn std::any::Any + Send>) -> EddyError {
-    let msg = p
-        .downcast_ref::<&str>()
-        .map(|s| s.to_string())
-        .or_else(|| p.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "unknown panic".into());
-    tracing::error!("statement panicked: {msg}");
-    EddyError::internal(format!("statement panicked: {msg}"))
-}
-
-/// Runs `fut`, turning a panic into an internal error.
-async fn guarded<T>(fut: impl std::future::Future<Output = Result<T>>) -> Result<T> {
-    match AssertUnwindSafe(fut).catch_unwind().await {
-        Ok(r) => r,
-        Err(p) => Err(panic_message(p)),
-    }
+/// A setting of `client`'s session, if it has one and the session is not busy.
+pub(crate) fn session_setting<C: ClientInfo>(client: &C, name: &str) -> Option<String> {
+    let slot = client.session_extensions().get::<SessionSlot>()?;
+    let session = slot.try_lock().ok()?;
+    session.var(name)
 }
 
 /// Parses the startup `options` parameter (`-c a=b`, `-ca=b`, `--a=b`).
@@ -224,20 +221,6 @@ impl ServerParameterProvider for EddyParameters {
     }
 }
 
-/// The configured password as a SCRAM secret.
-#[derive(Debug)]
-struct StaticPassword {
-    salt: Vec<u8>,
-    salted: Vec<u8>,
-}
-
-#[async_trait]
-impl AuthSource for StaticPassword {
-    async fn get_password(&self, _login: &LoginInfo) -> PgWireResult<Password> {
-        Ok(Password::new(Some(self.salt.clone()), self.salted.clone()))
-    }
-}
-
 /// Startup: trust, or SCRAM-SHA-256 when a password is configured.
 pub enum Startup {
     Trust(Arc<Handlers>),
@@ -293,24 +276,36 @@ where
     Ok(())
 }
 
+/// Column `i`'s format; pgwire's `Format::format_for` indexes out of bounds when a client
+/// sends fewer result formats than there are columns.
+fn format_of(format: &Format, i: usize) -> FieldFormat {
+    match format {
+        Format::Individual(codes) => codes.get(i).map(|c| FieldFormat::from(*c)).unwrap_or(FieldFormat::Text),
+        other => other.format_for(i),
+    }
+}
+
 fn field_infos(schema: &SchemaRef, format: &Format) -> Vec<FieldInfo> {
     schema
         .fields()
         .iter()
         .enumerate()
-        .map(|(i, f)| FieldInfo::new(f.name().clone(), None, None, pg_type_of(f), format.format_for(i)))
+        .map(|(i, f)| FieldInfo::new(f.name().clone(), None, None, pg_type_of(f), format_of(format, i)))
         .collect()
 }
 
-/// Streams query results as DataRows in the formats the client asked for.
-fn rows_response(schema: SchemaRef, stream: SendableRecordBatchStream, format: &Format) -> QueryResponse {
+/// Streams query results as DataRows in the formats the client asked for, ending with `57014`
+/// if `deadline` passes first.
+fn rows_response(schema: SchemaRef, stream: SendableRecordBatchStream, format: &Format, ctx: &RunContext) -> QueryResponse {
     let fields = Arc::new(field_infos(&schema, format));
     let meta: Arc<Vec<(Field, Type, FieldFormat)>> = Arc::new(
         schema.fields().iter().zip(fields.iter()).map(|(f, fi)| (f.as_ref().clone(), fi.datatype().clone(), fi.format())).collect(),
     );
-    let rows = AssertUnwindSafe(stream).catch_unwind().flat_map(move |item| {
+    let stream = crate::limits::with_deadline(stream, ctx.deadline);
+    let sql = ctx.sql.clone();
+    let rows = panics::guard_stream(stream).flat_map(move |item| {
         let out: Vec<PgWireResult<DataRow>> = match item {
-            Err(p) => vec![Err(to_pg(panic_message(p)))],
+            Err(p) => vec![Err(to_pg(panics::report(p, &sql)))],
             Ok(Err(e)) => vec![Err(to_pg(e.into()))],
             Ok(Ok(batch)) => encode_batch(&batch, &meta),
         };
@@ -361,11 +356,11 @@ fn copy_response(copy: &CopyIn) -> CopyResponse {
 }
 
 /// Turns a statement's output into a wire response (and remembers COPY state).
-fn respond(output: Output, format: &Format) -> Response {
+fn respond(output: Output, format: &Format, ctx: &RunContext) -> Response {
     match output {
-        Output::Rows { schema, stream } => Response::Query(rows_response(schema, stream, format)),
+        Output::Rows { schema, stream } => Response::Query(rows_response(schema, stream, format, ctx)),
         Output::Returned { tag, schema, stream } => {
-            let mut q = rows_response(schema, stream, format);
+            let mut q = rows_response(schema, stream, format, ctx);
             q.set_command_tag(&tag);
             Response::Query(q)
         }
@@ -407,7 +402,7 @@ impl SimpleQueryHandler for Handlers {
                 client.set_transaction_status(TransactionStatus::Transaction);
             }
         }
-        self._on_query(client, query).await
+        crate::respond::on_query(self, client, query).await
     }
 
     async fn do_query<C>(&self, client: &mut C, query: &str) -> PgWireResult<Vec<Response>>
@@ -448,7 +443,8 @@ impl SimpleQueryHandler for Handlers {
                 responses.push(Response::Error(Box::new(error_info(e))));
                 break;
             }
-            let result = guarded(session.execute(stmt, vec![])).await;
+            let ctx = RunContext { sql: statement_text(stmt), deadline: statement_deadline(&session) };
+            let result = run_statement(&mut session, stmt, vec![], ctx.deadline).await;
             send_side_messages(client, &mut session).await?;
             match result {
                 Ok(output) => {
@@ -459,7 +455,7 @@ impl SimpleQueryHandler for Handlers {
                         (_, TxControl::RollbackTo) => TransactionStatus::Transaction,
                         _ => status,
                     };
-                    responses.push(respond(output, &Format::UnifiedText));
+                    responses.push(respond(output, &Format::UnifiedText, &ctx));
                     if is_copy {
                         break;
                     }
@@ -510,7 +506,7 @@ impl QueryParser for EddyQueryParser {
             )));
         }
         let Some(stmt) = stmts.pop() else { return Ok(None) };
-        let described = guarded(session.describe(&stmt)).await.map_err(to_pg)?;
+        let described = guarded_sql(sql, session.describe(&stmt)).await.map_err(to_pg)?;
         Ok(Some(Arc::new(Prepared { stmt, described })))
     }
 
@@ -551,7 +547,7 @@ impl ExtendedQueryHandler for Handlers {
                 }
             }
         }
-        self._on_execute(client, message).await
+        crate::respond::on_execute(self, client, message).await
     }
 
     /// pgwire's default Parse handling, plus remembering the statement's name for
@@ -606,25 +602,34 @@ impl ExtendedQueryHandler for Handlers {
                 ),
             )));
         }
+        if let (Format::Individual(codes), Some(schema)) = (&portal.result_column_format, &prepared.described.schema) {
+            if codes.len() != schema.fields().len() {
+                return Err(to_pg(EddyError::user(
+                    sqlstate::PROTOCOL_VIOLATION,
+                    format!("bind message has {} result formats but query has {} columns", codes.len(), schema.fields().len()),
+                )));
+            }
+        }
+        let text = statement_text(&prepared.stmt);
         let mut params = Vec::with_capacity(portal.parameters.len());
         for (i, p) in portal.parameters.iter().enumerate() {
             let declared = portal.statement.parameter_types.get(i).cloned().flatten().filter(|t| t.oid() != 0);
             let ty = declared.unwrap_or_else(|| described_param_type(&prepared.described, i));
-            let binary = portal.parameter_format.is_binary(i);
+            let binary = matches!(format_of(&portal.parameter_format, i), FieldFormat::Binary);
             // A malformed value must not take the connection down, even if decoding panics.
-            let decoded = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                decode_param(p.as_deref(), binary, &ty, inferred[i].as_ref())
-            }))
-            .unwrap_or_else(|_| Err(EddyError::internal(format!("decoding parameter ${} panicked", i + 1))));
+            let decoded = panics::run(|| decode_param(p.as_deref(), binary, &ty, inferred[i].as_ref()))
+                .unwrap_or_else(|p| Err(panics::report(p, &format!("decoding parameter ${} of {text}", i + 1))))
+                .map_err(|e| param_error(e, i));
             params.push(decoded.map_err(to_pg)?);
         }
         release_prepared(client, &prepared.stmt).map_err(to_pg)?;
         let slot = session_of(&self.engine, client);
         let mut session = slot.lock().await;
-        let result = guarded(session.execute(&prepared.stmt, params)).await;
+        let ctx = RunContext { sql: text, deadline: statement_deadline(&session) };
+        let result = run_statement(&mut session, &prepared.stmt, params, ctx.deadline).await;
         send_side_messages(client, &mut session).await?;
         match result {
-            Ok(output) => Ok(respond(output, &portal.result_column_format)),
+            Ok(output) => Ok(respond(output, &portal.result_column_format, &ctx)),
             Err(e) => Err(to_pg(e)),
         }
     }
@@ -688,17 +693,19 @@ pub struct Factory {
 }
 
 impl Factory {
-    /// Handlers for `engine`; with `password`, clients must authenticate with SCRAM-SHA-256.
-    pub fn new(engine: Arc<Engine>, password: Option<String>) -> Self {
+    /// The concrete handlers, for the connection loop (`conn`).
+    pub(crate) fn parts(&self) -> (Arc<Startup>, Arc<Handlers>, Arc<DefaultCancelHandler>) {
+        (self.startup.clone(), self.handlers.clone(), self.cancel.clone())
+    }
+
+    /// Handlers for `engine`; with `credentials`, clients must authenticate with SCRAM-SHA-256.
+    pub fn new(engine: Arc<Engine>, credentials: Option<Arc<Credentials>>) -> Self {
         let handlers = Handlers::new(engine);
-        let startup = match password {
+        let startup = match credentials {
             None => Startup::Trust(handlers.clone()),
-            Some(pw) => {
-                let salt: Vec<u8> = (0..16).map(|_| rand::random::<u8>()).collect();
-                let iterations = 4096;
-                let salted = gen_salted_password(&pw, &salt, iterations);
-                let mut scram = ScramAuth::new(Arc::new(StaticPassword { salt, salted }));
-                scram.set_iterations(iterations);
+            Some(credentials) => {
+                let mut scram = ScramAuth::new(credentials);
+                scram.set_iterations(SCRAM_ITERATIONS as usize);
                 Startup::Scram(
                     SASLAuthStartupHandler::new(Arc::new(EddyParameters))
                         .with_scram(scram)

@@ -4,6 +4,8 @@
 //! differential checks, psql, and binary-format round trips.
 //! One test binary for all of them (link time on 2 cores matters).
 
+mod process;
+mod raw;
 mod support;
 
 mod binary_types;
@@ -14,8 +16,11 @@ mod drivers;
 mod durability;
 mod failures;
 mod faults;
+mod hostile;
 mod protocol;
 mod psql;
 mod recovery;
 mod replay;
+mod resource_limits;
 mod slt;
+mod wire_fuzz;

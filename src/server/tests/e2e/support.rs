@@ -17,12 +17,18 @@ pub fn temp_dir(name: &str) -> PathBuf {
 
 /// Starts a server on 127.0.0.1:0 with state at `state_store`.
 pub async fn server(state_store: &str) -> ServerHandle {
-    let config = ServerConfig {
+    server_with(|c| c.state_store = state_store.into()).await
+}
+
+/// Starts an in-memory server on 127.0.0.1:0, with `configure` applied to its configuration.
+pub async fn server_with(configure: impl FnOnce(&mut ServerConfig)) -> ServerHandle {
+    let mut config = ServerConfig {
         listen: "127.0.0.1:0".into(),
-        state_store: state_store.into(),
+        state_store: "memory://".into(),
         test_functions: true,
         ..ServerConfig::default()
     };
+    configure(&mut config);
     start(config).await.expect("server starts")
 }
 

@@ -10,8 +10,10 @@
 pub mod relations;
 pub mod sequence;
 pub mod types;
+pub mod users;
 
 pub use relations::Relations;
+pub use users::UserCatalog;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -274,6 +276,7 @@ enum Entry {
     Schema(SchemaCatalog),
     Table(Box<TableCatalog>),
     Type(TypeCatalog),
+    User(UserCatalog),
 }
 
 /// The in-memory catalog; the persisted copy is changed only through [`CatalogChange`]s that
@@ -286,6 +289,8 @@ pub struct Catalog {
     tables: BTreeMap<(String, String), Arc<TableCatalog>>,
     /// Enum types by (schema, name).
     types: BTreeMap<(String, String), TypeCatalog>,
+    /// Users by name.
+    users: BTreeMap<String, UserCatalog>,
     /// Next object id.
     next_id: u32,
 }
@@ -302,6 +307,9 @@ pub enum CatalogChange {
     DropTable(Arc<TableCatalog>),
     CreateType(TypeCatalog),
     DropType(TypeCatalog),
+    /// Creates a user, or replaces the user with the same id (ALTER USER).
+    CreateUser(UserCatalog),
+    DropUser(UserCatalog),
 }
 
 fn entry_key(id: u32) -> Vec<u8> {
@@ -330,6 +338,10 @@ impl Catalog {
                 Entry::Type(t) => {
                     cat.next_id = cat.next_id.max(t.id + 1);
                     cat.types.insert((t.schema.clone(), t.name.clone()), t);
+                }
+                Entry::User(u) => {
+                    cat.next_id = cat.next_id.max(u.id + 1);
+                    cat.users.insert(u.name.clone(), u);
                 }
             }
         }
@@ -361,6 +373,8 @@ impl Catalog {
             CatalogChange::DropTable(t) => (t.id, None),
             CatalogChange::CreateType(t) => (t.id, Some(Entry::Type(t.clone()))),
             CatalogChange::DropType(t) => (t.id, None),
+            CatalogChange::CreateUser(u) => (u.id, Some(Entry::User(u.clone()))),
+            CatalogChange::DropUser(u) => (u.id, None),
         };
         match entry {
             Some(e) => batch.put(
@@ -398,7 +412,26 @@ impl Catalog {
             CatalogChange::DropType(t) => {
                 self.types.remove(&(t.schema.clone(), t.name.clone()));
             }
+            CatalogChange::CreateUser(u) => {
+                // An existing id is replaced (a new password, a rename).
+                self.users.retain(|_, e| e.id != u.id);
+                self.next_id = self.next_id.max(u.id + 1);
+                self.users.insert(u.name.clone(), u);
+            }
+            CatalogChange::DropUser(u) => {
+                self.users.remove(&u.name);
+            }
         }
+    }
+
+    /// The user named `name`.
+    pub fn user(&self, name: &str) -> Option<&UserCatalog> {
+        self.users.get(name)
+    }
+
+    /// All users.
+    pub fn users(&self) -> impl Iterator<Item = &UserCatalog> {
+        self.users.values()
     }
 
     /// The schema named `name`.

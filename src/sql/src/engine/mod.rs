@@ -53,11 +53,19 @@ pub struct EngineConfig {
     pub barrier_interval: Duration,
     /// Register test-only functions (`eddy_test_panic()`); off outside tests.
     pub test_functions: bool,
+    /// Memory one query's operators may hold (each session's DataFusion memory pool); beyond
+    /// it operators spill where DataFusion can, else the query fails with `53200`.
+    pub query_memory_bytes: usize,
 }
 
 impl Default for EngineConfig {
     fn default() -> Self {
-        Self { store: StoreOptions::default(), barrier_interval: Duration::from_millis(250), test_functions: false }
+        Self {
+            store: StoreOptions::default(),
+            barrier_interval: Duration::from_millis(250),
+            test_functions: false,
+            query_memory_bytes: 512 << 20,
+        }
     }
 }
 

@@ -270,6 +270,7 @@ impl Session {
                 self.drop_enums(names, if_exists).await?;
                 Ok("DROP TYPE")
             }
+            ObjectType::Role | ObjectType::User => self.drop_roles(names, if_exists).await,
             ObjectType::Schema => {
                 for n in names {
                     let name = normalize_ident(&n.to_string());

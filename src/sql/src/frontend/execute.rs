@@ -26,6 +26,9 @@ use crate::frontend::statement::EddyStatement;
 use crate::planner::settings::{canonical_var, default_vars};
 
 
+/// Most parameters a statement may have (the wire protocol counts them in 16 bits).
+pub const MAX_PARAMETERS: usize = 65_535;
+
 impl Session {
     /// Parameter and result types of a statement (extended protocol Describe).
     pub async fn describe(&mut self, stmt: &EddyStatement) -> Result<Described> {
@@ -50,6 +53,13 @@ impl Session {
                 let mut params = vec![None; types.len()];
                 for (id, ty) in types {
                     if let Some(i) = id.strip_prefix('$').and_then(|n| n.parse::<usize>().ok()) {
+                        if i > MAX_PARAMETERS {
+                            // The protocol counts parameters in 16 bits; never size by `$N`.
+                            return Err(user_err!(
+                                sqlstate::UNDEFINED_PARAMETER,
+                                "there is no parameter ${i}: a statement has at most {MAX_PARAMETERS} parameters"
+                            ));
+                        }
                         if i >= 1 {
                             if i > params.len() {
                                 params.resize(i, None);
@@ -262,6 +272,12 @@ impl Session {
                 let all = name.quote_style.is_none() && name.value.eq_ignore_ascii_case("all");
                 Ok(command(if all { "DEALLOCATE ALL" } else { "DEALLOCATE" }))
             }
+            Statement::CreateRole(cr) => {
+                // `CREATE USER` is parsed as `CREATE ROLE` (see `Session::parse`); users log in.
+                let user = sql.split_whitespace().nth(1).is_some_and(|w| w.eq_ignore_ascii_case("USER"));
+                Ok(command(self.create_roles(cr, user).await?))
+            }
+            Statement::AlterRole { name, operation } => Ok(command(self.alter_role(name, operation).await?)),
             Statement::LISTEN { .. } => Ok(command("LISTEN")),
             Statement::UNLISTEN { .. } => Ok(command("UNLISTEN")),
             Statement::Copy { source, to, target, options, legacy_options, .. } => {

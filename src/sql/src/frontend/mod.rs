@@ -22,4 +22,5 @@ pub mod split;
 pub mod state;
 pub mod statement;
 pub mod transaction;
+pub mod users;
 pub mod view;

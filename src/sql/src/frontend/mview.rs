@@ -14,8 +14,6 @@ use arrow::row::{RowConverter, SortField};
 use datafusion::logical_expr::LogicalPlan;
 use datafusion::physical_plan::collect;
 use datafusion::sql::sqlparser::ast::{ObjectName, Query, Statement};
-use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
-use datafusion::sql::sqlparser::parser::Parser;
 use eddy_common::codec::table_prefix;
 use eddy_common::error::sqlstate;
 use eddy_common::{internal_err, user_err, Result};
@@ -57,7 +55,7 @@ impl Session {
     }
 
     pub(crate) fn parse_query(text: &str) -> Result<Query> {
-        let mut stmts = Parser::parse_sql(&PostgreSqlDialect {}, text).map_err(|e| internal_err!("stored view query does not parse: {e}"))?;
+        let mut stmts = crate::planner::parse::parse_bounded(text).map_err(|e| internal_err!("stored view query does not parse: {e}"))?;
         match stmts.pop() {
             Some(Statement::Query(q)) => Ok(*q),
             _ => Err(internal_err!("stored view query is not a query")),

@@ -13,8 +13,6 @@ use datafusion::logical_expr::LogicalPlan;
 use datafusion::prelude::{SessionConfig, SessionContext};
 use datafusion::sql::parser::Statement as DFStatement;
 use datafusion::sql::sqlparser::ast::Statement;
-use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
-use datafusion::sql::sqlparser::parser::Parser;
 use eddy_common::error::sqlstate;
 use eddy_common::{user_err, Result};
 use parking_lot::RwLock;
@@ -54,6 +52,7 @@ impl Session {
         let info = SessionInfo { user: user.to_string(), vars: vars.clone(), pid };
         let relations: Arc<dyn Relations> = engine.clone();
         let system = crate::pg::PgCatalog::new(relations.clone());
+        let runtime = query_runtime(engine.config.query_memory_bytes);
         let make = |expose: bool| {
             let config = SessionConfig::new()
                 .with_default_catalog_and_schema(DATABASE_NAME, "public")
@@ -67,6 +66,7 @@ impl Session {
             config.options_mut().sql_parser.map_string_types_to_utf8view = false;
             let state = datafusion::execution::SessionStateBuilder::new()
                 .with_config(config)
+                .with_runtime_env(runtime.clone())
                 .with_default_features()
                 .with_catalog_list(Arc::new(EddyCatalogList::new(relations.clone(), Some(system.clone()), expose)))
                 .with_physical_optimizer_rule(Arc::new(crate::planner::overflow::CheckedArithmetic))
@@ -162,6 +162,7 @@ impl Session {
         // After the PostgreSQL rewrites, which name the column after the cast's type.
         self.rewrite_enum_casts(&mut stmt);
         let plan = state.statement_to_plan(DFStatement::Statement(Box::new(stmt))).await?;
+        crate::planner::parse::check_subquery_nesting(&plan)?;
         let plan = crate::pg::rewrite_plan(plan)?;
         Ok((state, plan))
     }
@@ -183,8 +184,7 @@ impl Session {
 
     /// Plans and runs a query statement given as text, collecting its rows.
     pub(crate) async fn run_query(&self, sql: &str) -> Result<(SchemaRef, Vec<RecordBatch>)> {
-        let stmt = Parser::parse_sql(&PostgreSqlDialect {}, sql)
-            .map_err(|e| user_err!(sqlstate::SYNTAX_ERROR, "{e}"))?
+        let stmt = crate::planner::parse::parse_bounded(sql)?
             .pop()
             .ok_or_else(|| user_err!(sqlstate::SYNTAX_ERROR, "empty query"))?;
         let (state, plan) = Box::pin(self.plan(&stmt, false)).await?;
@@ -219,6 +219,21 @@ impl Session {
     }
 }
 
+/// The execution environment of one session's queries: a memory pool of `bytes` (a session
+/// runs one query at a time, so this is the per-query budget). Operators that can spill (sort,
+/// aggregation, join) spill to the OS temp directory when their share is used up; others fail
+/// with DataFusion's ResourcesExhausted, reported as `53200`. Falls back to an unbounded
+/// environment only if the bounded one cannot be built.
+fn query_runtime(bytes: usize) -> Arc<datafusion::execution::runtime_env::RuntimeEnv> {
+    use datafusion::execution::memory_pool::{FairSpillPool, TrackConsumersPool};
+    use datafusion::execution::runtime_env::{RuntimeEnv, RuntimeEnvBuilder};
+    let pool = TrackConsumersPool::new(FairSpillPool::new(bytes), std::num::NonZeroUsize::MIN.saturating_add(2));
+    RuntimeEnvBuilder::new().with_memory_pool(Arc::new(pool)).build_arc().unwrap_or_else(|e| {
+        tracing::error!("cannot build a bounded query runtime ({e}); queries run without a memory limit");
+        Arc::new(RuntimeEnv::default())
+    })
+}
+
 /// `schema` with the output names clients see (repeated names unmarked, see
 /// [`crate::planner::names::DUPLICATE_MARK`]).
 pub(crate) fn client_schema(schema: &Schema) -> SchemaRef {
@@ -244,13 +259,13 @@ pub(crate) fn unique_column_names<'a>(names: impl Iterator<Item = &'a str>) -> R
 /// Plans `sql` (with the PostgreSQL rewrites) in a scratch context holding in-memory tables and
 /// runs it: the client-visible schema and the rows.
 pub(crate) async fn run_scratch(ctx: &SessionContext, sql: &str) -> Result<(SchemaRef, Vec<RecordBatch>)> {
-    let mut stmt = Parser::parse_sql(&PostgreSqlDialect {}, sql)
-        .map_err(|e| user_err!(sqlstate::SYNTAX_ERROR, "{e}"))?
+    let mut stmt = crate::planner::parse::parse_bounded(sql)?
         .pop()
         .ok_or_else(|| user_err!(sqlstate::SYNTAX_ERROR, "empty statement"))?;
     crate::pg::rewrite_statement(&mut stmt)?;
     let state = ctx.state();
     let plan = state.statement_to_plan(DFStatement::Statement(Box::new(stmt))).await?;
+    crate::planner::parse::check_subquery_nesting(&plan)?;
     let plan = crate::pg::rewrite_plan(plan)?;
     let schema = client_schema(plan.schema().as_arrow());
     Ok((schema, DataFrame::new(state, plan).collect().await?))

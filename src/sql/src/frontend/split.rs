@@ -1,8 +1,14 @@
 //! Splits a query string into statements at top-level semicolons with sqlparser's tokenizer
 //! (so quotes, `E'...'` escapes, dollar quotes, comments and placeholders are read exactly as
 //! the parser reads them), keeping each statement's own source text and its leading words.
+//!
+//! The same pass bounds how deeply each statement's syntax tree can nest ([`Piece::depth`]), so a
+//! statement too deep to parse, plan and evaluate on the server's stacks is refused before any
+//! tree is built (a left-deep chain like `1+1+...+1` does not recurse in the parser, but every
+//! later pass over its tree does, down to dropping it).
 
 use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
+use datafusion::sql::sqlparser::keywords::Keyword;
 use datafusion::sql::sqlparser::tokenizer::{Token, Tokenizer};
 
 /// One statement of a query string.
@@ -15,6 +21,8 @@ pub struct Piece {
     pub words: Vec<String>,
     /// Byte offset in `text` after each of `words`.
     pub word_ends: Vec<usize>,
+    /// An upper bound on the nesting depth of the statement's syntax tree (see [`Depth`]).
+    pub depth: usize,
 }
 
 impl Piece {
@@ -67,28 +75,33 @@ pub fn tokens_with_offsets(sql: &str) -> Option<Vec<(Token, usize)>> {
 pub fn split_statements(sql: &str) -> Vec<Piece> {
     let Some(tokens) = tokens_with_offsets(sql) else {
         let text = sql.trim();
-        return if text.is_empty() { vec![] } else { vec![Piece { text: text.to_string(), words: vec![], word_ends: vec![] }] };
+        return if text.is_empty() { vec![] } else { vec![Piece { text: text.to_string(), words: vec![], word_ends: vec![], depth: 0 }] };
     };
     let mut out = Vec::new();
     let mut start = 0usize;
     let mut words: Vec<(String, usize)> = Vec::new();
     let mut has_code = false;
     let mut words_open = true;
-    let finish = |start: usize, end: usize, words: &mut Vec<(String, usize)>, out: &mut Vec<Piece>| {
+    let finish = |start: usize, end: usize, words: &mut Vec<(String, usize)>, depth: &mut Depth, out: &mut Vec<Piece>| {
         let raw = &sql[start..end];
         let lead = raw.len() - raw.trim_start().len();
         let text = raw.trim();
         let (w, ends): (Vec<String>, Vec<usize>) =
             words.drain(..).map(|(w, e)| (w, e.saturating_sub(start + lead).min(text.len()))).unzip();
-        out.push(Piece { text: text.to_string(), words: w, word_ends: ends });
+        out.push(Piece { text: text.to_string(), words: w, word_ends: ends, depth: std::mem::take(depth).finish() });
     };
+    let mut depth = Depth::default();
     for (token, at) in &tokens {
+        if !matches!(token, Token::SemiColon) {
+            depth.token(token);
+        }
         match token {
             Token::Whitespace(_) => {}
             Token::SemiColon => {
                 if has_code {
-                    finish(start, *at, &mut words, &mut out);
+                    finish(start, *at, &mut words, &mut depth, &mut out);
                 }
+                depth = Depth::default();
                 words.clear();
                 start = at + 1;
                 has_code = false;
@@ -105,7 +118,7 @@ pub fn split_statements(sql: &str) -> Vec<Piece> {
         }
     }
     if has_code {
-        finish(start, sql.len(), &mut words, &mut out);
+        finish(start, sql.len(), &mut words, &mut depth, &mut out);
     }
     out
 }
@@ -144,6 +157,100 @@ pub fn take_table_conflict_clause(sql: &str) -> Option<(String, Vec<String>)> {
         return Some((text, rest[..n].to_vec()));
     }
     None
+}
+
+/// An upper bound on a statement's syntax-tree depth, computed from its tokens in one pass
+/// without recursion. Every level of the tree consumes at least one token that is not a plain
+/// value (a literal or an identifier) or a separator, except that lists do not nest: items
+/// separated by commas are siblings. So the bound of a parenthesised group is the largest,
+/// over its items (separated by commas, or by set operations: `UNION`, ...), of the item's
+/// operator and keyword tokens plus its deepest inner group, plus the group's set operations.
+/// It over-estimates (a keyword is not always a level), never under-estimates.
+#[derive(Debug, Default)]
+pub struct Depth {
+    /// Open groups, outermost first (the statement itself is the implicit outermost group).
+    open: Vec<Group>,
+    /// The statement-level group.
+    top: Group,
+}
+
+/// One parenthesised (or bracketed) group being scanned.
+#[derive(Debug, Default, Clone, Copy)]
+struct Group {
+    /// `UNION` / `INTERSECT` / `EXCEPT` in this group.
+    set_ops: usize,
+    /// Operator and keyword tokens in the current item.
+    item_ops: usize,
+    /// Deepest inner group of the current item.
+    item_inner: usize,
+    /// Deepest item so far.
+    deepest_item: usize,
+}
+
+impl Group {
+    fn end_item(&mut self) {
+        self.deepest_item = self.deepest_item.max(self.item_ops + self.item_inner);
+        self.item_ops = 0;
+        self.item_inner = 0;
+    }
+
+    fn depth(mut self) -> usize {
+        self.end_item();
+        self.set_ops + self.deepest_item
+    }
+}
+
+impl Depth {
+    fn current(&mut self) -> &mut Group {
+        self.open.last_mut().unwrap_or(&mut self.top)
+    }
+
+    /// Accounts for the next token of the statement.
+    pub fn token(&mut self, t: &Token) {
+        match t {
+            Token::LParen | Token::LBracket => self.open.push(Group::default()),
+            Token::RParen | Token::RBracket => self.close(),
+            Token::Comma => self.current().end_item(),
+            // The branches of a set operation are siblings under a left-deep chain of
+            // operations: the chain counts once per operation, the branches by the deepest.
+            Token::Word(w) if matches!(w.keyword, Keyword::UNION | Keyword::INTERSECT | Keyword::EXCEPT) => {
+                let g = self.current();
+                g.set_ops += 1;
+                g.end_item();
+            }
+            Token::Word(w) if w.keyword == Keyword::NoKeyword || w.quote_style.is_some() => {}
+            Token::Whitespace(_)
+            | Token::Number(..)
+            | Token::Period
+            | Token::Placeholder(_)
+            | Token::SingleQuotedString(_)
+            | Token::DoubleQuotedString(_)
+            | Token::DollarQuotedString(_)
+            | Token::EscapedStringLiteral(_)
+            | Token::NationalStringLiteral(_)
+            | Token::UnicodeStringLiteral(_)
+            | Token::HexStringLiteral(_)
+            | Token::SingleQuotedByteStringLiteral(_)
+            | Token::EOF => {}
+            _ => self.current().item_ops += 1,
+        }
+    }
+
+    fn close(&mut self) {
+        if let Some(g) = self.open.pop() {
+            let d = g.depth() + 1;
+            let outer = self.current();
+            outer.item_inner = outer.item_inner.max(d);
+        }
+    }
+
+    /// The bound for the whole statement (unclosed groups count as closed).
+    pub fn finish(mut self) -> usize {
+        while !self.open.is_empty() {
+            self.close();
+        }
+        self.top.depth()
+    }
 }
 
 #[cfg(test)]
@@ -189,6 +296,28 @@ mod tests {
     #[test]
     fn multibyte_text_keeps_its_boundaries() {
         assert_eq!(texts("select 'é€'; select '€€'"), vec!["select 'é€'".to_string(), "select '€€'".to_string()]);
+    }
+
+    fn depth(sql: &str) -> usize {
+        split_statements(sql)[0].depth
+    }
+
+    #[test]
+    fn depth_bounds_grow_with_nesting_not_with_list_length() {
+        let chain = format!("SELECT {}", vec!["1"; 500].join(" + "));
+        assert!(depth(&chain) >= 499);
+        let union = vec!["SELECT a, b FROM t"; 300].join(" UNION ALL ");
+        assert!((299..310).contains(&depth(&union)), "{}", depth(&union));
+        let nested = format!("SELECT {}1{}", "(".repeat(200), ")".repeat(200));
+        assert!(depth(&nested) >= 200);
+        // Long lists are wide, not deep.
+        let values: Vec<String> = (0..5000).map(|i| format!("({i}, 'v{i}', -{i}, NULL)")).collect();
+        assert!(depth(&format!("INSERT INTO t VALUES {}", values.join(", "))) < 10);
+        let list: Vec<String> = (0..5000).map(|i| i.to_string()).collect();
+        assert!(depth(&format!("SELECT * FROM t WHERE a IN ({})", list.join(", "))) < 10);
+        // Each statement is bounded on its own; unbalanced parentheses do not underflow.
+        let p = split_statements("SELECT ((1; SELECT 1)))");
+        assert!(p[0].depth >= 2 && p[1].depth < 5);
     }
 
     #[test]

@@ -2,15 +2,13 @@
 //! own: `FLUSH`, `VERIFY`, `SHOW MATERIALIZED VIEWS`, ...), their role in a transaction block,
 //! and the splitting and parsing of a query string.
 
-
 use datafusion::sql::sqlparser::ast::Statement;
-use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
-use datafusion::sql::sqlparser::parser::Parser;
 use eddy_common::error::sqlstate;
 use eddy_common::{user_err, EddyError, Result};
 
 use crate::frontend::session::Session;
 use crate::frontend::split::{split_statements, take_table_conflict_clause};
+use crate::planner::parse::{parse_bounded, too_complex, MAX_STATEMENT_DEPTH};
 
 /// How a statement acts on a transaction block that has failed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -86,10 +84,22 @@ impl Session {
                 out.push(EddyStatement::ShowCreateView(piece.rest_after(4).to_string()));
                 continue;
             }
-            // RisingWave's table-level ON CONFLICT is read by CREATE TABLE from the text.
-            let stripped = if piece.starts_with(&["CREATE", "TABLE"]) { take_table_conflict_clause(&piece.text).map(|(t, _)| t) } else { None };
-            let stmts = Parser::parse_sql(&PostgreSqlDialect {}, stripped.as_deref().unwrap_or(&piece.text))
-                .map_err(|e| user_err!(sqlstate::SYNTAX_ERROR, "{}", e.to_string().trim_start_matches("sql parser error: ")))?;
+            if piece.depth > MAX_STATEMENT_DEPTH {
+                return Err(too_complex(piece.depth));
+            }
+            // sqlparser reads `CREATE USER` / `ALTER USER` in Snowflake's syntax; PostgreSQL's
+            // is its `CREATE ROLE` / `ALTER ROLE` (execution tells users from roles by the text).
+            let stmts = if piece.starts_with(&["CREATE", "USER"]) || piece.starts_with(&["ALTER", "USER"]) {
+                parse_bounded(&format!("{} ROLE {}", piece.words[0], piece.rest_after(2)))?
+            } else if piece.starts_with(&["CREATE", "TABLE"]) {
+                // RisingWave's table-level ON CONFLICT is read by CREATE TABLE from the text.
+                match take_table_conflict_clause(&piece.text) {
+                    Some((stripped, _)) => parse_bounded(&stripped)?,
+                    None => parse_bounded(&piece.text)?,
+                }
+            } else {
+                parse_bounded(&piece.text)?
+            };
             for s in stmts {
                 out.push(EddyStatement::Sql(Box::new(s), piece.text.clone()));
             }

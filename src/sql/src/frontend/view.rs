@@ -12,8 +12,8 @@ use std::ops::ControlFlow;
 use std::sync::Arc;
 
 use datafusion::sql::sqlparser::ast::{
-    visit_expressions_mut, Expr, Ident, ObjectName, Query, SetExpr, Statement, TableAlias, TableAliasColumnDef,
-    TableFactor, TableWithJoins,
+    Expr, Ident, ObjectName, Query, SetExpr, Statement, TableAlias, TableAliasColumnDef, TableFactor, TableWithJoins,
+    VisitMut, VisitorMut,
 };
 use eddy_common::error::sqlstate;
 use eddy_common::types::ColumnType;
@@ -23,6 +23,37 @@ use eddy_storage::EpochBatch;
 use crate::catalog::{CatalogChange, ColumnCatalog, RelationKind, TableCatalog};
 use crate::frontend::names::resolve_name;
 use crate::frontend::session::Session;
+
+/// Calls `f` on the expressions of one SELECT, but not on those inside its subqueries: the
+/// expansion recurses into each subquery itself, and visiting nested subqueries from every
+/// enclosing level too made expansion exponential in subquery nesting.
+struct OwnExpressions<F> {
+    f: F,
+    /// How many subqueries deep the visitor is.
+    queries: usize,
+}
+
+impl<F: FnMut(&mut Expr) -> ControlFlow<()>> VisitorMut for OwnExpressions<F> {
+    type Break = ();
+
+    fn pre_visit_query(&mut self, _: &mut Query) -> ControlFlow<()> {
+        self.queries += 1;
+        ControlFlow::Continue(())
+    }
+
+    fn post_visit_query(&mut self, _: &mut Query) -> ControlFlow<()> {
+        self.queries -= 1;
+        ControlFlow::Continue(())
+    }
+
+    fn pre_visit_expr(&mut self, e: &mut Expr) -> ControlFlow<()> {
+        if self.queries == 0 {
+            (self.f)(e)
+        } else {
+            ControlFlow::Continue(())
+        }
+    }
+}
 
 /// Views nested deeper than this are taken to refer to themselves.
 const MAX_DEPTH: usize = 32;
@@ -80,9 +111,10 @@ impl Session {
                     }
                     ControlFlow::Continue(())
                 };
-                let _ = visit_expressions_mut(&mut select.projection, &mut visit);
-                let _ = visit_expressions_mut(&mut select.selection, &mut visit);
-                let _ = visit_expressions_mut(&mut select.having, &mut visit);
+                let mut own = OwnExpressions { f: &mut visit, queries: 0 };
+                let _ = select.projection.visit(&mut own);
+                let _ = select.selection.visit(&mut own);
+                let _ = select.having.visit(&mut own);
                 err.map_or(Ok(()), Err)
             }
             SetExpr::Query(q) => self.expand_query(q, ctes, depth, direct),

@@ -20,6 +20,7 @@ pub mod literals;
 pub mod model;
 pub mod rewrite;
 pub mod rows;
+pub mod series;
 pub mod session_functions;
 pub mod subquery;
 pub mod table;
@@ -197,4 +198,8 @@ pub fn install(ctx: &SessionContext, relations: &Arc<dyn Relations>, info: &Sess
     let registrar = udf::Registrar { ctx, relations: relations.clone(), session };
     functions::register_all(&registrar);
     ctx.register_udtf("pg_get_keywords", Arc::new(KeywordsFn));
+    let series = datafusion::functions_table::generate_series().function().clone();
+    ctx.register_udtf("generate_series", Arc::new(series::GenerateSeries::new(series, true)));
+    let range = datafusion::functions_table::range().function().clone();
+    ctx.register_udtf("range", Arc::new(series::GenerateSeries::new(range, false)));
 }

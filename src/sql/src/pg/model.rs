@@ -7,8 +7,6 @@
 use std::sync::Arc;
 
 use datafusion::sql::sqlparser::ast::Statement;
-use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
-use datafusion::sql::sqlparser::parser::Parser;
 
 use super::defs::{INFORMATION_SCHEMA_RELS, PG_CATALOG_RELS};
 use super::table::RelDef;
@@ -129,8 +127,7 @@ impl RelInfo {
     /// The view query (`pg_get_viewdef`), for views and materialized views.
     pub fn view_query(&self) -> Option<String> {
         let def = self.definition.as_deref()?;
-        // Definitions were parsed when created; one that no longer parses shows as NULL.
-        let stmts = Parser::parse_sql(&PostgreSqlDialect {}, def).ok()?;
+        let stmts = crate::planner::parse::parse_bounded(def).ok()?;
         match stmts.first()? {
             Statement::CreateView(v) => Some(format!(" {};", v.query)),
             _ => None,
@@ -192,6 +189,8 @@ pub struct Model {
     pub relations: Vec<RelInfo>,
     /// User enum types: `(oid, namespace oid, name, labels)`.
     pub enums: Vec<(u32, u32, String, Vec<String>)>,
+    /// Users created with `CREATE USER` / `CREATE ROLE`.
+    pub users: Vec<crate::catalog::UserCatalog>,
 }
 
 impl Model {
@@ -205,7 +204,8 @@ impl Model {
             INFORMATION_SCHEMA_RELS.iter().map(|d| system_relation(d, "information_schema", INFORMATION_SCHEMA_OID)),
         );
         let enums = catalog.enum_types().map(|t| (t.oid(), nsp(&t.schema), t.name.clone(), t.labels.clone())).collect();
-        Self { namespaces, relations, enums }
+        let users = catalog.users().cloned().collect();
+        Self { namespaces, relations, enums, users }
     }
 
     /// The relation with `oid` (also a primary-key index's owning table via its index OID).

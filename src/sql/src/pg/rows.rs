@@ -20,6 +20,14 @@ pub struct RowContext<'a> {
     pub session: &'a PgSession,
 }
 
+/// Every role as `(oid, name, superuser, can login, has a password)`: the connected user (a
+/// superuser, as every client admitted by trust is) unless it is a created user, then the users
+/// created with `CREATE USER` / `CREATE ROLE`.
+fn roles<'a>(cx: &'a RowContext<'_>, user: &'a str) -> impl Iterator<Item = (i64, &'a str, bool, bool, bool)> + 'a {
+    let session = (!cx.model.users.iter().any(|u| u.name == user)).then_some((i64::from(SUPERUSER_OID), user, true, true, false));
+    session.into_iter().chain(cx.model.users.iter().map(|u| (i64::from(u.oid()), u.name.as_str(), u.superuser, u.login, u.verifier.is_some())))
+}
+
 /// Rows of the `pg_catalog` relation `def`.
 pub fn rows_of(def: &RelDef, cx: &RowContext<'_>) -> Vec<Vec<V>> {
     let user = cx.session.user.as_str();
@@ -62,17 +70,25 @@ pub fn rows_of(def: &RelDef, cx: &RowContext<'_>) -> Vec<Vec<V>> {
             i(DATABASE_OID), s(DATABASE_NAME), i(SUPERUSER_OID), i(6), s("c"), V::B(false), V::B(true), i(-1),
             i(0), i(1), i(1663), s("C"), s("C"), V::N, V::N, V::N,
         ]],
-        "pg_roles" => vec![vec![
-            s(user), V::B(true), V::B(true), V::B(true), V::B(true), V::B(true), V::B(true), i(-1), s("********"),
-            V::N, V::B(true), V::N, i(SUPERUSER_OID),
-        ]],
-        "pg_authid" => vec![vec![
-            i(SUPERUSER_OID), s(user), V::B(true), V::B(true), V::B(true), V::B(true), V::B(true), V::B(true),
-            V::B(true), i(-1), V::N, V::N,
-        ]],
-        "pg_user" => vec![vec![
-            s(user), i(SUPERUSER_OID), V::B(true), V::B(true), V::B(true), V::B(true), s("********"), V::N, V::N,
-        ]],
+        "pg_roles" => roles(cx, user)
+            .map(|(oid, name, sup, login, pw)| {
+                vec![
+                    s(name), V::B(sup), V::B(true), V::B(sup), V::B(sup), V::B(login), V::B(sup), i(-1),
+                    if pw { s("********") } else { V::N }, V::N, V::B(sup), V::N, i(oid),
+                ]
+            })
+            .collect(),
+        "pg_authid" => roles(cx, user)
+            .map(|(oid, name, sup, login, _)| {
+                vec![i(oid), s(name), V::B(sup), V::B(true), V::B(sup), V::B(sup), V::B(login), V::B(sup), V::B(sup), i(-1), V::N, V::N]
+            })
+            .collect(),
+        "pg_user" => roles(cx, user)
+            .filter(|r| r.3)
+            .map(|(oid, name, sup, _, pw)| {
+                vec![s(name), i(oid), V::B(sup), V::B(sup), V::B(sup), V::B(sup), if pw { s("********") } else { V::N }, V::N, V::N]
+            })
+            .collect(),
         "pg_settings" => pg_settings(cx.session),
         "pg_am" => [
             (HEAP_AM_OID, "heap", "heap_tableam_handler", "t"),

@@ -7,6 +7,7 @@ pub mod enums;
 pub mod jsonb;
 pub mod names;
 pub mod overflow;
+pub mod parse;
 pub mod provider;
 pub mod stream_plan;
 pub mod text_cast;

@@ -1,0 +1,263 @@
+//! Parsing SQL text with bounded recursion: the limits every statement from a client, and
+//! every stored definition parsed again, are held to (issue 10: no input may overflow a stack).
+
+use std::any::TypeId;
+
+use datafusion::common::tree_node::{TreeNode, TreeNodeRecursion};
+use datafusion::logical_expr::{Expr, LogicalPlan};
+use datafusion::sql::sqlparser::ast::Statement;
+use datafusion::sql::sqlparser::dialect::{Dialect, PostgreSqlDialect, Precedence};
+use datafusion::sql::sqlparser::keywords::Keyword;
+use datafusion::sql::sqlparser::parser::{Parser, ParserError};
+use eddy_common::error::sqlstate;
+use eddy_common::{user_err, EddyError, Result};
+
+/// How deeply a statement's syntax tree may nest, as bounded by the frontend's token scan
+/// (`split::Depth`). Every pass
+/// over the tree (our rewrites, DataFusion's planner, optimizer and expression evaluation,
+/// dropping it) recurses once per level; the server runs statements on threads whose stacks
+/// hold this many levels with a wide margin (see `eddy_server::server::STATEMENT_STACK_BYTES`).
+/// Deeper statements are refused with `54001`, as PostgreSQL refuses what exceeds its
+/// `max_stack_depth`.
+pub const MAX_STATEMENT_DEPTH: usize = 3_000;
+
+/// How deeply subquery expressions (scalar, `EXISTS`, `IN`, `ANY`) may nest in a plan, views
+/// expanded. DataFusion 54 checks a plan's invariants before optimizing it, and that check
+/// visits a subquery nested `k` levels deep `2^k` times (`assert_valid_extension_nodes` walks
+/// subqueries both through `apply_with_subqueries` and by recursing itself), so nesting is
+/// exponential in planning time: 18 levels took 35 s in a debug build. Subqueries in `FROM`
+/// (derived tables, views) do not count.
+pub const MAX_SUBQUERY_NESTING: usize = 12;
+
+/// Refuses (`54001`) a plan whose subquery expressions nest deeper than
+/// [`MAX_SUBQUERY_NESTING`]. Linear in the plan's size: each subquery is visited once.
+pub fn check_subquery_nesting(plan: &LogicalPlan) -> Result<()> {
+    let depth = subquery_nesting(plan).map_err(EddyError::from)?;
+    if depth > MAX_SUBQUERY_NESTING {
+        return Err(user_err!(
+            sqlstate::STATEMENT_TOO_COMPLEX,
+            "statement is too complex: subqueries nest {depth} levels deep, the limit is {MAX_SUBQUERY_NESTING}"
+        ));
+    }
+    Ok(())
+}
+
+fn subquery_nesting(plan: &LogicalPlan) -> datafusion::error::Result<usize> {
+    let mut deepest = 0;
+    // `apply` walks plan nodes but not into subquery expressions: each is entered once, here.
+    plan.apply(|node| {
+        node.apply_expressions(|e| {
+            e.apply(|e| {
+                let sub = match e {
+                    Expr::ScalarSubquery(s) => Some(&s.subquery),
+                    Expr::Exists(x) => Some(&x.subquery.subquery),
+                    Expr::InSubquery(x) => Some(&x.subquery.subquery),
+                    Expr::SetComparison(x) => Some(&x.subquery.subquery),
+                    _ => None,
+                };
+                if let Some(sub) = sub {
+                    deepest = deepest.max(1 + subquery_nesting(sub)?);
+                    if deepest > MAX_SUBQUERY_NESTING {
+                        return Ok(TreeNodeRecursion::Stop);
+                    }
+                }
+                Ok(TreeNodeRecursion::Continue)
+            })
+        })
+    })?;
+    Ok(deepest)
+}
+
+/// The parser's own recursion limit (nested parentheses, subqueries, function calls): a second
+/// guard behind [`MAX_STATEMENT_DEPTH`]. The parser spends up to two units per level of
+/// nesting, so this is twice the depth limit.
+const PARSER_RECURSION_LIMIT: usize = 2 * MAX_STATEMENT_DEPTH;
+
+/// The `54001` error for a statement nesting `depth` levels.
+pub fn too_complex(depth: usize) -> EddyError {
+    user_err!(
+        sqlstate::STATEMENT_TOO_COMPLEX,
+        "statement is too complex: it nests up to {depth} levels deep, the limit is {MAX_STATEMENT_DEPTH}"
+    )
+}
+
+/// Parses one statement's text with the recursion limit; a statement nested too deeply is
+/// `54001`, any other parse failure `42601`.
+pub fn parse_bounded(sql: &str) -> Result<Vec<Statement>> {
+    let dialect = EddyDialect::default();
+    let parsed = Parser::new(&dialect).with_recursion_limit(PARSER_RECURSION_LIMIT).try_with_sql(sql).and_then(|mut p| p.parse_statements());
+    parsed.map_err(|e| match e {
+        ParserError::RecursionLimitExceeded => user_err!(
+            sqlstate::STATEMENT_TOO_COMPLEX,
+            "statement is too complex: it nests too deeply to parse (the limit is {MAX_STATEMENT_DEPTH} levels)"
+        ),
+        e => user_err!(sqlstate::SYNTAX_ERROR, "{}", e.to_string().trim_start_matches("sql parser error: ")),
+    })
+}
+
+
+/// PostgreSQL's dialect, except that named function arguments are identifiers (`f(a => 1)`), as
+/// in PostgreSQL. sqlparser's PostgreSQL dialect also allows an expression as the name, so it
+/// parses every function argument twice (first as a possible name), which is exponential in
+/// the nesting of calls: `abs(abs(...))` 22 deep took 18 s to parse, 40 deep would take days.
+/// Everything else is PostgreSQL's dialect, including how the parser recognises it.
+#[derive(Debug, Default)]
+pub struct EddyDialect(PostgreSqlDialect);
+
+impl Dialect for EddyDialect {
+    fn dialect(&self) -> TypeId {
+        TypeId::of::<PostgreSqlDialect>()
+    }
+
+    fn supports_named_fn_args_with_expr_name(&self) -> bool {
+        false
+    }
+
+    fn identifier_quote_style(&self, identifier: &str) -> Option<char> {
+        self.0.identifier_quote_style(identifier)
+    }
+
+    fn is_delimited_identifier_start(&self, ch: char) -> bool {
+        self.0.is_delimited_identifier_start(ch)
+    }
+
+    fn is_identifier_start(&self, ch: char) -> bool {
+        self.0.is_identifier_start(ch)
+    }
+
+    fn is_identifier_part(&self, ch: char) -> bool {
+        self.0.is_identifier_part(ch)
+    }
+
+    fn supports_unicode_string_literal(&self) -> bool {
+        self.0.supports_unicode_string_literal()
+    }
+
+    fn is_reserved_for_identifier(&self, kw: Keyword) -> bool {
+        self.0.is_reserved_for_identifier(kw)
+    }
+
+    fn is_custom_operator_part(&self, ch: char) -> bool {
+        self.0.is_custom_operator_part(ch)
+    }
+
+    fn get_next_precedence(&self, parser: &Parser) -> Option<Result<u8, ParserError>> {
+        self.0.get_next_precedence(parser)
+    }
+
+    fn supports_filter_during_aggregation(&self) -> bool {
+        self.0.supports_filter_during_aggregation()
+    }
+
+    fn supports_group_by_expr(&self) -> bool {
+        self.0.supports_group_by_expr()
+    }
+
+    fn prec_value(&self, prec: Precedence) -> u8 {
+        self.0.prec_value(prec)
+    }
+
+    fn allow_extract_custom(&self) -> bool {
+        self.0.allow_extract_custom()
+    }
+
+    fn allow_extract_single_quotes(&self) -> bool {
+        self.0.allow_extract_single_quotes()
+    }
+
+    fn supports_create_index_with_clause(&self) -> bool {
+        self.0.supports_create_index_with_clause()
+    }
+
+    fn supports_explain_with_utility_options(&self) -> bool {
+        self.0.supports_explain_with_utility_options()
+    }
+
+    fn supports_listen_notify(&self) -> bool {
+        self.0.supports_listen_notify()
+    }
+
+    fn supports_factorial_operator(&self) -> bool {
+        self.0.supports_factorial_operator()
+    }
+
+    fn supports_bitwise_shift_operators(&self) -> bool {
+        self.0.supports_bitwise_shift_operators()
+    }
+
+    fn supports_comment_on(&self) -> bool {
+        self.0.supports_comment_on()
+    }
+
+    fn supports_load_extension(&self) -> bool {
+        self.0.supports_load_extension()
+    }
+
+    fn supports_named_fn_args_with_colon_operator(&self) -> bool {
+        self.0.supports_named_fn_args_with_colon_operator()
+    }
+
+    fn supports_empty_projections(&self) -> bool {
+        self.0.supports_empty_projections()
+    }
+
+    fn supports_nested_comments(&self) -> bool {
+        self.0.supports_nested_comments()
+    }
+
+    fn supports_string_escape_constant(&self) -> bool {
+        self.0.supports_string_escape_constant()
+    }
+
+    fn supports_numeric_literal_underscores(&self) -> bool {
+        self.0.supports_numeric_literal_underscores()
+    }
+
+    fn supports_array_typedef_with_brackets(&self) -> bool {
+        self.0.supports_array_typedef_with_brackets()
+    }
+
+    fn supports_geometric_types(&self) -> bool {
+        self.0.supports_geometric_types()
+    }
+
+    fn supports_set_names(&self) -> bool {
+        self.0.supports_set_names()
+    }
+
+    fn supports_alter_column_type_using(&self) -> bool {
+        self.0.supports_alter_column_type_using()
+    }
+
+    fn supports_notnull_operator(&self) -> bool {
+        self.0.supports_notnull_operator()
+    }
+
+    fn supports_interval_options(&self) -> bool {
+        self.0.supports_interval_options()
+    }
+
+    fn supports_insert_table_alias(&self) -> bool {
+        self.0.supports_insert_table_alias()
+    }
+
+    fn supports_create_table_like_parenthesized(&self) -> bool {
+        self.0.supports_create_table_like_parenthesized()
+    }
+
+    fn supports_select_wildcard_with_alias(&self) -> bool {
+        self.0.supports_select_wildcard_with_alias()
+    }
+
+    fn supports_comma_separated_trim(&self) -> bool {
+        self.0.supports_comma_separated_trim()
+    }
+
+    fn supports_xml_expressions(&self) -> bool {
+        self.0.supports_xml_expressions()
+    }
+
+    fn supports_comment_optimizer_hint(&self) -> bool {
+        self.0.supports_comment_optimizer_hint()
+    }
+}
