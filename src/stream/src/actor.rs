@@ -1,6 +1,8 @@
-//! [`ViewActor`]: runs one materialized view — one operator chain per input ("branch", more
-//! than one for UNION ALL), then a shared chain ending in `Materialize` — over its upstreams'
-//! change streams with aligned barriers, and reports each epoch.
+//! [`ViewActor`]: runs one materialized view over its upstreams' change streams with aligned
+//! barriers, and reports each epoch. The view's operators form a tree: one chain per input
+//! ("branch"), feeding [`Stage`]s — a stage starts with a join of its two inputs (or just
+//! merges them, for UNION ALL) and continues with a chain — up to the root stage, whose chain
+//! ends in `Materialize`. Stages are numbered children first, so the root is the last one.
 //!
 //! A new view first backfills: it waits for the epoch whose barrier subscribed it, reads each
 //! upstream's rows from that epoch's snapshot as inserts, then continues with the changes of
@@ -20,7 +22,7 @@ use tokio::sync::{mpsc, oneshot, watch};
 use crate::barrier::Collected;
 use crate::merge::{Aligned, AlignedInputs};
 use crate::message::{ActorId, Dispatcher, Message, Output};
-use crate::operator::{Operator, RowErrors};
+use crate::operator::{BinaryOperator, Operator, RowErrors, Side};
 
 /// Runs an actor's main loop; an error or panic becomes a failure report to the barrier
 /// manager (which drops the actor from the graph) instead of taking the server down.
@@ -61,6 +63,27 @@ pub struct Branch {
     pub operators: Vec<Box<dyn Operator>>,
     /// The upstream's rows (for backfill).
     pub upstream: Arc<StateTable>,
+    /// The stage this branch feeds, and as which input.
+    pub parent: (usize, Side),
+}
+
+/// Where the inputs of a view meet: an optional join of its inputs, then a chain.
+pub struct Stage {
+    /// Joins the stage's two inputs; without one, the inputs' chunks are simply merged.
+    pub join: Option<Box<dyn BinaryOperator>>,
+    /// Operators after the inputs meet.
+    pub operators: Vec<Box<dyn Operator>>,
+    /// The stage this one feeds (`None` for the root, whose output is the view's).
+    pub parent: Option<(usize, Side)>,
+}
+
+/// Where chunks enter the operator tree.
+#[derive(Debug, Clone, Copy)]
+enum At {
+    /// Branch `.0`, at operator `.1`.
+    Branch(usize, usize),
+    /// Stage `.0`, at operator `.1` of its chain.
+    Stage(usize, usize),
 }
 
 /// The actor of one materialized view.
@@ -69,12 +92,14 @@ pub struct ViewActor {
     id: ActorId,
     /// Per-input operator chains.
     branches: Vec<Vec<Box<dyn Operator>>>,
+    /// The stage each branch feeds.
+    branch_parents: Vec<(usize, Side)>,
     /// Upstream rows per branch (backfill).
     upstreams: Vec<Arc<StateTable>>,
     /// Inputs, read with aligned barriers.
     inputs: Option<AlignedInputs>,
-    /// Operators after the branches meet; the last one is `Materialize`.
-    tail: Vec<Box<dyn Operator>>,
+    /// Where the branches meet, children first; the root's chain ends in `Materialize`.
+    stages: Vec<Stage>,
     /// Views defined on this view.
     outputs: Dispatcher,
     /// Where epoch reports go.
@@ -94,7 +119,7 @@ impl ViewActor {
     pub fn new(
         id: ActorId,
         branches: Vec<Branch>,
-        tail: Vec<Box<dyn Operator>>,
+        stages: Vec<Stage>,
         outputs: Vec<Output>,
         collector: mpsc::UnboundedSender<Collected>,
         store: Arc<StateStore>,
@@ -107,17 +132,20 @@ impl ViewActor {
         let mut inputs = Vec::new();
         let mut chains = Vec::new();
         let mut upstreams = Vec::new();
+        let mut branch_parents = Vec::new();
         for b in branches {
             inputs.push(b.input);
             chains.push(b.operators);
             upstreams.push(b.upstream);
+            branch_parents.push(b.parent);
         }
         Self {
             id,
             branches: chains,
+            branch_parents,
             upstreams,
             inputs: Some(AlignedInputs::new(inputs)),
-            tail,
+            stages,
             outputs: dispatcher,
             collector,
             backfill,
@@ -180,13 +208,35 @@ impl ViewActor {
         self.outputs.send(Message::Errors(deltas)).await;
     }
 
-    /// Pushes chunks through branch `branch` from operator `from`, then the tail from `tail_from`.
-    async fn push(&mut self, branch: Option<(usize, usize)>, tail_from: usize, chunks: Vec<StreamChunk>) -> Result<()> {
-        let mut chunks = chunks;
-        if let Some((b, from)) = branch {
-            chunks = Self::apply(&mut self.branches[b][from..], chunks, &mut self.errors)?;
+    /// Pushes chunks into the tree at `at`, up to the root, and sends the root's output on.
+    async fn push(&mut self, at: At, chunks: Vec<StreamChunk>) -> Result<()> {
+        if chunks.iter().all(StreamChunk::is_empty) {
+            return Ok(());
         }
-        let chunks = Self::apply(&mut self.tail[tail_from..], chunks, &mut self.errors)?;
+        let (mut chunks, mut parent) = match at {
+            At::Branch(b, from) => (Self::apply(&mut self.branches[b][from..], chunks, &mut self.errors)?, Some(self.branch_parents[b])),
+            At::Stage(s, from) => {
+                let stage = self.stages.get_mut(s).ok_or_else(|| internal_err!("no stage {s}"))?;
+                (Self::apply(&mut stage.operators[from..], chunks, &mut self.errors)?, stage.parent)
+            }
+        };
+        while let Some((s, side)) = parent {
+            if chunks.is_empty() {
+                return Ok(());
+            }
+            let stage = self.stages.get_mut(s).ok_or_else(|| internal_err!("no stage {s}"))?;
+            if let Some(join) = &mut stage.join {
+                let mut joined = Vec::new();
+                for c in chunks {
+                    if !c.is_empty() {
+                        joined.extend(join.process(side, c, &mut self.errors)?);
+                    }
+                }
+                chunks = joined;
+            }
+            chunks = Self::apply(&mut stage.operators, chunks, &mut self.errors)?;
+            parent = stage.parent;
+        }
         for c in chunks {
             if !c.is_empty() {
                 self.outputs.send(Message::Chunk(c)).await;
@@ -209,7 +259,7 @@ impl ViewActor {
                 self.inherit_errors(upstream.table_id(), &snapshot).await?;
                 let mut scan = upstream.scan_stream(&snapshot).await?;
                 while let Some(batch) = scan.next_batch().await? {
-                    self.push(Some((b, 0)), 0, vec![StreamChunk::inserts(batch)]).await?;
+                    self.push(At::Branch(b, 0), vec![StreamChunk::inserts(batch)]).await?;
                 }
             }
         } else {
@@ -231,19 +281,26 @@ impl ViewActor {
                 return Err(internal_err!("the relation this view reads failed"));
             };
             match item {
-                Aligned::Chunk(b, c) => self.push(Some((b, 0)), 0, vec![c]).await?,
+                Aligned::Chunk(b, c) => self.push(At::Branch(b, 0), vec![c]).await?,
                 Aligned::Errors(_, d) => self.errors.merge(&d),
                 Aligned::Barrier(barrier) => {
                     let mut batch = EpochBatch::default();
                     for b in 0..self.branches.len() {
                         for i in 0..self.branches[b].len() {
                             let out = self.branches[b][i].on_barrier(barrier.epoch, &mut batch, &mut self.errors).await?;
-                            self.push(Some((b, i + 1)), 0, out).await?;
+                            self.push(At::Branch(b, i + 1), out).await?;
                         }
                     }
-                    for i in 0..self.tail.len() {
-                        let out = self.tail[i].on_barrier(barrier.epoch, &mut batch, &mut self.errors).await?;
-                        self.push(None, i + 1, out).await?;
+                    // Children before parents: a stage's barrier comes after its inputs' output.
+                    for s in 0..self.stages.len() {
+                        if let Some(join) = &mut self.stages[s].join {
+                            let out = join.on_barrier(barrier.epoch, &mut batch, &mut self.errors).await?;
+                            self.push(At::Stage(s, 0), out).await?;
+                        }
+                        for i in 0..self.stages[s].operators.len() {
+                            let out = self.stages[s].operators[i].on_barrier(barrier.epoch, &mut batch, &mut self.errors).await?;
+                            self.push(At::Stage(s, i + 1), out).await?;
+                        }
                     }
                     self.flush_errors(&mut batch).await;
                     let report = Collected { actor: self.id, epoch: barrier.epoch, batch, waiters: vec![], failed: None };

@@ -12,7 +12,7 @@ pub mod table_actor;
 pub mod table_write;
 pub mod write_set;
 
-pub use actor::{Backfill, Branch, ViewActor};
+pub use actor::{Backfill, Branch, Stage, ViewActor};
 pub use barrier::{BarrierManager, Collected, SourceMsg};
 pub use message::{ActorId, Barrier, Message, Mutation, Output, CHANNEL_CAPACITY};
 pub use table_actor::TableActor;

@@ -14,9 +14,9 @@ use std::time::Duration;
 use async_trait::async_trait;
 use eddy_common::{EddyError, Result};
 use eddy_storage::{EpochBatch, ReadSnapshot, StateStore, StoreOptions};
-use eddy_stream::operator::Operator;
+use eddy_stream::operator::{Operator, Side};
 use eddy_stream::BarrierManager;
-use eddy_stream::{Branch, Output, SourceMsg, TableActor, TableWrite, TxnId, ViewActor, WriteOutcome, CHANNEL_CAPACITY};
+use eddy_stream::{Branch, Output, Stage, SourceMsg, TableActor, TableWrite, TxnId, ViewActor, WriteOutcome, CHANNEL_CAPACITY};
 use parking_lot::{Mutex, RwLock};
 use tokio::sync::{mpsc, oneshot};
 
@@ -25,14 +25,17 @@ use crate::catalog::{Catalog, CatalogChange, Relations, TableCatalog};
 
 /// The operators of one materialized view, as its planner built them.
 pub struct ViewOperators {
-    /// One chain per input: the relation it reads and the operators applied to it alone.
+    /// One chain per input: the relation it reads, the operators applied to it alone, and
+    /// the stage it feeds.
     pub branches: Vec<ViewBranch>,
-    /// Operators after the inputs meet, ending in the view's `Materialize`.
-    pub tail: Vec<Box<dyn Operator>>,
+    /// Where the inputs meet (joins, unions), children first; the root's chain ends in the
+    /// view's `Materialize`.
+    pub stages: Vec<Stage>,
 }
 
-/// One input of a view: the relation it reads and the operators applied to it alone.
-pub type ViewBranch = (Arc<TableCatalog>, Vec<Box<dyn Operator>>);
+/// One input of a view: the relation it reads, the operators applied to it alone, and the
+/// stage it feeds (as which input).
+pub type ViewBranch = (Arc<TableCatalog>, Vec<Box<dyn Operator>>, (usize, Side));
 
 /// Re-plans a view at recovery. Implemented above the engine (the frontend plans SQL).
 ///
@@ -264,15 +267,15 @@ impl Engine {
                 }
             };
             let mut branches = Vec::new();
-            for (upstream, operators) in planned.branches {
+            for (upstream, operators, parent) in planned.branches {
                 let (tx, rx) = mpsc::channel(CHANNEL_CAPACITY);
                 outputs.entry(upstream.id).or_default().push(Output { actor: v.id, tx });
-                branches.push(Branch { input: rx, operators, upstream: upstream.state_table()? });
+                branches.push(Branch { input: rx, operators, upstream: upstream.state_table()?, parent });
             }
-            views.push((v.id, branches, planned.tail));
+            views.push((v.id, branches, planned.stages));
         }
-        for (id, branches, tail) in views.into_iter().rev() {
-            let actor = ViewActor::new(id, branches, tail, outputs.remove(&id).unwrap_or_default(), self.barrier.collector(), self.store.clone(), None);
+        for (id, branches, stages) in views.into_iter().rev() {
+            let actor = ViewActor::new(id, branches, stages, outputs.remove(&id).unwrap_or_default(), self.barrier.collector(), self.store.clone(), None);
             self.barrier.add_actor(id).await;
             self.spawn_actor(actor.run());
         }

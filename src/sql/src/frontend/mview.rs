@@ -63,7 +63,7 @@ impl Session {
     }
 
     /// Recovery: the stream plan of an existing view, with state restored from `snapshot`;
-    /// its tail ends in `Materialize`.
+    /// its root stage ends in `Materialize`.
     pub(crate) async fn view_operators(&mut self, view: &TableCatalog, snapshot: Option<&ReadSnapshot>) -> Result<PlannedView> {
         let text = view.query.as_deref().ok_or_else(|| internal_err!("view {} has no query", view.name))?;
         let query = Self::parse_query(text)?;
@@ -71,7 +71,7 @@ impl Session {
         let mut ids = TableIds::Reuse(view.internal_tables.iter());
         let mut planned = plan_view(&plan, &mut ids, snapshot).await?;
         let st = view.state_table()?;
-        planned.tail.push(Box::new(Materialize::new(st)));
+        planned.root_mut()?.operators.push(Box::new(Materialize::new(st)));
         Ok(planned)
     }
 
@@ -99,7 +99,7 @@ impl Session {
         let engine = self.engine.clone();
         let mut alloc = || engine.allocate_id();
         let mut ids = TableIds::Allocate(&mut alloc);
-        let planned = plan_view(&plan, &mut ids, None).await?;
+        let mut planned = plan_view(&plan, &mut ids, None).await?;
         let id = self.engine.allocate_id();
         let mut dependencies: Vec<u32> = planned.branches.iter().map(|b| b.upstream.id).chain(direct).collect();
         dependencies.sort_unstable();
@@ -119,8 +119,8 @@ impl Session {
             on_conflict: Default::default(),
             derived: Default::default(),
         };
-        let mut tail = planned.tail;
-        tail.push(Box::new(Materialize::new(view.state_table()?)));
+        let root = planned.stages.last_mut().ok_or_else(|| internal_err!("a view plan without a root stage"))?;
+        root.operators.push(Box::new(Materialize::new(view.state_table()?)));
         let (epoch_tx, epoch_rx) = oneshot::channel();
         let backfill = Backfill { epoch: epoch_rx, store: self.engine.store.clone(), completed: self.engine.barrier.completed() };
         let mut add_outputs: HashMap<u32, Vec<Output>> = HashMap::new();
@@ -128,9 +128,9 @@ impl Session {
         for b in planned.branches {
             let (tx, rx) = mpsc::channel(CHANNEL_CAPACITY);
             add_outputs.entry(b.upstream.id).or_default().push(Output { actor: id, tx });
-            branches.push(Branch { input: rx, operators: b.operators, upstream: b.upstream.state_table()? });
+            branches.push(Branch { input: rx, operators: b.operators, upstream: b.upstream.state_table()?, parent: b.parent });
         }
-        let actor = ViewActor::new(id, branches, tail, vec![], self.engine.barrier.collector(), self.engine.store.clone(), Some(backfill));
+        let actor = ViewActor::new(id, branches, planned.stages, vec![], self.engine.barrier.collector(), self.engine.store.clone(), Some(backfill));
         self.engine.spawn_actor(actor.run());
         let mutation = Mutation { add_outputs, stop: vec![] };
         let epoch = self.engine.barrier.inject(mutation, vec![id]).await?;
@@ -316,13 +316,22 @@ impl Session {
         let planned = plan_view(&plan, &mut ids, None).await?;
         let mut lines = vec!["StreamPlan".to_string()];
         for (b, branch) in planned.branches.iter().enumerate() {
-            lines.push(format!("  input {b}: reads {}", branch.upstream.name));
+            lines.push(format!("  input {b}: reads {} -> stage {} ({:?})", branch.upstream.name, branch.parent.0, branch.parent.1));
             for op in &branch.operators {
                 lines.push(format!("    {op}"));
             }
         }
-        for op in &planned.tail {
-            lines.push(format!("  {op}"));
+        for (s, stage) in planned.stages.iter().enumerate() {
+            match stage.parent {
+                Some((p, side)) => lines.push(format!("  stage {s} -> stage {p} ({side:?})")),
+                None => lines.push(format!("  stage {s} (root)")),
+            }
+            if let Some(join) = &stage.join {
+                lines.push(format!("    {join}"));
+            }
+            for op in &stage.operators {
+                lines.push(format!("    {op}"));
+            }
         }
         let key: Vec<&str> = planned.pk.iter().map(|&k| planned.columns[k].name.as_str()).collect();
         lines.push(format!("  Materialize key=[{}] distribution=single (vnode = hash(key) % 256)", key.join(", ")));

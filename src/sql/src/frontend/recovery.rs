@@ -24,8 +24,8 @@ impl ViewPlanner for SessionPlanner {
         let mut session = Session::new(engine, "root", 0);
         let planned = session.view_operators(view, Some(snapshot)).await?;
         Ok(ViewOperators {
-            branches: planned.branches.into_iter().map(|b| (b.upstream, b.operators)).collect(),
-            tail: planned.tail,
+            branches: planned.branches.into_iter().map(|b| (b.upstream, b.operators, b.parent)).collect(),
+            stages: planned.stages,
         })
     }
 }

@@ -7,6 +7,14 @@
 //! projection keeps the key columns it selects and carries the rest hidden. An aggregation's
 //! key is its GROUP BY columns (none for a global aggregate: the view has one row).
 //!
+//! A join's key is both inputs' keys (NULL on a padded side of an outer join); its layout is the
+//! left input's visible columns, the right input's, then both inputs' hidden columns (see
+//! `eddy_stream::operator::hash_join`). Semi and anti joins keep their input's layout and key.
+//!
+//! The operators form a tree (see `eddy_stream::actor`): each input's chain feeds a stage where
+//! inputs meet (a join, or a union), stages feed stages, and the root stage's chain is the
+//! view's. While planning, the stage being built is "open" (its parent is not known yet).
+//!
 //! Constructs that cannot be maintained incrementally yet are refused with SQLSTATE 0A000 and a
 //! message naming the construct.
 
@@ -24,7 +32,8 @@ use datafusion::scalar::ScalarValue;
 use eddy_common::error::sqlstate;
 use eddy_common::{not_supported, user_err, ColumnType, Result};
 use eddy_storage::ReadSnapshot;
-use eddy_stream::operator::{AggCall, AggKind, Filter, HashAgg, Operator, Project};
+use eddy_stream::operator::{AggCall, AggKind, BinaryOperator, Filter, HashAgg, HashJoin, JoinKind, JoinSpec, Operator, Project, Side};
+use eddy_stream::Stage;
 
 use crate::catalog::{ColumnCatalog, TableCatalog};
 use crate::planner::provider::EddyTable;
@@ -35,14 +44,17 @@ pub struct BranchPlan {
     pub operators: Vec<Box<dyn Operator>>,
     /// The relation this input reads.
     pub upstream: Arc<TableCatalog>,
+    /// The stage this input feeds, and as which input.
+    pub parent: (usize, Side),
 }
 
 /// A view's stream plan, ready to run.
 pub struct PlannedView {
-    /// One chain per input (more than one for UNION ALL).
+    /// One chain per input (more than one for joins and UNION ALL).
     pub branches: Vec<BranchPlan>,
-    /// Operators after the inputs meet, up to (excluding) `Materialize`.
-    pub tail: Vec<Box<dyn Operator>>,
+    /// Where inputs meet, children first; the last is the root, whose chain is the view's up
+    /// to (excluding) `Materialize`.
+    pub stages: Vec<Stage>,
     /// The view's columns: visible ones, then hidden key columns.
     pub columns: Vec<ColumnCatalog>,
     /// Stream key (indices into `columns`).
@@ -51,11 +63,26 @@ pub struct PlannedView {
     pub internal_tables: Vec<u32>,
 }
 
-/// A partially planned view.
+impl PlannedView {
+    /// The root stage (where `Materialize` goes).
+    pub fn root_mut(&mut self) -> Result<&mut Stage> {
+        self.stages.last_mut().ok_or_else(|| eddy_common::internal_err!("a view plan without a root stage"))
+    }
+}
+
+/// The parent index of inputs that feed the open stage of a [`Built`].
+const OPEN: usize = usize::MAX;
+
+/// A partially planned view: closed branches and stages (indices local to this plan; `OPEN`
+/// names the open stage), and the open stage's join and chain.
 struct Built {
     /// Per-input chains.
     branches: Vec<BranchPlan>,
-    /// Operators after the inputs meet.
+    /// Closed stages, children first.
+    stages: Vec<Stage>,
+    /// The open stage's join, if its inputs are joined.
+    join: Option<Box<dyn BinaryOperator>>,
+    /// The open stage's operators.
     ops: Vec<Box<dyn Operator>>,
     /// Full row schema, hidden columns last.
     schema: SchemaRef,
@@ -64,15 +91,39 @@ struct Built {
 }
 
 impl Built {
-    /// The single chain of a one-input plan (a UNION ALL input).
-    fn into_branch(self) -> Result<(BranchPlan, SchemaRef, Vec<usize>)> {
-        let Built { mut branches, ops, schema, key } = self;
-        if branches.len() != 1 {
-            return Err(not_supported!("nested UNION ALL with operators in between is not supported in a materialized view yet"));
+    /// Closes the open stage, which feeds `parent` (given in the caller's numbering), with
+    /// this plan's stages placed from index `base`: the branches and stages to add. A lone
+    /// input's chain just absorbs the open stage's operators.
+    fn close(self, parent: Option<(usize, Side)>, base: usize) -> (Vec<BranchPlan>, Vec<Stage>) {
+        let Built { mut branches, mut stages, join, ops, .. } = self;
+        if let (Some(parent), None, true, 1) = (parent, &join, stages.is_empty(), branches.len()) {
+            branches[0].operators.extend(ops);
+            branches[0].parent = parent;
+            return (branches, stages);
         }
-        let mut b = branches.remove(0);
-        b.operators.extend(ops);
-        Ok((b, schema, key))
+        let top = base + stages.len();
+        let at = |i: usize| if i == OPEN { top } else { base + i };
+        for b in &mut branches {
+            b.parent.0 = at(b.parent.0);
+        }
+        for s in &mut stages {
+            if let Some(p) = &mut s.parent {
+                p.0 = at(p.0);
+            }
+        }
+        stages.push(Stage { join, operators: ops, parent });
+        (branches, stages)
+    }
+
+    /// A plan whose open stage joins (or merges) `inputs`, given with the side each feeds.
+    fn meet(inputs: Vec<(Built, Side)>, join: Option<Box<dyn BinaryOperator>>, schema: SchemaRef, key: Vec<usize>) -> Built {
+        let (mut branches, mut stages) = (Vec::new(), Vec::new());
+        for (input, side) in inputs {
+            let (b, s) = input.close(Some((OPEN, side)), stages.len());
+            branches.extend(b);
+            stages.extend(s);
+        }
+        Built { branches, stages, join, ops: vec![], schema, key }
     }
 }
 
@@ -199,11 +250,13 @@ fn node_name(plan: &LogicalPlan) -> String {
 pub async fn plan_view(plan: &LogicalPlan, ids: &mut TableIds<'_>, restore: Option<&ReadSnapshot>) -> Result<PlannedView> {
     let mut internal = Vec::new();
     let built = build(plan, ids, restore, &mut internal).await?;
+    let (schema, key) = (built.schema.clone(), built.key.clone());
+    let (branches, stages) = built.close(None, 0);
     let out = plan.schema();
     let visible = out.fields().len();
-    let mut columns = Vec::with_capacity(built.schema.fields().len());
+    let mut columns = Vec::with_capacity(schema.fields().len());
     let mut seen = std::collections::HashSet::new();
-    for (i, f) in built.schema.fields().iter().enumerate() {
+    for (i, f) in schema.fields().iter().enumerate() {
         let (name, hidden) = if i < visible { (pg_column_name(out.field(i).name()), false) } else { (format!("_key{}", i - visible), true) };
         if !seen.insert(name.clone()) {
             return Err(user_err!(sqlstate::DUPLICATE_COLUMN, "column \"{name}\" specified more than once; give the view's columns distinct names with AS"));
@@ -212,7 +265,7 @@ pub async fn plan_view(plan: &LogicalPlan, ids: &mut TableIds<'_>, restore: Opti
             .ok_or_else(|| not_supported!("column \"{name}\" has type {} which a materialized view cannot store yet", f.data_type()))?;
         columns.push(ColumnCatalog { name, ty, not_null: false, default: None, hidden });
     }
-    Ok(PlannedView { branches: built.branches, tail: built.ops, columns, pk: built.key, internal_tables: internal })
+    Ok(PlannedView { branches, stages, columns, pk: key, internal_tables: internal })
 }
 
 /// PostgreSQL's name for an unaliased output column: the column, the function, or `?column?`.
@@ -275,7 +328,8 @@ fn build<'a>(
                     .collect();
                 let schema = Arc::new(Schema::new(fields));
                 let ops: Vec<Box<dyn Operator>> = vec![Box::new(Project::try_new(exprs, schema.clone())?)];
-                Ok(Built { branches: vec![BranchPlan { operators: ops, upstream: rel }], ops: vec![], schema, key })
+                let branch = BranchPlan { operators: ops, upstream: rel, parent: (OPEN, Side::Left) };
+                Ok(Built { branches: vec![branch], stages: vec![], join: None, ops: vec![], schema, key })
             }
             LogicalPlan::SubqueryAlias(a) => build(&a.input, ids, restore, internal).await,
             LogicalPlan::Filter(f) => {
@@ -343,7 +397,7 @@ fn build<'a>(
             LogicalPlan::Union(u) => {
                 let mut inputs = Vec::new();
                 for input in &u.inputs {
-                    inputs.push(build(input, ids, restore, internal).await?.into_branch()?);
+                    inputs.push(build(input, ids, restore, internal).await?);
                 }
                 let visible = u.schema.fields().len();
                 // Layout: visible columns, `_branch`, then every input's key columns (NULL in
@@ -352,16 +406,17 @@ fn build<'a>(
                     u.schema.fields().iter().map(|f| Field::new(f.name(), f.data_type().clone(), true).with_metadata(f.metadata().clone())).collect();
                 fields.push(Field::new("_branch", DataType::Int32, true));
                 let mut key_types = Vec::new();
-                for (i, (_, schema, key)) in inputs.iter().enumerate() {
-                    for (j, &k) in key.iter().enumerate() {
-                        let dt = schema.field(k).data_type().clone();
+                for (i, input) in inputs.iter().enumerate() {
+                    for (j, &k) in input.key.iter().enumerate() {
+                        let dt = input.schema.field(k).data_type().clone();
                         fields.push(Field::new(format!("_key{i}_{j}"), dt.clone(), true));
                         key_types.push((i, k, dt));
                     }
                 }
                 let schema = Arc::new(Schema::new(fields));
                 let mut branches = Vec::new();
-                for (i, (mut branch, in_schema, _)) in inputs.into_iter().enumerate() {
+                for (i, mut input) in inputs.into_iter().enumerate() {
+                    let in_schema = input.schema.clone();
                     let mut exprs: Vec<Arc<dyn PhysicalExpr>> = (0..visible)
                         .map(|c| Arc::new(PhysicalColumn::new(in_schema.field(c).name(), c)) as Arc<dyn PhysicalExpr>)
                         .collect();
@@ -373,13 +428,90 @@ fn build<'a>(
                             Arc::new(Literal::new(ScalarValue::try_from(dt)?))
                         });
                     }
-                    branch.operators.push(Box::new(Project::try_new(exprs, schema.clone())?));
-                    branches.push(branch);
+                    input.ops.push(Box::new(Project::try_new(exprs, schema.clone())?));
+                    branches.push((input, Side::Left));
                 }
                 let key = (visible..schema.fields().len()).collect();
-                Ok(Built { branches, ops: vec![], schema, key })
+                Ok(Built::meet(branches, None, schema, key))
+            }
+            LogicalPlan::Join(j) => {
+                let left = build(&j.left, ids, restore, internal).await?;
+                let right = build(&j.right, ids, restore, internal).await?;
+                plan_join(j, left, right, ids, restore, internal).await
             }
             other => Err(not_supported!("{} is not supported in a materialized view yet", node_name(other))),
         }
     })
+}
+
+/// Plans a join of the planned inputs `left` and `right`.
+async fn plan_join(
+    j: &datafusion::logical_expr::Join,
+    left: Built,
+    right: Built,
+    ids: &mut TableIds<'_>,
+    restore: Option<&ReadSnapshot>,
+    internal: &mut Vec<u32>,
+) -> Result<Built> {
+    use datafusion::common::{JoinType, NullEquality};
+    let kind = match j.join_type {
+        JoinType::Inner => JoinKind::Inner,
+        JoinType::Left => JoinKind::LeftOuter,
+        JoinType::Right => JoinKind::RightOuter,
+        JoinType::Full => JoinKind::FullOuter,
+        JoinType::LeftSemi => JoinKind::LeftSemi,
+        JoinType::RightSemi => JoinKind::RightSemi,
+        JoinType::LeftAnti => JoinKind::LeftAnti,
+        JoinType::RightAnti => JoinKind::RightAnti,
+        other => return Err(not_supported!("{other} joins are not supported in a materialized view yet")),
+    };
+    if j.null_aware {
+        return Err(not_supported!(
+            "NOT IN (subquery) over a column that may be NULL is not supported in a materialized view yet; use NOT EXISTS, or make both columns NOT NULL"
+        ));
+    }
+    let (ldf, rdf) = (j.left.schema(), j.right.schema());
+    let (lv, rv) = (ldf.fields().len(), rdf.fields().len());
+    let left_keys = j.on.iter().map(|(l, _)| physical(l, ldf)).collect::<Result<Vec<_>>>()?;
+    let right_keys = j.on.iter().map(|(_, r)| physical(r, rdf)).collect::<Result<Vec<_>>>()?;
+    let filter = match &j.filter {
+        Some(f) => Some(physical(f, &ldf.join(rdf)?)?),
+        None => None,
+    };
+    let nullable = |f: &Field| Field::new(f.name(), f.data_type().clone(), true).with_metadata(f.metadata().clone());
+    let (ls, rs) = (left.schema.clone(), right.schema.clone());
+    let fields: Vec<Field> = ls.fields()[..lv]
+        .iter()
+        .chain(&rs.fields()[..rv])
+        .chain(&ls.fields()[lv..])
+        .chain(&rs.fields()[rv..])
+        .map(|f| nullable(f))
+        .collect();
+    let pair_schema = Arc::new(Schema::new(fields));
+    let (lh, rh) = (ls.fields().len() - lv, rs.fields().len() - rv);
+    let left_at = |c: usize| if c < lv { c } else { lv + rv + (c - lv) };
+    let right_at = |c: usize| if c < rv { lv + c } else { lv + rv + lh + (c - rv) };
+    debug_assert_eq!(pair_schema.fields().len(), lv + rv + lh + rh);
+    let (schema, key) = match kind {
+        JoinKind::LeftSemi | JoinKind::LeftAnti => (ls.clone(), left.key.clone()),
+        JoinKind::RightSemi | JoinKind::RightAnti => (rs.clone(), right.key.clone()),
+        _ => (pair_schema.clone(), left.key.iter().map(|&k| left_at(k)).chain(right.key.iter().map(|&k| right_at(k))).collect()),
+    };
+    let table_id = ids.next()?;
+    internal.push(table_id);
+    let spec = JoinSpec {
+        kind,
+        left_schema: ls,
+        right_schema: rs,
+        left_visible: lv,
+        right_visible: rv,
+        left_keys,
+        right_keys,
+        nulls_match: j.null_equality == NullEquality::NullEqualsNull,
+        filter,
+        pair_schema,
+    };
+    let mut join = HashJoin::try_new(table_id, spec)?;
+    join.restore(restore).await?;
+    Ok(Built::meet(vec![(left, Side::Left), (right, Side::Right)], Some(Box::new(join)), schema, key))
 }

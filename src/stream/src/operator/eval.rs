@@ -96,6 +96,34 @@ pub fn evaluate(exprs: &[Arc<dyn PhysicalExpr>], chunk: StreamChunk, errors: &mu
     Ok((chunk, cols))
 }
 
+/// Evaluates the boolean `predicate` over `batch` (whose rows carry `ops`): true where it is
+/// true; false where it is false or NULL, or fails with a user error (counted in `errors`).
+pub fn predicate_mask(predicate: &Arc<dyn PhysicalExpr>, batch: &arrow::array::RecordBatch, ops: &[Op], errors: &mut RowErrors) -> Result<Vec<bool>> {
+    use arrow::array::AsArray;
+    let n = batch.num_rows();
+    let truth = |a: &ArrayRef| -> Result<Vec<bool>> {
+        let b = a.as_boolean_opt().ok_or_else(|| eddy_common::internal_err!("join condition is not boolean"))?;
+        Ok(b.iter().map(|v| v.unwrap_or(false)).collect())
+    };
+    match eval_all(std::slice::from_ref(predicate), batch, n) {
+        Ok(cols) => return truth(&cols[0]),
+        Err(e) if e.kind != ErrorKind::User => return Err(e),
+        Err(_) => {}
+    }
+    let mut out = Vec::with_capacity(n);
+    for i in 0..n {
+        match eval_all(std::slice::from_ref(predicate), &batch.slice(i, 1), 1) {
+            Ok(cols) => out.push(truth(&cols[0])?[0]),
+            Err(e) if e.kind == ErrorKind::User => {
+                errors.add(&e, ops[i]);
+                out.push(false);
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(out)
+}
+
 fn eval_all(exprs: &[Arc<dyn PhysicalExpr>], batch: &arrow::array::RecordBatch, n: usize) -> Result<Vec<ArrayRef>> {
     exprs.iter().map(|e| Ok(e.evaluate(batch)?.into_array(n)?)).collect()
 }

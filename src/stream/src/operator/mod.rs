@@ -13,6 +13,7 @@
 pub mod eval;
 pub mod filter;
 pub mod hash_agg;
+pub mod hash_join;
 pub mod materialize;
 pub mod project;
 
@@ -23,6 +24,7 @@ use eddy_storage::EpochBatch;
 pub use eval::{ErrorDelta, RowErrors};
 pub use filter::Filter;
 pub use hash_agg::{AggCall, AggKind, HashAgg};
+pub use hash_join::{HashJoin, JoinKind, JoinSpec};
 pub use materialize::Materialize;
 pub use project::Project;
 
@@ -36,5 +38,33 @@ pub trait Operator: Send + std::fmt::Display {
 
     /// Ends `epoch`: flushes state changes into `batch`, returns output due now (with rows that
     /// fail counted in `errors`, as for `process`).
+    async fn on_barrier(&mut self, epoch: Epoch, batch: &mut EpochBatch, errors: &mut RowErrors) -> Result<Vec<StreamChunk>>;
+}
+
+/// One input of a two-input operator.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Side {
+    Left,
+    Right,
+}
+
+impl Side {
+    /// The other input.
+    pub fn other(self) -> Side {
+        match self {
+            Side::Left => Side::Right,
+            Side::Right => Side::Left,
+        }
+    }
+}
+
+/// An incremental operator with two inputs (a join). The same contract as [`Operator`], with
+/// each chunk tagged by the input it came from.
+#[async_trait]
+pub trait BinaryOperator: Send + std::fmt::Display {
+    /// Handles a chunk of changes of input `side`; returns the chunks to pass on.
+    fn process(&mut self, side: Side, chunk: StreamChunk, errors: &mut RowErrors) -> Result<Vec<StreamChunk>>;
+
+    /// Ends `epoch`: flushes state changes into `batch`, returns output due now.
     async fn on_barrier(&mut self, epoch: Epoch, batch: &mut EpochBatch, errors: &mut RowErrors) -> Result<Vec<StreamChunk>>;
 }
