@@ -50,6 +50,11 @@ impl Session {
     async fn view_plan(&self, query: &Query) -> Result<(datafusion::execution::SessionState, LogicalPlan)> {
         let (state, plan) = self.plan(&Statement::Query(Box::new(query.clone())), false).await?;
         check_deterministic(&plan)?;
+        // A view keeps every subquery incremental: uncorrelated scalar subqueries become joins
+        // too, instead of being left for a one-off physical evaluation.
+        let mut config = state.config().clone();
+        config.options_mut().optimizer.enable_physical_uncorrelated_scalar_subquery = false;
+        let state = datafusion::execution::SessionStateBuilder::new_from_existing(state).with_config(config).build();
         let optimized = state.optimize(&plan)?;
         Ok((state, optimized))
     }

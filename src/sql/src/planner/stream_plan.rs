@@ -230,7 +230,7 @@ fn agg_call(expr: &Expr, input: &DFSchema, output: DataType) -> Result<AggCall> 
 
 fn node_name(plan: &LogicalPlan) -> String {
     match plan {
-        LogicalPlan::Sort(_) => "ORDER BY without LIMIT (a view has no order; sort when you query it)".into(),
+        LogicalPlan::Sort(_) => "ORDER BY with LIMIT (top-N)".into(),
         LogicalPlan::Limit(_) => "LIMIT / top-N".into(),
         LogicalPlan::Join(_) => "joins (coming with the joins-and-windows work)".into(),
         LogicalPlan::Window(_) => "window functions (OVER)".into(),
@@ -332,6 +332,9 @@ fn build<'a>(
                 Ok(Built { branches: vec![branch], stages: vec![], join: None, ops: vec![], schema, key })
             }
             LogicalPlan::SubqueryAlias(a) => build(&a.input, ids, restore, internal).await,
+            // A view has no order (PostgreSQL and RisingWave accept ORDER BY in its definition
+            // and order nothing); ORDER BY with LIMIT is a top-N, planned elsewhere.
+            LogicalPlan::Sort(sort) if sort.fetch.is_none() => build(&sort.input, ids, restore, internal).await,
             LogicalPlan::Filter(f) => {
                 let mut b = build(&f.input, ids, restore, internal).await?;
                 let pred = physical(&f.predicate, f.input.schema())?;

@@ -111,11 +111,11 @@ pub fn predicate_mask(predicate: &Arc<dyn PhysicalExpr>, batch: &arrow::array::R
         Err(_) => {}
     }
     let mut out = Vec::with_capacity(n);
-    for i in 0..n {
+    for (i, op) in ops.iter().enumerate().take(n) {
         match eval_all(std::slice::from_ref(predicate), &batch.slice(i, 1), 1) {
             Ok(cols) => out.push(truth(&cols[0])?[0]),
             Err(e) if e.kind == ErrorKind::User => {
-                errors.add(&e, ops[i]);
+                errors.add(&e, *op);
                 out.push(false);
             }
             Err(e) => return Err(e),

@@ -203,6 +203,12 @@ impl fmt::Display for HashJoin {
 /// One joined (or padded, or semi/anti) output row: the left and right encoded rows.
 type Out = (Op, Option<Vec<u8>>, Option<Vec<u8>>);
 
+/// A row being matched: its encoding, its join key (`None`: never matches) and its op.
+type Probe<'a> = (&'a [u8], Option<&'a [u8]>, Op);
+
+/// The other side's rows a probe matches, with their counts.
+type Matched = Vec<(Vec<u8>, i64)>;
+
 impl HashJoin {
     /// A join keeping its state in table `table_id`.
     pub fn try_new(table_id: u32, spec: JoinSpec) -> Result<Self> {
@@ -276,7 +282,7 @@ impl HashJoin {
 
     /// For each row of `rows` (a `side` row, its key and op), the other side's rows it matches,
     /// with their counts.
-    fn matches(&self, side: Side, rows: &[(&[u8], Option<&[u8]>, Op)], errors: &mut RowErrors) -> Result<Vec<Vec<(Vec<u8>, i64)>>> {
+    fn matches(&self, side: Side, rows: &[Probe<'_>], errors: &mut RowErrors) -> Result<Vec<Matched>> {
         let other = self.side(side.other());
         let mut candidates: Vec<(usize, &Vec<u8>, i64)> = Vec::new();
         for (i, (_, key, _)) in rows.iter().enumerate() {
@@ -378,7 +384,7 @@ impl HashJoin {
             let rows: Vec<(Vec<u8>, Option<Vec<u8>>)> =
                 s.buckets.iter().flat_map(|(k, b)| b.keys().map(move |r| (r.clone(), Some(k.clone())))).collect();
             for part in rows.chunks(8192) {
-                let refs: Vec<(&[u8], Option<&[u8]>, Op)> = part.iter().map(|(r, k)| (r.as_slice(), k.as_deref(), Op::Insert)).collect();
+                let refs: Vec<Probe<'_>> = part.iter().map(|(r, k)| (r.as_slice(), k.as_deref(), Op::Insert)).collect();
                 let matches = self.matches(side, &refs, &mut ignored)?;
                 for ((row, key), m) in part.iter().zip(matches) {
                     let degree = m.iter().map(|(_, c)| c).sum();
@@ -401,7 +407,7 @@ impl BinaryOperator for HashJoin {
             return Ok(vec![]);
         }
         let other = side.other();
-        let refs: Vec<(&[u8], Option<&[u8]>, Op)> = (0..n).map(|i| (rows.row(i).data(), keys[i].as_deref(), chunk.ops[i])).collect();
+        let refs: Vec<Probe<'_>> = (0..n).map(|i| (rows.row(i).data(), keys[i].as_deref(), chunk.ops[i])).collect();
         let matches = self.matches(side, &refs, errors)?;
         let (kind, filtered) = (self.kind, self.kind.filtered());
         let pairs = filtered.is_none();
