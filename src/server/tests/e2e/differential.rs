@@ -165,6 +165,42 @@ fn joins_step(rng: &mut StdRng) -> Step {
     })
 }
 
+const WINDOWS: Scenario = Scenario {
+    setup: "
+CREATE TABLE w (id INT PRIMARY KEY, g INT, v INT);
+CREATE MATERIALIZED VIEW w_top AS SELECT id, v FROM w ORDER BY v DESC NULLS LAST, id LIMIT 5;
+CREATE MATERIALIZED VIEW w_page AS SELECT id FROM w ORDER BY v, id LIMIT 3 OFFSET 2;
+CREATE MATERIALIZED VIEW w_group_top AS SELECT id, g, v FROM (SELECT id, g, v, row_number() OVER (PARTITION BY g ORDER BY v DESC, id) AS rn FROM w) x WHERE rn <= 2;
+CREATE MATERIALIZED VIEW w_dedup AS SELECT id, g FROM (SELECT id, g, row_number() OVER (PARTITION BY g ORDER BY id) AS rn FROM w) x WHERE rn = 1;
+CREATE MATERIALIZED VIEW w_ranks AS SELECT id, rank() OVER (PARTITION BY g ORDER BY v) AS r, dense_rank() OVER (PARTITION BY g ORDER BY v) AS dr FROM w;
+CREATE MATERIALIZED VIEW w_lag AS SELECT id, lag(v) OVER (PARTITION BY g ORDER BY id) AS prev, lead(v, 2) OVER (PARTITION BY g ORDER BY id) AS next2 FROM w;
+CREATE MATERIALIZED VIEW w_running AS SELECT id, sum(v) OVER (PARTITION BY g ORDER BY id) AS s, count(v) OVER (PARTITION BY g) AS n, min(v) OVER (PARTITION BY g ORDER BY id ROWS BETWEEN 2 PRECEDING AND CURRENT ROW) AS lo FROM w;
+CREATE MATERIALIZED VIEW w_top_groups AS SELECT g, n FROM (SELECT g, count(*) AS n FROM w GROUP BY g) c ORDER BY n DESC, g NULLS FIRST LIMIT 3;
+",
+    views: &["w_top", "w_page", "w_group_top", "w_dedup", "w_ranks", "w_lag", "w_running", "w_top_groups"],
+    digest: "SELECT (SELECT count(*) FROM w), (SELECT sum(id + coalesce(g, 0) + coalesce(v, 0)) FROM w)",
+    expected_errors: &["23505", "21000"],
+    steps: 250,
+    step: windows_step,
+};
+
+/// One random statement of [`WINDOWS`]: rows enter, leave, change value and move between
+/// partitions; values repeat (ties) and may be NULL.
+fn windows_step(rng: &mut StdRng) -> Step {
+    Step::Sql(match rng.gen_range(0..8) {
+        0..=2 => {
+            let rows: Vec<String> =
+                (0..rng.gen_range(1..4)).map(|_| format!("({}, {}, {})", rng.gen_range(0..60), opt_int(rng, 5), opt_int(rng, 20))).collect();
+            format!("INSERT INTO w VALUES {} ON CONFLICT DO NOTHING", rows.join(", "))
+        }
+        3 => format!("UPDATE w SET v = {} WHERE id = {}", opt_int(rng, 20), rng.gen_range(0..60)),
+        4 => format!("UPDATE w SET g = {} WHERE id % 7 = {}", opt_int(rng, 5), rng.gen_range(0..7)),
+        5 => format!("DELETE FROM w WHERE id = {}", rng.gen_range(0..60)),
+        6 => format!("DELETE FROM w WHERE g = {}", rng.gen_range(0..5)),
+        _ => format!("UPDATE w SET v = v + 1 WHERE g = {}", rng.gen_range(0..5)),
+    })
+}
+
 const TYPED: Scenario = Scenario {
     setup: "
 CREATE TABLE m (id INT PRIMARY KEY, g INT, f DOUBLE PRECISION, n NUMERIC(12,3), s TEXT);
@@ -468,6 +504,11 @@ async fn joins_match_batch_recomputation_after_every_random_statement() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn windows_and_top_n_match_batch_recomputation_after_every_random_statement() {
+    differential("windows", &WINDOWS).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn views_over_floats_numerics_strings_and_nulls_match_after_every_random_insert_copy_upsert_and_block() {
     differential("typed", &TYPED).await;
 }
@@ -487,7 +528,7 @@ async fn min_and_max_follow_nan_and_infinities_as_postgres_orders_them() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_restarted_run_ends_with_the_same_views_as_an_uninterrupted_one() {
     let seed = seed();
-    for (name, sc, steps) in [("basic", &BASIC, 120), ("typed", &TYPED, 80)] {
+    for (name, sc, steps) in [("basic", &BASIC, 120), ("typed", &TYPED, 80), ("joins", &JOINS, 80), ("windows", &WINDOWS, 80)] {
         let statements: Vec<Step> = {
             let mut rng = StdRng::seed_from_u64(seed);
             (0..steps).map(|_| (sc.step)(&mut rng)).collect()

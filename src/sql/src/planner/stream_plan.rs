@@ -32,7 +32,9 @@ use datafusion::scalar::ScalarValue;
 use eddy_common::error::sqlstate;
 use eddy_common::{not_supported, user_err, ColumnType, Result};
 use eddy_storage::ReadSnapshot;
-use eddy_stream::operator::{AggCall, AggKind, BinaryOperator, Filter, HashAgg, HashJoin, JoinKind, JoinSpec, Operator, Project, Side};
+use eddy_stream::operator::{
+    AggCall, AggKind, BinaryOperator, Filter, HashAgg, HashJoin, JoinKind, JoinSpec, Operator, OverWindow, Project, Side, WindowMode,
+};
 use eddy_stream::Stage;
 
 use crate::catalog::{ColumnCatalog, TableCatalog};
@@ -334,7 +336,55 @@ fn build<'a>(
             LogicalPlan::SubqueryAlias(a) => build(&a.input, ids, restore, internal).await,
             // A view has no order (PostgreSQL and RisingWave accept ORDER BY in its definition
             // and order nothing); ORDER BY with LIMIT is a top-N, planned elsewhere.
-            LogicalPlan::Sort(sort) if sort.fetch.is_none() => build(&sort.input, ids, restore, internal).await,
+            LogicalPlan::Sort(sort) => match sort.fetch {
+                None => build(&sort.input, ids, restore, internal).await,
+                Some(n) => plan_top_n(&sort.input, &sort.expr, 0, Some(n), ids, restore, internal).await,
+            },
+            LogicalPlan::Limit(limit) => {
+                use datafusion::logical_expr::{FetchType, SkipType};
+                let (SkipType::Literal(skip), FetchType::Literal(fetch)) = (limit.get_skip_type()?, limit.get_fetch_type()?) else {
+                    return Err(not_supported!("LIMIT and OFFSET in a materialized view must be constants"));
+                };
+                match limit.input.as_ref() {
+                    LogicalPlan::Sort(sort) => plan_top_n(&sort.input, &sort.expr, skip, fetch, ids, restore, internal).await,
+                    _ if skip == 0 && fetch.is_none() => build(&limit.input, ids, restore, internal).await,
+                    _ => Err(not_supported!(
+                        "LIMIT without ORDER BY is not supported in a materialized view: which rows it keeps would be arbitrary; add an ORDER BY"
+                    )),
+                }
+            }
+            LogicalPlan::Window(w) => {
+                let mut b = build(&w.input, ids, restore, internal).await?;
+                let input_df = w.input.schema();
+                let props = ExecutionProps::new();
+                let exprs = w
+                    .window_expr
+                    .iter()
+                    .map(|e| Ok(datafusion::physical_planner::create_window_expr(e, input_df, &props)?))
+                    .collect::<Result<Vec<_>>>()?;
+                let first = exprs.first().ok_or_else(|| eddy_common::internal_err!("a window node without functions"))?;
+                let shape = |w: &Arc<dyn datafusion::physical_plan::WindowExpr>| {
+                    (format!("{:?}", w.partition_by()), format!("{:?}", w.order_by()))
+                };
+                if exprs.iter().any(|e| shape(e) != shape(first)) {
+                    return Err(not_supported!("window functions with different PARTITION BY or ORDER BY in one query level are not supported in a materialized view yet"));
+                }
+                let (partition_by, order_by) = (first.partition_by().to_vec(), first.order_by().to_vec());
+                let visible = input_df.fields().len();
+                let n = exprs.len();
+                let nullable = |f: &Field| Field::new(f.name(), f.data_type().clone(), true).with_metadata(f.metadata().clone());
+                let fields: Vec<Field> = w.schema.fields().iter().map(|f| nullable(f)).chain(b.schema.fields()[visible..].iter().map(|f| nullable(f))).collect();
+                let schema = Arc::new(Schema::new(fields));
+                let table_id = ids.next()?;
+                internal.push(table_id);
+                let mut op =
+                    OverWindow::try_new(table_id, WindowMode::Functions(exprs), partition_by, order_by, b.schema.clone(), visible, schema.clone())?;
+                op.restore(restore).await?;
+                b.ops.push(Box::new(op));
+                b.key = b.key.iter().map(|&k| if k < visible { k } else { k + n }).collect();
+                b.schema = schema;
+                Ok(b)
+            }
             LogicalPlan::Filter(f) => {
                 let mut b = build(&f.input, ids, restore, internal).await?;
                 let pred = physical(&f.predicate, f.input.schema())?;
@@ -517,4 +567,31 @@ async fn plan_join(
     let mut join = HashJoin::try_new(table_id, spec)?;
     join.restore(restore).await?;
     Ok(Built::meet(vec![(left, Side::Left), (right, Side::Right)], Some(Box::new(join)), schema, key))
+}
+
+/// Plans `ORDER BY sort LIMIT fetch OFFSET skip` over `input` (a top-N over one partition).
+async fn plan_top_n(
+    input: &LogicalPlan,
+    sort: &[datafusion::logical_expr::SortExpr],
+    skip: usize,
+    fetch: Option<usize>,
+    ids: &mut TableIds<'_>,
+    restore: Option<&ReadSnapshot>,
+    internal: &mut Vec<u32>,
+) -> Result<Built> {
+    let mut b = build(input, ids, restore, internal).await?;
+    let order_by = sort
+        .iter()
+        .map(|e| {
+            let options = arrow::compute::SortOptions::new(!e.asc, e.nulls_first);
+            Ok(datafusion::physical_expr::PhysicalSortExpr::new(physical(&e.expr, input.schema())?, options))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let visible = input.schema().fields().len();
+    let table_id = ids.next()?;
+    internal.push(table_id);
+    let mut op = OverWindow::try_new(table_id, WindowMode::TopN { skip, fetch }, vec![], order_by, b.schema.clone(), visible, b.schema.clone())?;
+    op.restore(restore).await?;
+    b.ops.push(Box::new(op));
+    Ok(b)
 }

@@ -15,6 +15,7 @@ pub mod filter;
 pub mod hash_agg;
 pub mod hash_join;
 pub mod materialize;
+pub mod over_window;
 pub mod project;
 
 use async_trait::async_trait;
@@ -26,6 +27,7 @@ pub use filter::Filter;
 pub use hash_agg::{AggCall, AggKind, HashAgg};
 pub use hash_join::{HashJoin, JoinKind, JoinSpec};
 pub use materialize::Materialize;
+pub use over_window::{OverWindow, WindowMode};
 pub use project::Project;
 
 /// One incremental operator.

@@ -1,0 +1,296 @@
+//! `OverWindow`: window functions (`... OVER (PARTITION BY ... ORDER BY ...)`) and top-N
+//! (`ORDER BY ... LIMIT n OFFSET m`), maintained by recomputing each changed partition.
+//!
+//! Rows are kept per partition in SQL order: the map key is the memcomparable encoding of the
+//! ORDER BY values followed by the whole encoded row, so iterating a partition yields its rows
+//! sorted, ties broken by the row itself (deterministic). At a barrier every partition changed
+//! in the epoch is evaluated again — window functions by DataFusion's own `WindowExpr`s over the
+//! sorted partition, top-N by taking the rows at the requested positions — and the difference
+//! against what was emitted for it before goes out as deletes and inserts. A change costs
+//! O(partition size); a top-N touches only its first OFFSET + LIMIT rows per change.
+//!
+//! Output layout for window functions: the input's visible columns, the window functions' values
+//! (DataFusion's schema), then the input's hidden columns. Top-N outputs its input rows.
+//!
+//! State: one state-table entry per distinct input row (value: its count). The emitted output is
+//! recomputed at recovery. All partitions are kept in memory.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::fmt;
+use std::sync::Arc;
+
+use arrow::array::{ArrayRef, RecordBatch};
+use arrow::datatypes::SchemaRef;
+use arrow::row::{RowConverter, Rows, SortField};
+use async_trait::async_trait;
+use datafusion::physical_expr::{PhysicalExpr, PhysicalSortExpr};
+use datafusion::physical_plan::WindowExpr;
+use eddy_common::codec::{make_key, KEY_PREFIX_LEN};
+use eddy_common::{internal_err, Epoch, Op, Result, StreamChunk};
+use eddy_storage::{EpochBatch, ReadSnapshot};
+
+use super::eval::{evaluate, RowErrors};
+use super::Operator;
+
+/// What an [`OverWindow`] computes per partition.
+pub enum WindowMode {
+    /// Window functions, one output column each.
+    Functions(Vec<Arc<dyn WindowExpr>>),
+    /// The rows at positions `skip .. skip + fetch` in order.
+    TopN { skip: usize, fetch: Option<usize> },
+}
+
+/// A partition's rows: (ORDER BY key, row) → count.
+type Partition = BTreeMap<(Vec<u8>, Vec<u8>), i64>;
+
+/// Window functions or top-N over partitions.
+pub struct OverWindow {
+    table_id: u32,
+    mode: WindowMode,
+    partition_by: Vec<Arc<dyn PhysicalExpr>>,
+    order_by: Vec<PhysicalSortExpr>,
+    input_schema: SchemaRef,
+    /// Visible input columns (window values go after them).
+    visible: usize,
+    schema: SchemaRef,
+    partition_conv: Option<RowConverter>,
+    order_conv: Option<RowConverter>,
+    rows: RowConverter,
+    output: RowConverter,
+    partitions: HashMap<Vec<u8>, Partition>,
+    /// Output rows emitted per partition, with counts.
+    emitted: HashMap<Vec<u8>, BTreeMap<Vec<u8>, i64>>,
+    /// Partitions changed this epoch.
+    dirty: HashSet<Vec<u8>>,
+    /// Rows changed this epoch (for the state table), with their partition and order key.
+    dirty_rows: HashMap<Vec<u8>, (Vec<u8>, Vec<u8>)>,
+}
+
+impl fmt::Display for OverWindow {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let part: Vec<String> = self.partition_by.iter().map(|e| e.to_string()).collect();
+        let order: Vec<String> = self.order_by.iter().map(|e| e.to_string()).collect();
+        match &self.mode {
+            WindowMode::Functions(w) => {
+                let names: Vec<&str> = w.iter().map(|w| w.name()).collect();
+                write!(f, "OverWindow [{}]", names.join(", "))?;
+            }
+            WindowMode::TopN { skip, fetch } => write!(f, "TopN offset={skip} limit={}", fetch.map_or("ALL".into(), |n| n.to_string()))?,
+        }
+        write!(f, " partition=[{}] order=[{}] state_table={}", part.join(", "), order.join(", "), self.table_id)
+    }
+}
+
+impl OverWindow {
+    /// An operator over rows of `input_schema` (its first `visible` columns visible) producing
+    /// `schema`.
+    pub fn try_new(
+        table_id: u32,
+        mode: WindowMode,
+        partition_by: Vec<Arc<dyn PhysicalExpr>>,
+        order_by: Vec<PhysicalSortExpr>,
+        input_schema: SchemaRef,
+        visible: usize,
+        schema: SchemaRef,
+    ) -> Result<Self> {
+        let partition_conv = if partition_by.is_empty() {
+            None
+        } else {
+            let fields = partition_by.iter().map(|e| Ok(SortField::new(e.data_type(&input_schema)?))).collect::<Result<Vec<_>>>()?;
+            Some(RowConverter::new(fields)?)
+        };
+        let order_conv = if order_by.is_empty() {
+            None
+        } else {
+            let fields = order_by
+                .iter()
+                .map(|e| Ok(SortField::new_with_options(e.expr.data_type(&input_schema)?, e.options)))
+                .collect::<Result<Vec<_>>>()?;
+            Some(RowConverter::new(fields)?)
+        };
+        let rows = RowConverter::new(input_schema.fields().iter().map(|f| SortField::new(f.data_type().clone())).collect())?;
+        let output = RowConverter::new(schema.fields().iter().map(|f| SortField::new(f.data_type().clone())).collect())?;
+        Ok(Self {
+            table_id,
+            mode,
+            partition_by,
+            order_by,
+            input_schema,
+            visible,
+            schema,
+            partition_conv,
+            order_conv,
+            rows,
+            output,
+            partitions: HashMap::new(),
+            emitted: HashMap::new(),
+            dirty: HashSet::new(),
+            dirty_rows: HashMap::new(),
+        })
+    }
+
+    /// Partition keys, order keys and encoded rows of `chunk` (rows failing are counted, dropped).
+    fn keyed(&self, chunk: StreamChunk, errors: &mut RowErrors) -> Result<(StreamChunk, Option<Rows>, Option<Rows>, Rows)> {
+        let exprs: Vec<Arc<dyn PhysicalExpr>> =
+            self.partition_by.iter().cloned().chain(self.order_by.iter().map(|e| e.expr.clone())).collect();
+        let (chunk, mut values) = evaluate(&exprs, chunk, errors)?;
+        let order_values = values.split_off(self.partition_by.len());
+        let parts = self.partition_conv.as_ref().map(|c| c.convert_columns(&values)).transpose()?;
+        let orders = self.order_conv.as_ref().map(|c| c.convert_columns(&order_values)).transpose()?;
+        let rows = self.rows.convert_columns(chunk.batch.columns())?;
+        Ok((chunk, parts, orders, rows))
+    }
+
+    fn add(&mut self, part: &[u8], order: &[u8], row: &[u8], delta: i64) -> Result<()> {
+        let p = self.partitions.entry(part.to_vec()).or_default();
+        let key = (order.to_vec(), row.to_vec());
+        let c = p.entry(key.clone()).or_default();
+        *c += delta;
+        if *c < 0 {
+            return Err(internal_err!("window retracted a row it never saw"));
+        }
+        if *c == 0 {
+            p.remove(&key);
+            if p.is_empty() {
+                self.partitions.remove(part);
+            }
+        }
+        self.dirty.insert(part.to_vec());
+        self.dirty_rows.insert(row.to_vec(), (part.to_vec(), order.to_vec()));
+        Ok(())
+    }
+
+    /// The output rows of partition `part` as it is now.
+    fn evaluate_partition(&self, part: &[u8]) -> Result<BTreeMap<Vec<u8>, i64>> {
+        let mut out = BTreeMap::new();
+        let Some(rows) = self.partitions.get(part) else { return Ok(out) };
+        match &self.mode {
+            WindowMode::TopN { skip, fetch } => {
+                let end = fetch.map_or(usize::MAX, |f| skip.saturating_add(f));
+                let mut pos = 0usize;
+                for ((_, row), &count) in rows {
+                    let n = usize::try_from(count).unwrap_or(0);
+                    let (from, to) = (pos.max(*skip), (pos + n).min(end));
+                    if to > from {
+                        *out.entry(row.clone()).or_insert(0) += (to - from) as i64;
+                    }
+                    pos += n;
+                    if pos >= end {
+                        break;
+                    }
+                }
+            }
+            WindowMode::Functions(exprs) => {
+                // One row per copy, in order.
+                let parser = self.rows.parser();
+                let expanded = rows.iter().flat_map(|((_, r), &c)| std::iter::repeat_n(r, usize::try_from(c).unwrap_or(0)));
+                let columns = self.rows.convert_rows(expanded.map(|r| parser.parse(r)))?;
+                let batch = RecordBatch::try_new(self.input_schema.clone(), columns)?;
+                let values = exprs.iter().map(|w| Ok(w.evaluate(&batch)?)).collect::<Result<Vec<ArrayRef>>>()?;
+                let cols: Vec<ArrayRef> = batch.columns()[..self.visible]
+                    .iter()
+                    .cloned()
+                    .chain(values.into_iter().zip(self.schema.fields().iter().skip(self.visible)).map(|(v, f)| {
+                        if v.data_type() == f.data_type() { Ok(v) } else { arrow::compute::cast(&v, f.data_type()) }
+                    }).collect::<Result<Vec<_>, _>>()?)
+                    .chain(batch.columns()[self.visible..].iter().cloned())
+                    .collect();
+                let encoded = self.output.convert_columns(&cols)?;
+                for r in encoded.iter() {
+                    *out.entry(r.as_ref().to_vec()).or_insert(0) += 1;
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Output chunk of `(op, encoded output row)`s.
+    fn chunk_of(&self, out: Vec<(Op, Vec<u8>)>) -> Result<Vec<StreamChunk>> {
+        if out.is_empty() {
+            return Ok(vec![]);
+        }
+        let (conv, schema) = match self.mode {
+            WindowMode::TopN { .. } => (&self.rows, &self.input_schema),
+            WindowMode::Functions(_) => (&self.output, &self.schema),
+        };
+        let parser = conv.parser();
+        let columns = conv.convert_rows(out.iter().map(|(_, r)| parser.parse(r)))?;
+        let batch = RecordBatch::try_new(schema.clone(), columns)?;
+        Ok(vec![StreamChunk::try_new(batch, out.into_iter().map(|(op, _)| op).collect())?])
+    }
+
+    /// Loads committed rows (recovery) and what was emitted for them.
+    pub async fn restore(&mut self, snapshot: Option<&ReadSnapshot>) -> Result<()> {
+        let Some(snapshot) = snapshot else { return Ok(()) };
+        let entries = snapshot.scan_prefix(&self.table_id.to_be_bytes()).await?;
+        let mut ignored = RowErrors::default();
+        for part in entries.chunks(8192) {
+            let rows: Vec<&[u8]> = part.iter().map(|(k, _)| k.get(KEY_PREFIX_LEN..).unwrap_or_default()).collect();
+            let parser = self.rows.parser();
+            let columns = self.rows.convert_rows(rows.iter().map(|r| parser.parse(r)))?;
+            let batch = RecordBatch::try_new(self.input_schema.clone(), columns)?;
+            let (chunk, parts, orders, encoded) = self.keyed(StreamChunk::inserts(batch), &mut ignored)?;
+            if chunk.len() != part.len() {
+                return Err(internal_err!("window state rows no longer evaluate their keys"));
+            }
+            for (i, (_, v)) in part.iter().enumerate() {
+                let count = i64::from_be_bytes(v[..].try_into().map_err(|_| internal_err!("bad window state value"))?);
+                let p = parts.as_ref().map_or(&[][..], |p| p.row(i).data());
+                let o = orders.as_ref().map_or(&[][..], |o| o.row(i).data());
+                self.add(p, o, encoded.row(i).data(), count)?;
+            }
+        }
+        self.dirty_rows.clear();
+        for part in std::mem::take(&mut self.dirty) {
+            let out = self.evaluate_partition(&part)?;
+            self.emitted.insert(part, out);
+        }
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl Operator for OverWindow {
+    fn process(&mut self, chunk: StreamChunk, errors: &mut RowErrors) -> Result<Vec<StreamChunk>> {
+        let (chunk, parts, orders, rows) = self.keyed(chunk, errors)?;
+        for i in 0..chunk.len() {
+            let p = parts.as_ref().map_or(&[][..], |p| p.row(i).data());
+            let o = orders.as_ref().map_or(&[][..], |o| o.row(i).data());
+            self.add(p, o, rows.row(i).data(), if chunk.ops[i].is_insert() { 1 } else { -1 })?;
+        }
+        Ok(vec![])
+    }
+
+    async fn on_barrier(&mut self, _epoch: Epoch, batch: &mut EpochBatch, _errors: &mut RowErrors) -> Result<Vec<StreamChunk>> {
+        for (row, (part, order)) in std::mem::take(&mut self.dirty_rows) {
+            let count = self.partitions.get(&part).and_then(|p| p.get(&(order, row.clone()))).copied().unwrap_or(0);
+            let k = make_key(self.table_id, &row);
+            if count == 0 {
+                batch.delete(k);
+            } else {
+                batch.put(k, count.to_be_bytes().to_vec());
+            }
+        }
+        let mut dirty: Vec<Vec<u8>> = std::mem::take(&mut self.dirty).into_iter().collect();
+        dirty.sort();
+        // Every delete before every insert: a row moving between partitions keeps its stream key.
+        let (mut deletes, mut inserts): (Vec<(Op, Vec<u8>)>, Vec<(Op, Vec<u8>)>) = (Vec::new(), Vec::new());
+        for part in dirty {
+            let new = self.evaluate_partition(&part)?;
+            let old = self.emitted.remove(&part).unwrap_or_default();
+            for (row, &c) in &old {
+                let n = c - new.get(row).copied().unwrap_or(0);
+                deletes.extend(std::iter::repeat_n((Op::Delete, row.clone()), usize::try_from(n).unwrap_or(0)));
+            }
+            for (row, &c) in &new {
+                let n = c - old.get(row).copied().unwrap_or(0);
+                inserts.extend(std::iter::repeat_n((Op::Insert, row.clone()), usize::try_from(n).unwrap_or(0)));
+            }
+            if !new.is_empty() {
+                self.emitted.insert(part, new);
+            }
+        }
+        deletes.extend(inserts);
+        self.chunk_of(deletes)
+    }
+}
