@@ -136,9 +136,10 @@ CREATE MATERIALIZED VIEW j_anti AS SELECT id FROM cu WHERE NOT EXISTS (SELECT 1 
 CREATE MATERIALIZED VIEW j_scalar AS SELECT id, (SELECT count(*) FROM o WHERE o.c = cu.id) AS n, (SELECT max(amount) FROM o) AS top FROM cu;
 CREATE MATERIALIZED VIEW j_sets AS SELECT c FROM o INTERSECT SELECT id FROM cu;
 CREATE MATERIALIZED VIEW j_except AS SELECT r FROM cu EXCEPT ALL SELECT r FROM re;
+CREATE MATERIALIZED VIEW j_not_in AS SELECT id, r FROM cu WHERE r NOT IN (SELECT r FROM re);
 CREATE MATERIALIZED VIEW j_on_view AS SELECT l.name, count(*) AS n FROM j_left l JOIN j_semi s ON l.c = s.id GROUP BY l.name;
 ",
-    views: &["j_inner", "j_left", "j_right", "j_full", "j_agg", "j_self", "j_semi", "j_anti", "j_scalar", "j_sets", "j_except", "j_on_view"],
+    views: &["j_inner", "j_left", "j_right", "j_full", "j_agg", "j_self", "j_semi", "j_anti", "j_scalar", "j_sets", "j_except", "j_on_view", "j_not_in"],
     digest: "SELECT (SELECT count(*) FROM o), (SELECT sum(id + coalesce(c, 0) + coalesce(amount, 0)) FROM o), (SELECT count(*) FROM cu), (SELECT sum(id + coalesce(r, 0)) FROM cu), (SELECT count(*) FROM re)",
     expected_errors: &["23505", "21000"],
     steps: 300,

@@ -518,10 +518,8 @@ async fn plan_join(
         JoinType::RightAnti => JoinKind::RightAnti,
         other => return Err(not_supported!("{other} joins are not supported in a materialized view yet")),
     };
-    if j.null_aware {
-        return Err(not_supported!(
-            "NOT IN (subquery) over a column that may be NULL is not supported in a materialized view yet; use NOT EXISTS, or make both columns NOT NULL"
-        ));
+    if j.null_aware && (j.join_type != JoinType::LeftAnti || j.filter.is_some()) {
+        return Err(not_supported!("a correlated NOT IN (subquery) is not supported in a materialized view yet; use NOT EXISTS"));
     }
     let (ldf, rdf) = (j.left.schema(), j.right.schema());
     let (lv, rv) = (ldf.fields().len(), rdf.fields().len());
@@ -561,6 +559,7 @@ async fn plan_join(
         left_keys,
         right_keys,
         nulls_match: j.null_equality == NullEquality::NullEqualsNull,
+        null_aware: j.null_aware,
         filter,
         pair_schema,
     };

@@ -15,6 +15,10 @@
 //! visible columns (the join's SQL schema), then the left side's hidden columns and the right
 //! side's. Semi and anti joins output the rows of their side unchanged.
 //!
+//! `NOT IN (subquery)` is a *null-aware* anti join: a NULL on the right hides every left row,
+//! and a left row with a NULL key shows only while the right side is empty. A right change that
+//! flips either condition re-evaluates every left row.
+//!
 //! State: one state-table entry per distinct row and side (key: side byte + the encoded row;
 //! value: its count). Degrees are not stored: recovery recomputes them from both sides. All rows
 //! are kept in memory (moving buckets to a bounded cache is the state-at-scale work).
@@ -85,6 +89,9 @@ pub struct JoinSpec {
     pub right_keys: Vec<Arc<dyn PhysicalExpr>>,
     /// NULL keys match each other (`IS NOT DISTINCT FROM`).
     pub nulls_match: bool,
+    /// A left anti join with SQL's `NOT IN` semantics: a left row is output only if the right
+    /// side is empty, or its key is not NULL, no right key is NULL and nothing matches it.
+    pub null_aware: bool,
     /// Non-equi condition over the joined row (left visible, right visible, ...).
     pub filter: Option<Arc<dyn PhysicalExpr>>,
     /// Schema of a joined row (see the module docs for the layout).
@@ -181,6 +188,10 @@ pub struct HashJoin {
     kind: JoinKind,
     filter: Option<Arc<dyn PhysicalExpr>>,
     nulls_match: bool,
+    null_aware: bool,
+    /// Right rows, and right rows with a NULL key (counts; for null-aware anti joins).
+    right_total: i64,
+    right_nulls: i64,
     /// Encodes join keys (the left side's key types; right keys are cast to them).
     key_converter: Option<RowConverter>,
     key_types: Vec<DataType>,
@@ -212,6 +223,9 @@ type Matched = Vec<(Vec<u8>, i64)>;
 impl HashJoin {
     /// A join keeping its state in table `table_id`.
     pub fn try_new(table_id: u32, spec: JoinSpec) -> Result<Self> {
+        if spec.null_aware && (spec.kind != JoinKind::LeftAnti || spec.filter.is_some()) {
+            return Err(internal_err!("null-aware joins are left anti joins without a condition"));
+        }
         if spec.left_keys.len() != spec.right_keys.len() {
             return Err(internal_err!("join has {} left keys and {} right keys", spec.left_keys.len(), spec.right_keys.len()));
         }
@@ -223,6 +237,9 @@ impl HashJoin {
             kind: spec.kind,
             filter: spec.filter,
             nulls_match: spec.nulls_match,
+            null_aware: spec.null_aware,
+            right_total: 0,
+            right_nulls: 0,
             key_converter,
             key_types,
             pair_schema: spec.pair_schema,
@@ -350,6 +367,50 @@ impl HashJoin {
         }
     }
 
+    /// Whether a left row of a null-aware anti join shows, given its key is (not) NULL and its
+    /// degree, with the right side as it is now.
+    fn shows_not_in(&self, has_key: bool, degree: i64) -> bool {
+        Self::not_in(self.right_total, self.right_nulls, has_key, degree)
+    }
+
+    fn not_in(right_total: i64, right_nulls: i64, has_key: bool, degree: i64) -> bool {
+        right_total == 0 || (has_key && right_nulls == 0 && degree == 0)
+    }
+
+    /// The left rows of a null-aware anti join that appear or disappear after a right chunk:
+    /// those whose degree changed, or all of them when the right side became (non-)empty or
+    /// gained (or lost) its NULLs.
+    fn not_in_changes(&self, old_total: i64, old_nulls: i64, old_degrees: &HashMap<(Option<Vec<u8>>, Vec<u8>), i64>) -> Vec<Out> {
+        let flipped = (old_total == 0) != (self.right_total == 0) || (old_nulls == 0) != (self.right_nulls == 0);
+        let mut out = Vec::new();
+        let mut visit = |key: Option<&Vec<u8>>, row: &Vec<u8>, e: &Entry| {
+            let before = old_degrees.get(&(key.cloned(), row.clone())).copied().unwrap_or(e.degree);
+            let was = Self::not_in(old_total, old_nulls, key.is_some(), before);
+            let is = Self::not_in(self.right_total, self.right_nulls, key.is_some(), e.degree);
+            if was != is {
+                let op = if is { Op::Insert } else { Op::Delete };
+                out.extend(std::iter::repeat_n((op, Some(row.clone()), None), usize::try_from(e.count).unwrap_or(0)));
+            }
+        };
+        if flipped {
+            for (k, bucket) in &self.left.buckets {
+                for (row, e) in bucket {
+                    visit(Some(k), row, e);
+                }
+            }
+            for (row, e) in &self.left.unmatched {
+                visit(None, row, e);
+            }
+        } else {
+            for (k, row) in old_degrees.keys() {
+                if let Some(e) = k.as_ref().and_then(|k| self.left.buckets.get(k)).and_then(|b| b.get(row)) {
+                    visit(k.as_ref(), row, e);
+                }
+            }
+        }
+        out
+    }
+
     /// Loads committed rows (recovery) and recomputes degrees.
     pub async fn restore(&mut self, snapshot: Option<&ReadSnapshot>) -> Result<()> {
         let Some(snapshot) = snapshot else { return Ok(()) };
@@ -376,6 +437,8 @@ impl HashJoin {
             }
             self.side_mut(side).dirty.clear();
         }
+        self.right_total = self.right.buckets.values().flat_map(|b| b.values()).chain(self.right.unmatched.values()).map(|e| e.count).sum();
+        self.right_nulls = self.right.unmatched.values().map(|e| e.count).sum();
         for side in [Side::Left, Side::Right] {
             if !self.kind.tracks(side) {
                 continue;
@@ -411,6 +474,10 @@ impl BinaryOperator for HashJoin {
         let matches = self.matches(side, &refs, errors)?;
         let (kind, filtered) = (self.kind, self.kind.filtered());
         let pairs = filtered.is_none();
+        let null_aware = self.null_aware;
+        let (old_total, old_nulls) = (self.right_total, self.right_nulls);
+        // Null-aware: the degree each left row had before this chunk, for rows it changed.
+        let mut old_degrees: HashMap<(Option<Vec<u8>>, Vec<u8>), i64> = HashMap::new();
         let mut out: Vec<Out> = Vec::new();
         for (i, matched) in matches.into_iter().enumerate() {
             let (row, key, op) = refs[i];
@@ -423,6 +490,9 @@ impl BinaryOperator for HashJoin {
                     let e = self.side_mut(other).entry_mut(key, o).ok_or_else(|| internal_err!("matched row vanished"))?;
                     let before = e.degree;
                     e.degree += sign;
+                    if null_aware {
+                        old_degrees.entry((key.map(<[u8]>::to_vec), o.clone())).or_insert(before);
+                    }
                     (before, e.degree)
                 } else {
                     (0, 0)
@@ -442,7 +512,7 @@ impl BinaryOperator for HashJoin {
                 if kind.pads(other) && last {
                     out.extend(std::iter::repeat_n(Self::alone(other, Op::Insert, o), copies));
                 }
-                if let Some((s, semi)) = filtered {
+                if let Some((s, semi)) = filtered.filter(|_| !null_aware) {
                     if s == other && (first || last) {
                         let shows = first == semi;
                         out.extend(std::iter::repeat_n(Self::alone(other, if shows { Op::Insert } else { Op::Delete }, o), copies));
@@ -453,11 +523,21 @@ impl BinaryOperator for HashJoin {
                 out.push(Self::alone(side, pair_op, row));
             }
             if let Some((s, semi)) = filtered {
-                if s == side && (degree > 0) == semi {
+                let shows = if null_aware { self.shows_not_in(key.is_some(), degree) } else { (degree > 0) == semi };
+                if s == side && shows {
                     out.push(Self::alone(side, pair_op, row));
                 }
             }
             self.side_mut(side).apply(key, row, sign, degree)?;
+            if side == Side::Right {
+                self.right_total += sign;
+                if key.is_none() {
+                    self.right_nulls += sign;
+                }
+            }
+        }
+        if null_aware && side == Side::Right {
+            out.extend(self.not_in_changes(old_total, old_nulls, &old_degrees));
         }
         self.output(out)
     }

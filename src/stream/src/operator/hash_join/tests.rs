@@ -34,7 +34,7 @@ fn side_schema(p: &str) -> SchemaRef {
     ]))
 }
 
-fn join(kind: JoinKind, with_filter: bool) -> HashJoin {
+fn join(kind: JoinKind, with_filter: bool, null_aware: bool) -> HashJoin {
     let (l, r) = (side_schema("l"), side_schema("r"));
     let pair = Arc::new(Schema::new(vec![
         l.field(0).clone(),
@@ -61,6 +61,7 @@ fn join(kind: JoinKind, with_filter: bool) -> HashJoin {
             left_keys: vec![Arc::new(Column::new("lk", 0))],
             right_keys: vec![Arc::new(Column::new("rk", 0))],
             nulls_match: false,
+            null_aware: kind == JoinKind::LeftAnti && !with_filter && null_aware,
             filter: with_filter.then_some(filter),
             pair_schema: pair,
         },
@@ -90,7 +91,18 @@ fn apply(view: &mut BTreeMap<Row, i64>, chunks: Vec<StreamChunk>) {
 }
 
 /// The join of `l` and `r` computed from scratch.
-fn expected(kind: JoinKind, with_filter: bool, l: &[Row], r: &[Row]) -> BTreeMap<Row, i64> {
+fn expected(kind: JoinKind, with_filter: bool, null_aware: bool, l: &[Row], r: &[Row]) -> BTreeMap<Row, i64> {
+    if null_aware {
+        // l.k NOT IN (SELECT r.k FROM r).
+        let mut out = BTreeMap::new();
+        for a in l {
+            let shows = r.is_empty() || (a[0].is_some() && r.iter().all(|b| b[0].is_some() && b[0] != a[0]));
+            if shows {
+                *out.entry(a.clone()).or_insert(0) += 1;
+            }
+        }
+        return out;
+    }
     let matches = |a: &Row, b: &Row| a[0].is_some() && a[0] == b[0] && (!with_filter || matches!((a[1], b[1]), (Some(x), Some(y)) if x < y + 2));
     let mut out = BTreeMap::new();
     let mut add = |row: Row| *out.entry(row).or_insert(0) += 1;
@@ -153,11 +165,12 @@ fn step(rng: &mut rand::rngs::StdRng, live: &mut [Vec<Row>; 2], next_id: &mut i6
 
 #[tokio::test]
 async fn every_kind_equals_recomputation_through_changes_and_a_restore() {
-    for kind in KINDS {
-        for with_filter in [false, true] {
+    let variants = KINDS.iter().flat_map(|&k| [(k, false, false), (k, true, false)]).chain([(JoinKind::LeftAnti, false, true)]);
+    for (kind, with_filter, null_aware) in variants {
+        {
             let mut rng = rand::rngs::StdRng::seed_from_u64(7);
             let store = StateStore::open(&StoreOptions::default()).await.unwrap();
-            let mut j = join(kind, with_filter);
+            let mut j = join(kind, with_filter, null_aware);
             let mut view = BTreeMap::new();
             let mut live: [Vec<Row>; 2] = [Vec::new(), Vec::new()];
             let mut next_id = 0;
@@ -170,10 +183,10 @@ async fn every_kind_equals_recomputation_through_changes_and_a_restore() {
                 let mut batch = EpochBatch::default();
                 apply(&mut view, j.on_barrier(Epoch(epoch), &mut batch, &mut errors).await.unwrap());
                 store.commit(Epoch(epoch), batch).await.unwrap();
-                assert_eq!(view, expected(kind, with_filter, &live[0], &live[1]), "{kind:?} filter={with_filter} epoch {epoch}");
+                assert_eq!(view, expected(kind, with_filter, null_aware, &live[0], &live[1]), "{kind:?} filter={with_filter} null_aware={null_aware} epoch {epoch}");
                 if epoch % 10 == 0 {
                     // A restarted join continues from its committed state.
-                    j = join(kind, with_filter);
+                    j = join(kind, with_filter, null_aware);
                     j.restore(Some(&store.snapshot())).await.unwrap();
                 }
             }
@@ -184,7 +197,7 @@ async fn every_kind_equals_recomputation_through_changes_and_a_restore() {
 
 #[test]
 fn null_keys_match_when_compared_with_is_not_distinct_from() {
-    let mut j = join(JoinKind::Inner, false);
+    let mut j = join(JoinKind::Inner, false, false);
     j.nulls_match = true;
     let mut view = BTreeMap::new();
     let mut errors = RowErrors::default();
