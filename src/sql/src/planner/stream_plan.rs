@@ -192,12 +192,6 @@ fn agg_call(expr: &Expr, input: &DFSchema, output: DataType) -> Result<AggCall> 
     };
     let name = af.func.name().to_ascii_lowercase();
     let p = &af.params;
-    if p.filter.is_some() {
-        return Err(not_supported!("aggregate FILTER clauses are not supported in a materialized view yet"));
-    }
-    if !p.order_by.is_empty() {
-        return Err(not_supported!("ORDER BY inside {name}() is not supported in a materialized view yet"));
-    }
     let arg = p.args.first();
     let kind = match (name.as_str(), p.distinct) {
         ("count", false) => match arg {
@@ -212,6 +206,11 @@ fn agg_call(expr: &Expr, input: &DFSchema, output: DataType) -> Result<AggCall> 
         ("max", _) => AggKind::Max,
         ("bool_and", _) => AggKind::BoolAnd,
         ("bool_or", _) => AggKind::BoolOr,
+        ("first_value", false) if !p.order_by.is_empty() => AggKind::FirstValue,
+        ("last_value", false) if !p.order_by.is_empty() => AggKind::LastValue,
+        ("first_value" | "last_value", false) => {
+            return Err(not_supported!("{name}() in a materialized view needs an ORDER BY inside the call (which row is first is otherwise arbitrary)"))
+        }
         ("string_agg", false) => {
             let sep = match p.args.get(1) {
                 Some(Expr::Literal(ScalarValue::Utf8(Some(s)) | ScalarValue::LargeUtf8(Some(s)) | ScalarValue::Utf8View(Some(s)), _)) => s.clone(),
@@ -227,7 +226,32 @@ fn agg_call(expr: &Expr, input: &DFSchema, output: DataType) -> Result<AggCall> 
         AggKind::CountStar => None,
         _ => Some(physical(arg.ok_or_else(|| not_supported!("{name}() without an argument"))?, input)?),
     };
-    Ok(AggCall { kind, arg, output })
+    // ORDER BY inside the call matters to first/last_value; to the others only where it
+    // changes the result.
+    let ordered = matches!(kind, AggKind::FirstValue | AggKind::LastValue);
+    if !ordered && !p.order_by.is_empty() {
+        let value_order = matches!(kind, AggKind::StringAgg(_))
+            && p.order_by.len() == 1
+            && p.order_by[0].asc
+            && p.args.first().is_some_and(|a| strip_alias(a) == strip_alias(&p.order_by[0].expr));
+        let order_free = matches!(kind, AggKind::CountStar | AggKind::Count | AggKind::CountDistinct | AggKind::Sum | AggKind::Min | AggKind::Max | AggKind::BoolAnd | AggKind::BoolOr);
+        if !(value_order || order_free) {
+            return Err(not_supported!("ORDER BY inside {name}() is not supported in a materialized view yet"));
+        }
+    }
+    let order_by = if ordered {
+        p.order_by
+            .iter()
+            .map(|e| {
+                let options = arrow::compute::SortOptions::new(!e.asc, e.nulls_first);
+                Ok(datafusion::physical_expr::PhysicalSortExpr::new(physical(&e.expr, input)?, options))
+            })
+            .collect::<Result<Vec<_>>>()?
+    } else {
+        vec![]
+    };
+    let filter = p.filter.as_ref().map(|f| physical(f, input)).transpose()?;
+    Ok(AggCall { kind, arg, output, filter, order_by })
 }
 
 fn node_name(plan: &LogicalPlan) -> String {

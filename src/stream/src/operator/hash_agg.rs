@@ -46,6 +46,10 @@ pub enum AggKind {
     BoolOr,
     /// `string_agg(x, sep)`; values are concatenated in value order.
     StringAgg(String),
+    /// `first_value(x ORDER BY ...)`: `x` of the first row in that order (ties: the smallest `x`).
+    FirstValue,
+    /// `last_value(x ORDER BY ...)`.
+    LastValue,
 }
 
 /// One aggregate call.
@@ -56,6 +60,10 @@ pub struct AggCall {
     pub arg: Option<Arc<dyn PhysicalExpr>>,
     /// Output type (as the batch planner types it).
     pub output: DataType,
+    /// `FILTER (WHERE ...)`: only rows where it is true count.
+    pub filter: Option<Arc<dyn PhysicalExpr>>,
+    /// `ORDER BY` inside the call (used by `first_value` / `last_value`).
+    pub order_by: Vec<datafusion::physical_expr::PhysicalSortExpr>,
 }
 
 /// Running state of one aggregate in one group.
@@ -125,7 +133,9 @@ fn initial_acc(kind: &AggKind, arg_type: Option<&DataType>) -> Acc {
             _ => Acc::SumInt { sum: 0, n: 0 },
         },
         AggKind::BoolAnd | AggKind::BoolOr => Acc::Bools { trues: 0, falses: 0 },
-        AggKind::CountDistinct | AggKind::Min | AggKind::Max | AggKind::StringAgg(_) => Acc::Values(BTreeMap::new()),
+        AggKind::CountDistinct | AggKind::Min | AggKind::Max | AggKind::StringAgg(_) | AggKind::FirstValue | AggKind::LastValue => {
+            Acc::Values(BTreeMap::new())
+        }
     }
 }
 
@@ -152,6 +162,16 @@ impl HashAgg {
             .map(|(c, t)| match (&c.kind, t) {
                 (AggKind::CountDistinct | AggKind::Min | AggKind::Max | AggKind::StringAgg(_), Some(t)) => {
                     Ok(Some(RowConverter::new(vec![SortField::new(t.clone())])?))
+                }
+                // Rows of (ORDER BY values..., x): their order is the call's order.
+                (AggKind::FirstValue | AggKind::LastValue, Some(t)) => {
+                    let mut fields = c
+                        .order_by
+                        .iter()
+                        .map(|o| Ok(SortField::new_with_options(o.expr.data_type(input_schema)?, o.options)))
+                        .collect::<Result<Vec<_>>>()?;
+                    fields.push(SortField::new(t.clone()));
+                    Ok(Some(RowConverter::new(fields)?))
                 }
                 _ => Ok(None),
             })
@@ -233,18 +253,19 @@ impl HashAgg {
             (AggKind::BoolOr, Acc::Bools { trues, falses }) => {
                 if trues + falses == 0 { null() } else { ScalarValue::Boolean(Some(*trues > 0)) }
             }
-            (AggKind::Min | AggKind::Max | AggKind::StringAgg(_), Acc::Values(m)) => {
+            (AggKind::Min | AggKind::Max | AggKind::StringAgg(_) | AggKind::FirstValue | AggKind::LastValue, Acc::Values(m)) => {
                 let conv = self.value_converters[i].as_ref().ok_or_else(|| internal_err!("missing value converter"))?;
                 let picked: Vec<(&Vec<u8>, i64)> = match call.kind {
-                    AggKind::Min => m.iter().next().map(|(k, _)| (k, 1)).into_iter().collect(),
-                    AggKind::Max => m.iter().next_back().map(|(k, _)| (k, 1)).into_iter().collect(),
+                    AggKind::Min | AggKind::FirstValue => m.iter().next().map(|(k, _)| (k, 1)).into_iter().collect(),
+                    AggKind::Max | AggKind::LastValue => m.iter().next_back().map(|(k, _)| (k, 1)).into_iter().collect(),
                     _ => m.iter().map(|(k, c)| (k, *c)).collect(),
                 };
                 if picked.is_empty() {
                     return Ok(null());
                 }
                 let parser = conv.parser();
-                let arr = conv.convert_rows(picked.iter().map(|(k, _)| parser.parse(k)))?.remove(0);
+                // The value is the last column (first/last rows start with their order keys).
+                let arr = conv.convert_rows(picked.iter().map(|(k, _)| parser.parse(k)))?.pop().ok_or_else(|| internal_err!("empty value row"))?;
                 match &call.kind {
                     AggKind::StringAgg(sep) => {
                         let arr = arrow::compute::cast(&arr, &DataType::Utf8)?;
@@ -280,10 +301,32 @@ impl Operator for HashAgg {
     fn process(&mut self, chunk: StreamChunk, errors: &mut RowErrors) -> Result<Vec<StreamChunk>> {
         // Group keys and arguments evaluated together: a row failing in either is left out.
         let args: Vec<Arc<dyn PhysicalExpr>> = self.calls.iter().filter_map(|c| c.arg.clone()).collect();
-        let exprs: Vec<Arc<dyn PhysicalExpr>> = self.group_exprs.iter().cloned().chain(args).collect();
+        let filters: Vec<Arc<dyn PhysicalExpr>> = self.calls.iter().filter_map(|c| c.filter.clone()).collect();
+        let orders: Vec<Arc<dyn PhysicalExpr>> = self.calls.iter().flat_map(|c| c.order_by.iter().map(|o| o.expr.clone())).collect();
+        let exprs: Vec<Arc<dyn PhysicalExpr>> = self.group_exprs.iter().cloned().chain(args).chain(filters).chain(orders).collect();
         let (chunk, mut values) = evaluate(&exprs, chunk, errors)?;
         let n = chunk.len();
-        let arg_values = values.split_off(self.group_exprs.len());
+        let mut arg_values = values.split_off(self.group_exprs.len());
+        let mut filter_values = arg_values.split_off(self.calls.iter().filter(|c| c.arg.is_some()).count());
+        let mut order_values = filter_values.split_off(self.calls.iter().filter(|c| c.filter.is_some()).count()).into_iter();
+        let mut filter_values = filter_values.into_iter();
+        // Per call: which rows count (FILTER), and the ORDER BY values of ordered calls.
+        let masks = self
+            .calls
+            .iter()
+            .map(|c| {
+                c.filter
+                    .as_ref()
+                    .map(|_| {
+                        use arrow::array::AsArray;
+                        let a = filter_values.next().ok_or_else(|| internal_err!("missing FILTER value"))?;
+                        let b = a.as_boolean_opt().ok_or_else(|| internal_err!("FILTER is not boolean"))?;
+                        Ok(b.iter().map(|v| v.unwrap_or(false)).collect::<Vec<bool>>())
+                    })
+                    .transpose()
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let order_cols: Vec<Vec<ArrayRef>> = self.calls.iter().map(|c| order_values.by_ref().take(c.order_by.len()).collect()).collect();
         // Group keys, memcomparable, without a per-row allocation.
         let key_rows = if self.is_global() { None } else { Some(self.key_converter.convert_columns(&values)?) };
         // Arguments, decoded once per chunk into the accumulators' native form.
@@ -293,11 +336,17 @@ impl Operator for HashAgg {
             .iter()
             .zip(&self.value_converters)
             .zip(&self.arg_types)
-            .map(|((c, conv), t)| {
+            .zip(&order_cols)
+            .map(|(((c, conv), t), order)| {
                 if c.arg.is_none() {
                     return Ok(ArgInput::Star);
                 }
                 let arr = arg_values.next().ok_or_else(|| internal_err!("missing aggregate argument"))?;
+                if matches!(c.kind, AggKind::FirstValue | AggKind::LastValue) {
+                    let conv = conv.as_ref().ok_or_else(|| internal_err!("missing value converter"))?;
+                    let cols: Vec<ArrayRef> = order.iter().cloned().chain([arr]).collect();
+                    return Ok(ArgInput::Ordered(conv.convert_columns(&cols)?));
+                }
                 ArgInput::decode(&c.kind, arr, conv.as_ref(), t.as_ref())
             })
             .collect::<Result<Vec<_>>>()?;
@@ -316,8 +365,10 @@ impl Operator for HashAgg {
             if group.rows < 0 {
                 return Err(internal_err!("aggregation retracted a row it never saw"));
             }
-            for (acc, input) in group.accs.iter_mut().zip(&inputs) {
-                input.apply(acc, row, sign)?;
+            for ((acc, input), mask) in group.accs.iter_mut().zip(&inputs).zip(&masks) {
+                if mask.as_ref().is_none_or(|m| m[row]) {
+                    input.apply(acc, row, sign)?;
+                }
             }
             if !self.dirty.contains(key) {
                 self.dirty.insert(key.to_vec());
@@ -408,6 +459,8 @@ enum ArgInput {
     Encoded(arrow::row::Rows, ArrayRef),
     /// Anything else only needs its null mask (`count(x)`).
     Any(ArrayRef),
+    /// Rows of (ORDER BY values..., x) for `first_value` / `last_value` (NULL `x` included).
+    Ordered(arrow::row::Rows),
 }
 
 impl ArgInput {
@@ -477,6 +530,14 @@ impl ArgInput {
                             m.insert(k.to_vec(), sign);
                         }
                     }
+                }
+            }
+            (ArgInput::Ordered(rows), Acc::Values(m)) => {
+                let k = rows.row(row);
+                let e = m.entry(k.as_ref().to_vec()).or_insert(0);
+                *e += sign;
+                if *e == 0 {
+                    m.remove(k.as_ref());
                 }
             }
             (ArgInput::Encoded(_, a), Acc::Count(c)) => {
@@ -637,7 +698,7 @@ mod tests {
             .iter()
             .map(|(k, t)| {
                 fields.push(Field::new(format!("{k:?}"), t.clone(), true));
-                AggCall { kind: k.clone(), arg: (*k != AggKind::CountStar).then(|| Arc::new(Column::new("v", 1)) as _), output: t.clone() }
+                AggCall { kind: k.clone(), arg: (*k != AggKind::CountStar).then(|| Arc::new(Column::new("v", 1)) as _), output: t.clone(), filter: None, order_by: vec![] }
             })
             .collect();
         HashAgg::try_new(100, &input, groups, calls, Arc::new(Schema::new(fields))).unwrap()
