@@ -17,6 +17,7 @@ mod durability;
 mod failures;
 mod faults;
 mod hostile;
+mod nexmark;
 mod protocol;
 mod psql;
 mod recovery;

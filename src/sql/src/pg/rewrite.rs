@@ -19,6 +19,7 @@
 //! * A recursive CTE's column list becomes aliases in its anchor select.
 //! * `FROM unnest(a)` written as a function call becomes an UNNEST table factor.
 //! * Unaliased select items get PostgreSQL's column names (`colnames.rs`).
+//! * RisingWave's `TUMBLE(...)` / `HOP(...)` in FROM become derived tables (`time_windows.rs`).
 //! * A function in FROM with a bare alias names its single column after the alias
 //!   (`FROM unnest(a) x`, `generate_series(1, 3) s`), as PostgreSQL does.
 
@@ -38,6 +39,7 @@ use eddy_common::Result;
 pub(crate) mod ast;
 mod datetime;
 mod quantified;
+mod time_windows;
 
 use ast::{base_name, unnamed_arg_exprs};
 pub use ast::{call, is_aggregate_call};
@@ -46,14 +48,19 @@ use quantified::{exists_as_count, quantified_subquery};
 
 /// Applies every rewrite in the module docs to `stmt`.
 pub fn rewrite(stmt: &mut Statement) -> Result<()> {
-    let mut v = PgRewriter { depth: 0 };
+    let mut v = PgRewriter { depth: 0, error: None };
     let _ = stmt.visit(&mut v);
-    Ok(())
+    match v.error {
+        Some(e) => Err(e),
+        None => Ok(()),
+    }
 }
 
 struct PgRewriter {
     /// Nesting of the query being visited (1 = the statement's own query).
     depth: usize,
+    /// A rewrite that found the statement invalid (the visit stops there).
+    error: Option<eddy_common::EddyError>,
 }
 
 /// The reg* pseudo-types a cast can name.
@@ -601,6 +608,16 @@ impl VisitorMut for PgRewriter {
                 let fname = base_name(name);
                 if matches!(fname.as_str(), "generate_series" | "unnest" | "generate_subscripts") {
                     single_column_alias(alias);
+                }
+                if fname == "tumble" || fname == "hop" {
+                    match time_windows::time_window(&fname, &unnamed_arg_exprs(args), alias.take()) {
+                        Ok(derived) => *t = derived,
+                        Err(e) => {
+                            self.error = Some(e);
+                            return ControlFlow::Break(());
+                        }
+                    }
+                    return ControlFlow::Continue(());
                 }
                 if fname == "unnest" {
                     let array_exprs: Vec<Expr> = unnamed_arg_exprs(args);

@@ -1,0 +1,13 @@
+-- q16: bidding statistics per channel and day.
+CREATE MATERIALIZED VIEW nexmark_q16 AS
+SELECT channel, to_char(date_time, 'YYYY-MM-DD') AS day, max(to_char(date_time, 'HH:mm')) AS minute,
+    count(*) AS total_bids,
+    count(*) FILTER (WHERE price < 10000) AS rank1_bids,
+    count(*) FILTER (WHERE price >= 10000 AND price < 1000000) AS rank2_bids,
+    count(*) FILTER (WHERE price >= 1000000) AS rank3_bids,
+    count(DISTINCT bidder) AS total_bidders,
+    count(DISTINCT bidder) FILTER (WHERE price < 10000) AS rank1_bidders,
+    count(DISTINCT auction) AS total_auctions,
+    count(DISTINCT auction) FILTER (WHERE price >= 1000000) AS rank3_auctions
+FROM bid
+GROUP BY to_char(date_time, 'YYYY-MM-DD'), channel;
