@@ -70,6 +70,7 @@ impl Session {
                 .with_default_features()
                 .with_catalog_list(Arc::new(EddyCatalogList::new(relations.clone(), Some(system.clone()), expose)))
                 .with_physical_optimizer_rule(Arc::new(crate::planner::overflow::CheckedArithmetic))
+                .with_analyzer_rules(crate::planner::pg_aggregates::analyzer_rules())
                 .with_analyzer_rule(Arc::new(crate::planner::text_cast::PgTextCasts))
                 .build();
             let ctx = SessionContext::new_with_state(state);

@@ -8,6 +8,7 @@ pub mod jsonb;
 pub mod names;
 pub mod overflow;
 pub mod parse;
+pub mod pg_aggregates;
 pub mod provider;
 pub mod stream_plan;
 pub mod text_cast;
