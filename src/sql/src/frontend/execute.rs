@@ -130,6 +130,8 @@ impl Session {
                     }
                 }
                 let dml = matches!(stmt, Statement::Update(_) | Statement::Delete(_));
+                let filled = self.with_leading_insert_columns(stmt)?;
+                let stmt = filled.as_ref().unwrap_or(stmt);
                 let conflict = crate::frontend::on_conflict::take_on_conflict(stmt)?;
                 let stmt = conflict.as_ref().map(|(s, _)| s).unwrap_or(stmt);
                 let conflict = conflict.as_ref().map(|(_, c)| c);

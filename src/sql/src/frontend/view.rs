@@ -288,6 +288,30 @@ impl Session {
     }
 
     /// Refuses writes to anything but a table, naming what it is.
+    /// PostgreSQL's `INSERT INTO t VALUES (...)` with fewer values than `t` has columns: the
+    /// values go to the first columns and the rest get their defaults. The statement with that
+    /// column list, when it applies.
+    pub(crate) fn with_leading_insert_columns(&self, stmt: &Statement) -> Result<Option<Statement>> {
+        use datafusion::sql::sqlparser::ast::{Ident, SetExpr, TableObject};
+        let Statement::Insert(ins) = stmt else { return Ok(None) };
+        let (TableObject::TableName(name), true) = (&ins.table, ins.columns.is_empty()) else { return Ok(None) };
+        let Some(SetExpr::Values(values)) = ins.source.as_ref().map(|q| q.body.as_ref()) else { return Ok(None) };
+        let Some(n) = values.rows.first().map(|r| r.len()) else { return Ok(None) };
+        let (schema, rel_name) = resolve_name(self, name)?;
+        let catalog = self.engine.catalog();
+        let Some(rel) = catalog.table(&schema, &rel_name) else { return Ok(None) };
+        let visible: Vec<&str> = rel.columns.iter().filter(|c| !c.hidden).map(|c| c.name.as_str()).collect();
+        if values.rows.iter().any(|r| r.len() > visible.len()) {
+            return Err(user_err!(sqlstate::SYNTAX_ERROR, "INSERT has more expressions than target columns"));
+        }
+        if n >= visible.len() || values.rows.iter().any(|r| r.len() != n) {
+            return Ok(None);
+        }
+        let mut ins = ins.clone();
+        ins.columns = visible[..n].iter().map(|c| ObjectName::from(vec![Ident::with_quote('"', *c)])).collect();
+        Ok(Some(Statement::Insert(ins)))
+    }
+
     pub(crate) fn require_table(&self, name: &ObjectName) -> Result<()> {
         let (schema, rel_name) = resolve_name(self, name)?;
         match self.engine.catalog().table(&schema, &rel_name) {
