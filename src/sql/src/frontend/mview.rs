@@ -254,7 +254,7 @@ impl Session {
                     .columns()
                     .iter()
                     .zip(schema.fields())
-                    .map(|(c, f)| Ok(arrow::compute::cast(c, f.data_type())?))
+                    .map(|(c, f)| Ok(canonical_floats(arrow::compute::cast(c, f.data_type())?)))
                     .collect::<Result<Vec<ArrayRef>>>()?;
                 out.extend(conv.convert_columns(&cols)?.iter().map(|r| r.as_ref().to_vec()));
             }
@@ -342,5 +342,23 @@ impl Session {
         lines.push(format!("  Materialize key=[{}] distribution=single (vnode = hash(key) % 256)", key.join(", ")));
         lines.push(format!("state tables: view + {} operator table(s)", planned.internal_tables.len()));
         Ok(lines)
+    }
+}
+
+/// Floats as PostgreSQL compares them: every NaN equal (x86 makes `inf - inf` a NaN with the
+/// sign bit set), and -0 equal to 0.
+fn canonical_floats(a: ArrayRef) -> ArrayRef {
+    use arrow::array::{AsArray, Float32Array, Float64Array};
+    use arrow::datatypes::{Float32Type, Float64Type};
+    match a.data_type() {
+        arrow::datatypes::DataType::Float64 => {
+            let v: Float64Array = a.as_primitive::<Float64Type>().unary(|x| if x.is_nan() { f64::NAN } else if x == 0.0 { 0.0 } else { x });
+            Arc::new(v)
+        }
+        arrow::datatypes::DataType::Float32 => {
+            let v: Float32Array = a.as_primitive::<Float32Type>().unary(|x| if x.is_nan() { f32::NAN } else if x == 0.0 { 0.0 } else { x });
+            Arc::new(v)
+        }
+        _ => a,
     }
 }

@@ -72,7 +72,9 @@ enum Acc {
     Count(i64),
     /// Integer or decimal sum (decimals as unscaled integers), with the non-null count.
     SumInt { sum: i128, n: i64 },
-    SumFloat { sum: f64, n: i64 },
+    /// Float sum of the finite values, with NaN and ±Infinity counted apart so that retracting
+    /// them is exact (NaN - NaN would be NaN for good).
+    SumFloat { sum: f64, n: i64, nan: i64, pos_inf: i64, neg_inf: i64 },
     /// Multiset of encoded values with multiplicities.
     Values(BTreeMap<Vec<u8>, i64>),
     Bools { trues: i64, falses: i64 },
@@ -129,7 +131,7 @@ fn initial_acc(kind: &AggKind, arg_type: Option<&DataType>) -> Acc {
     match kind {
         AggKind::CountStar | AggKind::Count => Acc::Count(0),
         AggKind::Sum | AggKind::Avg => match arg_type {
-            Some(DataType::Float16 | DataType::Float32 | DataType::Float64) => Acc::SumFloat { sum: 0.0, n: 0 },
+            Some(DataType::Float16 | DataType::Float32 | DataType::Float64) => Acc::SumFloat { sum: 0.0, n: 0, nan: 0, pos_inf: 0, neg_inf: 0 },
             _ => Acc::SumInt { sum: 0, n: 0 },
         },
         AggKind::BoolAnd | AggKind::BoolOr => Acc::Bools { trues: 0, falses: 0 },
@@ -229,8 +231,10 @@ impl HashAgg {
             (AggKind::CountStar | AggKind::Count, Acc::Count(c)) => ScalarValue::Int64(Some(*c)),
             (AggKind::CountDistinct, Acc::Values(m)) => ScalarValue::Int64(Some(m.len() as i64)),
             (_, Acc::SumInt { n: 0, .. } | Acc::SumFloat { n: 0, .. }) => null(),
-            (AggKind::Sum, Acc::SumFloat { sum, .. }) => ScalarValue::Float64(Some(*sum)),
-            (AggKind::Avg, Acc::SumFloat { sum, n }) => ScalarValue::Float64(Some(*sum / *n as f64)),
+            (AggKind::Sum, &Acc::SumFloat { sum, nan, pos_inf, neg_inf, .. }) => ScalarValue::Float64(Some(float_total(sum, nan, pos_inf, neg_inf))),
+            (AggKind::Avg, &Acc::SumFloat { sum, n, nan, pos_inf, neg_inf }) => {
+                ScalarValue::Float64(Some(float_total(sum, nan, pos_inf, neg_inf) / n as f64))
+            }
             (AggKind::Sum, Acc::SumInt { sum, .. }) => match &self.arg_types[i] {
                 Some(DataType::Decimal128(_, s)) => ScalarValue::Decimal128(Some(*sum), 38, *s),
                 _ => {
@@ -500,9 +504,18 @@ impl ArgInput {
                     *n += sign;
                 }
             }
-            (ArgInput::Float(a), Acc::SumFloat { sum, n }) => {
+            (ArgInput::Float(a), Acc::SumFloat { sum, n, nan, pos_inf, neg_inf }) => {
                 if a.is_valid(row) {
-                    *sum += sign as f64 * a.value(row);
+                    let x = a.value(row);
+                    if x.is_nan() {
+                        *nan += sign;
+                    } else if x == f64::INFINITY {
+                        *pos_inf += sign;
+                    } else if x == f64::NEG_INFINITY {
+                        *neg_inf += sign;
+                    } else {
+                        *sum += sign as f64 * x;
+                    }
                     *n += sign;
                 }
             }
@@ -551,6 +564,20 @@ impl ArgInput {
     }
 }
 
+/// A float sum from its finite part and its counts of NaN, +Infinity and -Infinity (IEEE:
+/// any NaN, or both infinities, make NaN).
+fn float_total(sum: f64, nan: i64, pos_inf: i64, neg_inf: i64) -> f64 {
+    if nan > 0 || (pos_inf > 0 && neg_inf > 0) {
+        f64::NAN
+    } else if pos_inf > 0 {
+        f64::INFINITY
+    } else if neg_inf > 0 {
+        f64::NEG_INFINITY
+    } else {
+        sum
+    }
+}
+
 /// Output schema field for a group or aggregate column.
 pub fn nullable_field(name: &str, dt: DataType) -> Field {
     Field::new(name, dt, true)
@@ -583,10 +610,12 @@ fn encode_group(g: &Group) -> Vec<u8> {
                 out.extend_from_slice(&sum.to_be_bytes());
                 out.extend_from_slice(&n.to_be_bytes());
             }
-            Acc::SumFloat { sum, n } => {
-                out.push(2);
+            Acc::SumFloat { sum, n, nan, pos_inf, neg_inf } => {
+                out.push(5);
                 out.extend_from_slice(&sum.to_be_bytes());
-                out.extend_from_slice(&n.to_be_bytes());
+                for c in [n, nan, pos_inf, neg_inf] {
+                    out.extend_from_slice(&c.to_be_bytes());
+                }
             }
             Acc::Values(m) => {
                 out.push(3);
@@ -648,9 +677,14 @@ fn decode_group(b: &[u8]) -> Result<Group> {
                 let sum = i128::from_be_bytes(r.take(16)?.try_into().map_err(|_| internal_err!("bad i128"))?);
                 Acc::SumInt { sum, n: r.i64()? }
             }
+            // Written before NaN and infinities were counted apart.
             2 => {
                 let sum = f64::from_be_bytes(r.take(8)?.try_into().map_err(|_| internal_err!("bad f64"))?);
-                Acc::SumFloat { sum, n: r.i64()? }
+                Acc::SumFloat { sum, n: r.i64()?, nan: 0, pos_inf: 0, neg_inf: 0 }
+            }
+            5 => {
+                let sum = f64::from_be_bytes(r.take(8)?.try_into().map_err(|_| internal_err!("bad f64"))?);
+                Acc::SumFloat { sum, n: r.i64()?, nan: r.i64()?, pos_inf: r.i64()?, neg_inf: r.i64()? }
             }
             3 => {
                 let m = r.u32()?;
@@ -777,7 +811,7 @@ mod tests {
             accs: vec![
                 Acc::Count(3),
                 Acc::SumInt { sum: -5, n: 2 },
-                Acc::SumFloat { sum: 1.5, n: 1 },
+                Acc::SumFloat { sum: 1.5, n: 3, nan: 1, pos_inf: 1, neg_inf: 0 },
                 Acc::Values(BTreeMap::from([(vec![1, 2], 2)])),
                 Acc::Bools { trues: 1, falses: 0 },
             ],
