@@ -144,3 +144,35 @@ async fn state_on_an_s3_server_survives_sigkill() {
     let n: i64 = c.query_one("SELECT count(*) FROM s3t", &[]).await.unwrap().get(0);
     assert_eq!(n, 10);
 }
+
+/// A view created under another `search_path` keeps reading the same relations after a restart
+/// (its stored query names them with their schemas).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_view_created_under_a_search_path_recovers_bound_to_the_same_tables() {
+    let dir = temp_dir("search-path");
+    let url = format!("file://{}", dir.display());
+    let srv = server(&url).await;
+    let c = connect(srv.addr).await;
+    c.batch_execute(
+        "CREATE SCHEMA s2; CREATE TABLE s2.t (id INT PRIMARY KEY, v INT); CREATE TABLE t (id INT PRIMARY KEY, v INT);
+         SET search_path = s2; INSERT INTO t VALUES (1, 10);
+         CREATE MATERIALIZED VIEW public.sv AS SELECT t.id, v FROM t;
+         CREATE MATERIALIZED VIEW public.both_t AS SELECT a.id, b.v FROM t a JOIN public.t b ON a.id = b.id",
+    )
+    .await
+    .unwrap();
+    drop(c);
+    srv.shutdown().await.unwrap();
+    let srv = server(&url).await;
+    let c = connect(srv.addr).await;
+    c.batch_execute("INSERT INTO s2.t VALUES (2, 20); INSERT INTO public.t VALUES (2, 5), (3, 7)").await.unwrap();
+    let rows = crate::support::rows(&c, "SELECT id, v FROM sv ORDER BY id").await.unwrap();
+    assert_eq!(rows, vec![vec!["1".to_string(), "10".to_string()], vec!["2".to_string(), "20".to_string()]]);
+    let rows = crate::support::rows(&c, "SELECT id, v FROM both_t").await.unwrap();
+    assert_eq!(rows, vec![vec!["2".to_string(), "5".to_string()]]);
+    for v in ["sv", "both_t"] {
+        crate::support::verify(&c, v).await.unwrap();
+    }
+    srv.shutdown().await.unwrap();
+    let _ = std::fs::remove_dir_all(dir);
+}

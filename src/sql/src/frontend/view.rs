@@ -144,6 +144,17 @@ impl Session {
                 }
                 let Ok((schema, rel_name)) = resolve_name(self, name) else { return Ok(()) };
                 let Some(rel) = self.engine.catalog().table(&schema, &rel_name).cloned() else { return Ok(()) };
+                if rel.kind != RelationKind::View {
+                    // A materialized view stores its query with every relation schema-qualified,
+                    // so its recovery binds the same relations whatever the search_path is then.
+                    if direct.is_some() && name.0.len() == 1 {
+                        let written = name.0[0].as_ident().cloned().unwrap_or_else(|| Ident::new(rel_name.clone()));
+                        *name = ObjectName::from(vec![Ident::with_quote('"', schema.clone()), Ident::with_quote('"', rel_name.clone())]);
+                        if alias.is_none() {
+                            *alias = Some(TableAlias { explicit: true, name: written, columns: vec![], at: None });
+                        }
+                    }
+                }
                 if let Some(d) = direct {
                     d.push(rel.id);
                 }
