@@ -74,6 +74,10 @@ pub fn decode_view_error(prefix_len: usize, key: &[u8], value: &[u8]) -> Option<
 /// the failure's message. A failed view stays failed across restarts until it is dropped.
 pub const FAILURES_PREFIX: &[u8] = b"\0\0\0\0failed/";
 
+/// Key of the relation-id high-water mark: ids below it may have state (a view whose creation
+/// crashed leaves state without a catalog entry), so they are never handed out again.
+pub const NEXT_ID_KEY: &[u8] = b"\0\0\0\0next_id";
+
 /// Key of the failure record of actor `id`.
 pub fn failure_key(id: u32) -> Vec<u8> {
     let mut k = FAILURES_PREFIX.to_vec();

@@ -319,10 +319,19 @@ fn entry_key(id: u32) -> Vec<u8> {
 }
 
 impl Catalog {
+    /// The next relation id to hand out (every id below it is taken).
+    pub fn next_id(&self) -> u32 {
+        self.next_id
+    }
+
     /// Loads the catalog from a committed snapshot, creating the built-in schemas' entries
     /// in memory if this is a new store.
     pub async fn load(snapshot: &ReadSnapshot) -> Result<Self> {
         let mut cat = Catalog { next_id: 1, ..Default::default() };
+        if let Some(v) = snapshot.get(eddy_common::codec::NEXT_ID_KEY).await? {
+            let mark = <[u8; 4]>::try_from(&v[..]).map_err(|_| EddyError::internal("corrupt id high-water mark"))?;
+            cat.next_id = u32::from_be_bytes(mark);
+        }
         for (_, v) in snapshot.scan_prefix(CATALOG_PREFIX).await? {
             let entry: Entry = serde_json::from_slice(&v)
                 .map_err(|e| EddyError::internal(format!("corrupt catalog entry: {e}")))?;

@@ -106,6 +106,11 @@ impl Session {
         let mut ids = TableIds::Allocate(&mut alloc);
         let mut planned = plan_view(&plan, &mut ids, None).await?;
         let id = self.engine.allocate_id();
+        // The ids just taken are durable before any state is written under them: a crash
+        // during the backfill must not let a later relation reuse them (and find that state).
+        let mut mark = EpochBatch::default();
+        mark.put(eddy_common::codec::NEXT_ID_KEY.to_vec(), self.engine.catalog().next_id().to_be_bytes().to_vec());
+        self.engine.barrier.commit_writes(mark).await?;
         let mut dependencies: Vec<u32> = planned.branches.iter().map(|b| b.upstream.id).chain(direct).collect();
         dependencies.sort_unstable();
         dependencies.dedup();
