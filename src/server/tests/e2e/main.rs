@@ -24,4 +24,5 @@ mod recovery;
 mod replay;
 mod resource_limits;
 mod slt;
+mod sqlfuzz;
 mod wire_fuzz;
