@@ -26,6 +26,7 @@ pub mod subquery;
 pub mod table;
 pub mod types;
 pub mod udf;
+pub mod view_status;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -120,6 +121,9 @@ impl SystemCatalog for PgCatalog {
     }
 
     fn implicit_relation(&self, name: &str) -> Option<Arc<dyn TableProvider>> {
+        if name == view_status::NAME {
+            return Some(view_status::ViewStatusTable::new(self.relations.clone()));
+        }
         pg_catalog_rel(name).map(|d| catalog_table(&self.relations, d, false))
     }
 }
@@ -149,11 +153,14 @@ impl SchemaProvider for SystemSchema {
     }
 
     async fn table(&self, name: &str) -> DfResult<Option<Arc<dyn TableProvider>>> {
+        if !self.info && name == view_status::NAME {
+            return Ok(Some(view_status::ViewStatusTable::new(self.relations.clone())));
+        }
         Ok(self.def(name).map(|d| catalog_table(&self.relations, d, self.info)))
     }
 
     fn table_exist(&self, name: &str) -> bool {
-        self.def(name).is_some()
+        (!self.info && name == view_status::NAME) || self.def(name).is_some()
     }
 }
 
