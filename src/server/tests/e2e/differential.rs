@@ -177,7 +177,7 @@ CREATE MATERIALIZED VIEW w_ranks AS SELECT id, rank() OVER (PARTITION BY g ORDER
 CREATE MATERIALIZED VIEW w_lag AS SELECT id, lag(v) OVER (PARTITION BY g ORDER BY id) AS prev, lead(v, 2) OVER (PARTITION BY g ORDER BY id) AS next2 FROM w;
 CREATE MATERIALIZED VIEW w_running AS SELECT id, sum(v) OVER (PARTITION BY g ORDER BY id) AS s, count(v) OVER (PARTITION BY g) AS n, min(v) OVER (PARTITION BY g ORDER BY id ROWS BETWEEN 2 PRECEDING AND CURRENT ROW) AS lo FROM w;
 CREATE MATERIALIZED VIEW w_latest AS SELECT DISTINCT ON (g) g, id, v FROM w ORDER BY g, v DESC, id;
-CREATE MATERIALIZED VIEW w_filter AS SELECT g, count(*) FILTER (WHERE v > 10) AS big, sum(v) FILTER (WHERE id % 2 = 0) AS even, first_value(id ORDER BY v, id) AS f, last_value(v ORDER BY id) AS l FROM w GROUP BY g;
+CREATE MATERIALIZED VIEW w_filter AS SELECT g, count(*) FILTER (WHERE v > 10) AS big, sum(v) FILTER (WHERE id % 2 = 0) AS even, first_value(id ORDER BY v, id) AS f, last_value(v ORDER BY id) AS l, stddev(v) AS sd, var_pop(v) AS vp FROM w GROUP BY g;
 CREATE MATERIALIZED VIEW w_top_groups AS SELECT g, n FROM (SELECT g, count(*) AS n FROM w GROUP BY g) c ORDER BY n DESC, g NULLS FIRST LIMIT 3;
 ",
     views: &["w_top", "w_page", "w_group_top", "w_dedup", "w_ranks", "w_lag", "w_running", "w_top_groups", "w_latest", "w_filter"],

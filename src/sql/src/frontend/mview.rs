@@ -351,17 +351,29 @@ impl Session {
 }
 
 /// Floats as PostgreSQL compares them: every NaN equal (x86 makes `inf - inf` a NaN with the
-/// sign bit set), and -0 equal to 0.
+/// sign bit set), and -0 equal to 0; and rounded to 12 significant digits, since a view sums
+/// in arrival order (with retractions) and the recomputation in another order.
+fn round_float(x: f64) -> f64 {
+    if x.is_nan() {
+        return f64::NAN;
+    }
+    if x == 0.0 || !x.is_finite() {
+        return x + 0.0;
+    }
+    format!("{x:.11e}").parse().unwrap_or(x)
+}
+
+/// See [`round_float`].
 fn canonical_floats(a: ArrayRef) -> ArrayRef {
     use arrow::array::{AsArray, Float32Array, Float64Array};
     use arrow::datatypes::{Float32Type, Float64Type};
     match a.data_type() {
         arrow::datatypes::DataType::Float64 => {
-            let v: Float64Array = a.as_primitive::<Float64Type>().unary(|x| if x.is_nan() { f64::NAN } else if x == 0.0 { 0.0 } else { x });
+            let v: Float64Array = a.as_primitive::<Float64Type>().unary(round_float);
             Arc::new(v)
         }
         arrow::datatypes::DataType::Float32 => {
-            let v: Float32Array = a.as_primitive::<Float32Type>().unary(|x| if x.is_nan() { f32::NAN } else if x == 0.0 { 0.0 } else { x });
+            let v: Float32Array = a.as_primitive::<Float32Type>().unary(|x| round_float(f64::from(x)) as f32);
             Arc::new(v)
         }
         _ => a,

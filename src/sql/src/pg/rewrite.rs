@@ -363,6 +363,10 @@ fn rewrite_function(f: &mut Function) -> Option<Expr> {
             f.name = ObjectName::from(vec![Ident::new("bool_and")]);
             None
         }
+        "variance" => {
+            f.name = ObjectName::from(vec![Ident::new("var_samp")]);
+            None
+        }
         "_pg_expandarray" => {
             f.name = ObjectName::from(vec![Ident::new("_pg_expandarray")]);
             Some(call("unnest", vec![Expr::Function(f.clone())]))

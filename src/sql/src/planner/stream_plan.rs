@@ -205,6 +205,10 @@ fn agg_call(expr: &Expr, input: &DFSchema, output: DataType) -> Result<AggCall> 
         ("min", _) => AggKind::Min,
         ("max", _) => AggKind::Max,
         ("bool_and", _) => AggKind::BoolAnd,
+        ("stddev" | "stddev_samp", false) => AggKind::Variance { sample: true, sqrt: true },
+        ("stddev_pop", false) => AggKind::Variance { sample: false, sqrt: true },
+        ("var_samp" | "var_sample" | "var" | "variance", false) => AggKind::Variance { sample: true, sqrt: false },
+        ("var_pop" | "var_population", false) => AggKind::Variance { sample: false, sqrt: false },
         ("bool_or", _) => AggKind::BoolOr,
         ("first_value", false) if !p.order_by.is_empty() => AggKind::FirstValue,
         ("last_value", false) if !p.order_by.is_empty() => AggKind::LastValue,
@@ -234,7 +238,10 @@ fn agg_call(expr: &Expr, input: &DFSchema, output: DataType) -> Result<AggCall> 
             && p.order_by.len() == 1
             && p.order_by[0].asc
             && p.args.first().is_some_and(|a| strip_alias(a) == strip_alias(&p.order_by[0].expr));
-        let order_free = matches!(kind, AggKind::CountStar | AggKind::Count | AggKind::CountDistinct | AggKind::Sum | AggKind::Min | AggKind::Max | AggKind::BoolAnd | AggKind::BoolOr);
+        let order_free = matches!(
+            kind,
+            AggKind::CountStar | AggKind::Count | AggKind::CountDistinct | AggKind::Sum | AggKind::Min | AggKind::Max | AggKind::BoolAnd | AggKind::BoolOr | AggKind::Variance { .. }
+        );
         if !(value_order || order_free) {
             return Err(not_supported!("ORDER BY inside {name}() is not supported in a materialized view yet"));
         }

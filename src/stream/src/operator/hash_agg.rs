@@ -50,6 +50,8 @@ pub enum AggKind {
     FirstValue,
     /// `last_value(x ORDER BY ...)`.
     LastValue,
+    /// `var_samp` / `var_pop` (`sample`), or their square roots `stddev_samp` / `stddev_pop`.
+    Variance { sample: bool, sqrt: bool },
 }
 
 /// One aggregate call.
@@ -78,6 +80,10 @@ enum Acc {
     /// Multiset of encoded values with multiplicities.
     Values(BTreeMap<Vec<u8>, i64>),
     Bools { trues: i64, falses: i64 },
+    /// Sums of `x - shift` and of its square over the non-null values, `shift` being the first
+    /// value the group saw (keeps the variance accurate for large values; fixed, so retraction
+    /// is exact up to rounding).
+    Moments { n: i64, shift: f64, sum: f64, sumsq: f64 },
 }
 
 /// State of one group.
@@ -135,6 +141,7 @@ fn initial_acc(kind: &AggKind, arg_type: Option<&DataType>) -> Acc {
             _ => Acc::SumInt { sum: 0, n: 0 },
         },
         AggKind::BoolAnd | AggKind::BoolOr => Acc::Bools { trues: 0, falses: 0 },
+        AggKind::Variance { .. } => Acc::Moments { n: 0, shift: f64::NAN, sum: 0.0, sumsq: 0.0 },
         AggKind::CountDistinct | AggKind::Min | AggKind::Max | AggKind::StringAgg(_) | AggKind::FirstValue | AggKind::LastValue => {
             Acc::Values(BTreeMap::new())
         }
@@ -251,6 +258,16 @@ impl HashAgg {
                 }
                 _ => ScalarValue::Float64(Some(*sum as f64 / *n as f64)),
             },
+            (AggKind::Variance { sample, sqrt }, &Acc::Moments { n, sum, sumsq, .. }) => {
+                let denominator = if *sample { n - 1 } else { n };
+                if denominator <= 0 {
+                    null()
+                } else {
+                    let nf = n as f64;
+                    let var = ((sumsq - sum * sum / nf) / denominator as f64).max(0.0);
+                    ScalarValue::Float64(Some(if *sqrt { var.sqrt() } else { var }))
+                }
+            }
             (AggKind::BoolAnd, Acc::Bools { trues, falses }) => {
                 if trues + falses == 0 { null() } else { ScalarValue::Boolean(Some(*falses == 0)) }
             }
@@ -472,6 +489,9 @@ impl ArgInput {
         use arrow::array::AsArray;
         Ok(match (kind, conv) {
             (_, Some(c)) => ArgInput::Encoded(c.convert_columns(std::slice::from_ref(&arr))?, arr),
+            (AggKind::Variance { .. }, None) => {
+                ArgInput::Float(arrow::compute::cast(&arr, &DataType::Float64)?.as_primitive::<arrow::datatypes::Float64Type>().clone())
+            }
             (AggKind::Sum | AggKind::Avg, None) => match ty {
                 Some(DataType::Float16 | DataType::Float32 | DataType::Float64) => {
                     ArgInput::Float(arrow::compute::cast(&arr, &DataType::Float64)?.as_primitive::<arrow::datatypes::Float64Type>().clone())
@@ -516,6 +536,18 @@ impl ArgInput {
                     } else {
                         *sum += sign as f64 * x;
                     }
+                    *n += sign;
+                }
+            }
+            (ArgInput::Float(a), Acc::Moments { n, shift, sum, sumsq }) => {
+                if a.is_valid(row) {
+                    let x = a.value(row);
+                    if shift.is_nan() {
+                        *shift = x;
+                    }
+                    let d = x - *shift;
+                    *sum += sign as f64 * d;
+                    *sumsq += sign as f64 * d * d;
                     *n += sign;
                 }
             }
@@ -625,6 +657,13 @@ fn encode_group(g: &Group) -> Vec<u8> {
                     out.extend_from_slice(&c.to_be_bytes());
                 }
             }
+            Acc::Moments { n, shift, sum, sumsq } => {
+                out.push(6);
+                out.extend_from_slice(&n.to_be_bytes());
+                for f in [shift, sum, sumsq] {
+                    out.extend_from_slice(&f.to_be_bytes());
+                }
+            }
             Acc::Bools { trues, falses } => {
                 out.push(4);
                 out.extend_from_slice(&trues.to_be_bytes());
@@ -681,6 +720,11 @@ fn decode_group(b: &[u8]) -> Result<Group> {
             2 => {
                 let sum = f64::from_be_bytes(r.take(8)?.try_into().map_err(|_| internal_err!("bad f64"))?);
                 Acc::SumFloat { sum, n: r.i64()?, nan: 0, pos_inf: 0, neg_inf: 0 }
+            }
+            6 => {
+                let n = r.i64()?;
+                let mut f = || -> Result<f64> { Ok(f64::from_be_bytes(r.take(8)?.try_into().map_err(|_| internal_err!("bad f64"))?)) };
+                Acc::Moments { n, shift: f()?, sum: f()?, sumsq: f()? }
             }
             5 => {
                 let sum = f64::from_be_bytes(r.take(8)?.try_into().map_err(|_| internal_err!("bad f64"))?);
@@ -812,6 +856,7 @@ mod tests {
                 Acc::Count(3),
                 Acc::SumInt { sum: -5, n: 2 },
                 Acc::SumFloat { sum: 1.5, n: 3, nan: 1, pos_inf: 1, neg_inf: 0 },
+                Acc::Moments { n: 2, shift: 7.0, sum: -1.5, sumsq: 4.25 },
                 Acc::Values(BTreeMap::from([(vec![1, 2], 2)])),
                 Acc::Bools { trues: 1, falses: 0 },
             ],
