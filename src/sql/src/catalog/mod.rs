@@ -125,6 +125,10 @@ pub struct TableCatalog {
     /// For tables with a primary key: what an INSERT of an existing key does.
     #[serde(default)]
     pub on_conflict: ConflictPolicy,
+    /// RisingWave's `APPEND ONLY` table: rows are only ever inserted (UPDATE and DELETE are
+    /// refused).
+    #[serde(default)]
+    pub append_only: bool,
     /// What is derived from this entry and worth building once (entries are immutable: a DDL
     /// change replaces the whole entry, and with it this cache).
     #[serde(skip)]

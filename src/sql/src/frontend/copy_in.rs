@@ -371,6 +371,7 @@ mod tests {
             internal_tables: vec![],
             comments: Default::default(),
             on_conflict: Default::default(),
+            append_only: false,
             derived: Default::default(),
         };
         let (delimiter, null) = if format == CopyFormat::Csv { (',', String::new()) } else { ('\t', "\\N".to_string()) };

@@ -125,7 +125,8 @@ impl Session {
             },
         };
         let definition = sql.trim().trim_end_matches(';').to_string();
-        self.commit_new_table(schema, name, columns, pk, definition, ct.if_not_exists, on_conflict).await?;
+        let append_only = crate::frontend::split::take_append_only(sql).is_some();
+        self.commit_new_table(schema, name, columns, pk, definition, ct.if_not_exists, on_conflict, append_only).await?;
         Ok(())
     }
 
@@ -141,6 +142,7 @@ impl Session {
         definition: String,
         if_not_exists: bool,
         on_conflict: ConflictPolicy,
+        append_only: bool,
     ) -> Result<Option<std::sync::Arc<TableCatalog>>> {
         let (schema_name, table_name) = (schema.clone(), name.clone());
         let mut created = true;
@@ -168,7 +170,8 @@ impl Session {
                     internal_tables: vec![],
                     comments: Default::default(),
                     on_conflict,
-            derived: Default::default(),
+                    append_only,
+                    derived: Default::default(),
                 };
                 Ok((vec![CatalogChange::CreateTable(table)], EpochBatch::default()))
             })
@@ -212,7 +215,7 @@ impl Session {
         }
         let definition = sql.trim().trim_end_matches(';').to_string();
         crate::frontend::session::unique_column_names(columns.iter().map(|c| c.name.as_str()))?;
-        let Some(table) = self.commit_new_table(schema, name, columns, vec![], definition, ct.if_not_exists, ConflictPolicy::Error).await? else {
+        let Some(table) = self.commit_new_table(schema, name, columns, vec![], definition, ct.if_not_exists, ConflictPolicy::Error, false).await? else {
             return Ok(0);
         };
         let target = table.planning_schema(false);

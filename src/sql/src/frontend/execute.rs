@@ -130,6 +130,7 @@ impl Session {
                     }
                 }
                 let dml = matches!(stmt, Statement::Update(_) | Statement::Delete(_));
+                self.refuse_changes_to_append_only(stmt)?;
                 let filled = self.with_leading_insert_columns(stmt)?;
                 let stmt = filled.as_ref().unwrap_or(stmt);
                 let conflict = crate::frontend::on_conflict::take_on_conflict(stmt)?;

@@ -127,6 +127,7 @@ impl Session {
             internal_tables: planned.internal_tables,
             comments: Default::default(),
             on_conflict: Default::default(),
+            append_only: false,
             derived: Default::default(),
         };
         let root = planned.stages.last_mut().ok_or_else(|| internal_err!("a view plan without a root stage"))?;

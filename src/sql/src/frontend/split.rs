@@ -253,6 +253,28 @@ impl Depth {
     }
 }
 
+/// Takes RisingWave's `APPEND ONLY` out of a `CREATE TABLE` statement (after its column list):
+/// the statement without it, if it was there.
+pub fn take_append_only(sql: &str) -> Option<String> {
+    let tokens = tokens_with_offsets(sql)?;
+    let code: Vec<&(Token, usize)> = tokens.iter().filter(|(t, _)| !matches!(t, Token::Whitespace(_))).collect();
+    let is = |i: usize, w: &str| matches!(code.get(i).map(|(t, _)| t), Some(Token::Word(x)) if x.quote_style.is_none() && x.value.eq_ignore_ascii_case(w));
+    let mut depth = 0i32;
+    for i in 0..code.len() {
+        match &code[i].0 {
+            Token::LParen => depth += 1,
+            Token::RParen => depth -= 1,
+            _ => {}
+        }
+        if depth == 0 && is(i, "APPEND") && is(i + 1, "ONLY") {
+            let start = code[i].1;
+            let end = code.get(i + 2).map(|(_, at)| *at).unwrap_or(sql.len());
+            return Some(format!("{}{}", &sql[..start], &sql[end..]));
+        }
+    }
+    None
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

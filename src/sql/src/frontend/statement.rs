@@ -7,7 +7,7 @@ use eddy_common::error::sqlstate;
 use eddy_common::{user_err, EddyError, Result};
 
 use crate::frontend::session::Session;
-use crate::frontend::split::{split_statements, take_table_conflict_clause};
+use crate::frontend::split::{split_statements, take_append_only, take_table_conflict_clause};
 use crate::planner::parse::{parse_bounded, too_complex, MAX_STATEMENT_DEPTH};
 
 /// How a statement acts on a transaction block that has failed.
@@ -93,10 +93,8 @@ impl Session {
                 parse_bounded(&format!("{} ROLE {}", piece.words[0], piece.rest_after(2)))?
             } else if piece.starts_with(&["CREATE", "TABLE"]) {
                 // RisingWave's table-level ON CONFLICT is read by CREATE TABLE from the text.
-                match take_table_conflict_clause(&piece.text) {
-                    Some((stripped, _)) => parse_bounded(&stripped)?,
-                    None => parse_bounded(&piece.text)?,
-                }
+                let text = take_table_conflict_clause(&piece.text).map(|(t, _)| t).unwrap_or_else(|| piece.text.clone());
+                parse_bounded(&take_append_only(&text).unwrap_or(text))?
             } else {
                 parse_bounded(&piece.text)?
             };

@@ -277,6 +277,7 @@ impl Session {
             internal_tables: vec![],
             comments: Default::default(),
             on_conflict: Default::default(),
+            append_only: false,
             derived: Default::default(),
         };
         let replacing = existing.is_some();
@@ -321,6 +322,32 @@ impl Session {
         let mut ins = ins.clone();
         ins.columns = visible[..n].iter().map(|c| ObjectName::from(vec![Ident::with_quote('"', *c)])).collect();
         Ok(Some(Statement::Insert(ins)))
+    }
+
+    /// Refuses UPDATE and DELETE on an `APPEND ONLY` table.
+    pub(crate) fn refuse_changes_to_append_only(&self, stmt: &Statement) -> Result<()> {
+        use datafusion::sql::sqlparser::ast::{FromTable, TableWithJoins};
+        let target = |t: &TableWithJoins| match &t.relation {
+            TableFactor::Table { name, .. } => Some(name.clone()),
+            _ => None,
+        };
+        let name = match stmt {
+            Statement::Update(u) => target(&u.table),
+            Statement::Delete(d) => match &d.from {
+                FromTable::WithFromKeyword(t) | FromTable::WithoutKeyword(t) => t.first().and_then(target),
+            },
+            _ => None,
+        };
+        let Some(name) = name else { return Ok(()) };
+        let Ok((schema, rel_name)) = resolve_name(self, &name) else { return Ok(()) };
+        match self.engine.catalog().table(&schema, &rel_name) {
+            Some(rel) if rel.append_only => Err(user_err!(
+                sqlstate::FEATURE_NOT_SUPPORTED,
+                "table \"{rel_name}\" is append-only: {} is not allowed",
+                if matches!(stmt, Statement::Update(_)) { "UPDATE" } else { "DELETE" }
+            )),
+            _ => Ok(()),
+        }
     }
 
     pub(crate) fn require_table(&self, name: &ObjectName) -> Result<()> {
