@@ -254,6 +254,22 @@ pub struct SchemaCatalog {
     pub name: String,
 }
 
+/// A secondary index (`CREATE INDEX name ON table (columns)`). Eddy answers every query from
+/// its own storage; an index is recorded (so it can be dropped and listed) but not built.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct IndexCatalog {
+    /// Object id.
+    pub id: u32,
+    /// Schema name (the table's).
+    pub schema: String,
+    /// Index name.
+    pub name: String,
+    /// The indexed relation.
+    pub table_id: u32,
+    /// Indexed columns.
+    pub columns: Vec<String>,
+}
+
 /// A user-defined enum type (`CREATE TYPE name AS ENUM (...)`).
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct TypeCatalog {
@@ -281,6 +297,7 @@ enum Entry {
     Table(Box<TableCatalog>),
     Type(TypeCatalog),
     User(UserCatalog),
+    Index(IndexCatalog),
 }
 
 /// The in-memory catalog; the persisted copy is changed only through [`CatalogChange`]s that
@@ -295,6 +312,8 @@ pub struct Catalog {
     types: BTreeMap<(String, String), TypeCatalog>,
     /// Users by name.
     users: BTreeMap<String, UserCatalog>,
+    /// Indexes by (schema, name).
+    indexes: BTreeMap<(String, String), IndexCatalog>,
     /// Next object id.
     next_id: u32,
 }
@@ -314,6 +333,8 @@ pub enum CatalogChange {
     /// Creates a user, or replaces the user with the same id (ALTER USER).
     CreateUser(UserCatalog),
     DropUser(UserCatalog),
+    CreateIndex(IndexCatalog),
+    DropIndex(IndexCatalog),
 }
 
 fn entry_key(id: u32) -> Vec<u8> {
@@ -356,8 +377,15 @@ impl Catalog {
                     cat.next_id = cat.next_id.max(u.id + 1);
                     cat.users.insert(u.name.clone(), u);
                 }
+                Entry::Index(i) => {
+                    cat.next_id = cat.next_id.max(i.id + 1);
+                    cat.indexes.insert((i.schema.clone(), i.name.clone()), i);
+                }
             }
         }
+        // An index of a dropped table (its entry outlives the table's) is gone with it.
+        let table_ids: std::collections::HashSet<u32> = cat.tables.values().map(|t| t.id).collect();
+        cat.indexes.retain(|_, i| table_ids.contains(&i.table_id));
         Ok(cat)
     }
 
@@ -388,6 +416,8 @@ impl Catalog {
             CatalogChange::DropType(t) => (t.id, None),
             CatalogChange::CreateUser(u) => (u.id, Some(Entry::User(u.clone()))),
             CatalogChange::DropUser(u) => (u.id, None),
+            CatalogChange::CreateIndex(i) => (i.id, Some(Entry::Index(i.clone()))),
+            CatalogChange::DropIndex(i) => (i.id, None),
         };
         match entry {
             Some(e) => batch.put(
@@ -417,6 +447,7 @@ impl Catalog {
             }
             CatalogChange::DropTable(t) => {
                 self.tables.remove(&(t.schema.clone(), t.name.clone()));
+                self.indexes.retain(|_, i| i.table_id != t.id);
             }
             CatalogChange::CreateType(t) => {
                 self.next_id = self.next_id.max(t.id + 1);
@@ -424,6 +455,13 @@ impl Catalog {
             }
             CatalogChange::DropType(t) => {
                 self.types.remove(&(t.schema.clone(), t.name.clone()));
+            }
+            CatalogChange::CreateIndex(i) => {
+                self.next_id = self.next_id.max(i.id + 1);
+                self.indexes.insert((i.schema.clone(), i.name.clone()), i);
+            }
+            CatalogChange::DropIndex(i) => {
+                self.indexes.remove(&(i.schema.clone(), i.name.clone()));
             }
             CatalogChange::CreateUser(u) => {
                 // An existing id is replaced (a new password, a rename).
@@ -475,6 +513,16 @@ impl Catalog {
     /// The enum type `schema.name`.
     pub fn enum_type(&self, schema: &str, name: &str) -> Option<&TypeCatalog> {
         self.types.get(&(schema.to_string(), name.to_string()))
+    }
+
+    /// An index by schema and name.
+    pub fn index(&self, schema: &str, name: &str) -> Option<&IndexCatalog> {
+        self.indexes.get(&(schema.to_string(), name.to_string()))
+    }
+
+    /// The indexes of relation `table_id`.
+    pub fn indexes_of(&self, table_id: u32) -> impl Iterator<Item = &IndexCatalog> {
+        self.indexes.values().filter(move |i| i.table_id == table_id)
     }
 
     /// All enum types.

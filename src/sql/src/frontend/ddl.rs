@@ -273,6 +273,10 @@ impl Session {
                 self.drop_enums(names, if_exists).await?;
                 Ok("DROP TYPE")
             }
+            ObjectType::Index => {
+                self.drop_indexes(names, if_exists).await?;
+                Ok("DROP INDEX")
+            }
             ObjectType::Role | ObjectType::User => self.drop_roles(names, if_exists).await,
             ObjectType::Schema => {
                 for n in names {

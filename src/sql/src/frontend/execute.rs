@@ -225,6 +225,10 @@ impl Session {
             Statement::Commit { .. } => self.commit().await,
             Statement::Rollback { savepoint: Some(name), .. } => self.rollback_to_savepoint(name),
             Statement::Rollback { .. } => Ok(self.rollback()),
+            Statement::CreateIndex(ci) => {
+                self.create_index(ci).await?;
+                Ok(command("CREATE INDEX"))
+            }
             Statement::CreateType { name, representation } => match representation {
                 Some(datafusion::sql::sqlparser::ast::UserDefinedTypeRepresentation::Enum { labels }) => {
                     self.create_enum(name, labels).await?;

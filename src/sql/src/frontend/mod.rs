@@ -8,6 +8,7 @@ pub mod ddl;
 pub mod dml;
 pub mod enums;
 pub mod execute;
+pub mod indexes;
 pub mod mview;
 pub mod names;
 pub mod on_conflict;
