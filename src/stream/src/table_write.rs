@@ -41,6 +41,11 @@ pub enum OnConflict {
     UpdateIfNotNull,
     /// `ON CONFLICT DO UPDATE SET ...`: a row may be affected only once per statement (21000).
     Update(Arc<dyn ConflictUpdate>),
+    /// An `UPDATE` evaluated against the writer's current rows: each insert names an existing
+    /// row by its key, which the update rewrites (or leaves, if its `WHERE` no longer holds);
+    /// a row deleted meanwhile is skipped. Concurrent `SET v = v + 1`s lose nothing, as under
+    /// PostgreSQL's row locks.
+    UpdateExisting(Arc<dyn ConflictUpdate>),
 }
 
 impl std::fmt::Debug for OnConflict {
@@ -51,6 +56,7 @@ impl std::fmt::Debug for OnConflict {
             OnConflict::Ignore => "Ignore",
             OnConflict::UpdateIfNotNull => "UpdateIfNotNull",
             OnConflict::Update(_) => "Update",
+            OnConflict::UpdateExisting(_) => "UpdateExisting",
         })
     }
 }
@@ -143,7 +149,7 @@ pub fn resolve(
         let key = keys[i].as_slice();
         match op {
             Op::Insert => {
-                if matches!(write.on_conflict, OnConflict::Update(_)) && !affected.insert(key) {
+                if matches!(write.on_conflict, OnConflict::Update(_) | OnConflict::UpdateExisting(_)) && !affected.insert(key) {
                     return Err(user_err!(
                         "21000",
                         "ON CONFLICT DO UPDATE command cannot affect row a second time; ensure that no rows proposed for insertion within the same command have duplicate constrained values"
@@ -152,6 +158,8 @@ pub fn resolve(
                 let old = if no_conflicts { None } else { lookup(&local, key) };
                 let new = new_values.row(i).data().to_vec();
                 match (old, &write.on_conflict) {
+                    // The row to update is gone.
+                    (None, OnConflict::UpdateExisting(_)) => {}
                     (None, _) => {
                         picks.push(Pick::New(i));
                         ops.push(Op::Insert);
@@ -194,7 +202,7 @@ pub fn resolve(
                         }
                         local.insert(key, Some(new));
                     }
-                    (Some(o), OnConflict::Update(_)) => {
+                    (Some(o), OnConflict::Update(_) | OnConflict::UpdateExisting(_)) => {
                         // Evaluated for all conflicting rows at once below; each key at most once.
                         merges.push((i, o));
                     }
@@ -249,7 +257,7 @@ pub fn resolve(
         }
     }
     // `DO UPDATE` rows: existing row + proposed row → stored row, evaluated together.
-    if let (false, OnConflict::Update(f)) = (merges.is_empty(), &write.on_conflict) {
+    if let (false, OnConflict::Update(f) | OnConflict::UpdateExisting(f)) = (merges.is_empty(), &write.on_conflict) {
         let existing = codec.decode_values(merges.iter().map(|(_, o)| o.as_slice()))?;
         let idx: Vec<(usize, usize)> = merges.iter().map(|(i, _)| (0, *i)).collect();
         let proposed = RecordBatch::try_new(existing.schema(), take_rows(&chunk.batch, &idx)?.columns().to_vec())?;

@@ -24,5 +24,6 @@ mod recovery;
 mod replay;
 mod resource_limits;
 mod slt;
+mod soak;
 mod sqlfuzz;
 mod wire_fuzz;

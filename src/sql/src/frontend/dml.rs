@@ -79,6 +79,10 @@ impl Session {
                 StreamChunk::deletes(RecordBatch::try_new(storage.clone(), rows.columns().to_vec())?)
             }
             WriteOp::Update => {
+                // Evaluated by the writer on current rows when possible (no lost updates).
+                if let Some(update) = crate::frontend::writer_update::writer_update(state, &dml.input, &catalog)? {
+                    on_conflict = OnConflict::UpdateExisting(update);
+                }
                 let input = with_old_keys(&dml.input, &catalog)?;
                 let out = run(state, &input).await?;
                 let schema = catalog.planning_schema(true);
@@ -108,6 +112,12 @@ impl Session {
                     let cols = (0..storage.fields().len())
                         .map(|c| Ok(arrow::compute::interleave(&[old_rows.column(c).as_ref(), new_rows.column(c).as_ref()], &idx)?))
                         .collect::<Result<Vec<ArrayRef>>>()?;
+                    if matches!(on_conflict, OnConflict::UpdateExisting(_)) {
+                        // The rows to update, by key; the writer computes their new versions.
+                        batches.push(new_rows);
+                        ops.extend((0..n).map(|_| Op::Insert));
+                        continue;
+                    }
                     batches.push(RecordBatch::try_new(storage.clone(), cols)?);
                     ops.extend((0..n).flat_map(|_| [Op::UpdateDelete, Op::UpdateInsert]));
                 }

@@ -25,3 +25,4 @@ pub mod statement;
 pub mod transaction;
 pub mod users;
 pub mod view;
+pub mod writer_update;

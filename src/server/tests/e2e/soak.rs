@@ -1,0 +1,154 @@
+//! Soak under load (issue 10): 32 clients mix transfers in transaction blocks, inserts and
+//! deletes, view reads and DDL for `EDDY_SOAK_SECS` (default 20). Transfers keep the total
+//! balance constant, so every read of the `total` view must see exactly the initial total
+//! (atomic commits, one snapshot per statement); no statement may fail with XX000; every view
+//! equals its recomputation at the end. Prints statements/s, p50/p99 latency, errors by
+//! SQLSTATE and the process RSS over time.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
+use crate::support::{connect, rows, server, verify};
+
+const ACCOUNTS: i64 = 200;
+const INITIAL: i64 = 1000;
+
+fn rss_kib() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| s.lines().find(|l| l.starts_with("VmRSS:")).and_then(|l| l.split_whitespace().nth(1)?.parse().ok()))
+        .unwrap_or(0)
+}
+
+#[derive(Default)]
+struct Tally {
+    latencies_us: Vec<u64>,
+    errors: BTreeMap<String, u64>,
+    broken: Vec<String>,
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn thirty_two_clients_mixing_dml_transactions_reads_and_ddl_keep_views_exact() {
+    let secs: u64 = std::env::var("EDDY_SOAK_SECS").ok().and_then(|s| s.parse().ok()).unwrap_or(20);
+    let srv = server("memory://").await;
+    let c = connect(srv.addr).await;
+    let accounts: Vec<String> = (0..ACCOUNTS).map(|i| format!("({i}, {INITIAL}, {})", i % 10)).collect();
+    c.batch_execute(&format!(
+        "CREATE TABLE acct (id BIGINT PRIMARY KEY, bal BIGINT NOT NULL, branch INT NOT NULL);
+         CREATE TABLE note (id BIGINT PRIMARY KEY, acct BIGINT, body TEXT);
+         INSERT INTO acct VALUES {};
+         CREATE MATERIALIZED VIEW total AS SELECT sum(bal) AS s, count(*) AS n FROM acct;
+         CREATE MATERIALIZED VIEW per_branch AS SELECT branch, sum(bal) AS s FROM acct GROUP BY branch;
+         CREATE MATERIALIZED VIEW noted AS SELECT a.branch, count(n.id) AS notes FROM acct a LEFT JOIN note n ON n.acct = a.id GROUP BY a.branch;
+         CREATE MATERIALIZED VIEW richest AS SELECT id, bal FROM acct ORDER BY bal DESC, id LIMIT 5;",
+        accounts.join(", ")
+    ))
+    .await
+    .unwrap();
+    let expected_total = (ACCOUNTS * INITIAL).to_string();
+    let tally = Arc::new(Mutex::new(Tally::default()));
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    let rss = Arc::new(Mutex::new(vec![rss_kib()]));
+    let sampler = {
+        let rss = rss.clone();
+        tokio::spawn(async move {
+            while Instant::now() < deadline {
+                tokio::time::sleep(Duration::from_secs(2)).await;
+                rss.lock().push(rss_kib());
+            }
+        })
+    };
+    let mut clients = Vec::new();
+    for client in 0..32u64 {
+        let (tally, addr, expected_total) = (tally.clone(), srv.addr, expected_total.clone());
+        clients.push(tokio::spawn(async move {
+            let c = connect(addr).await;
+            let mut rng = StdRng::seed_from_u64(client);
+            let mut next_note = client * 1_000_000;
+            while Instant::now() < deadline {
+                let started = Instant::now();
+                let pick = rng.gen_range(0..100);
+                let result = if pick < 40 {
+                    let (a, b, amount) = (rng.gen_range(0..ACCOUNTS), rng.gen_range(0..ACCOUNTS), rng.gen_range(1..50));
+                    c.batch_execute(&format!(
+                        "BEGIN; UPDATE acct SET bal = bal - {amount} WHERE id = {a}; UPDATE acct SET bal = bal + {amount} WHERE id = {b}; COMMIT"
+                    ))
+                    .await
+                    .map(|_| ())
+                } else if pick < 55 {
+                    next_note += 1;
+                    c.batch_execute(&format!("INSERT INTO note VALUES ({next_note}, {}, 'n')", rng.gen_range(0..ACCOUNTS))).await.map(|_| ())
+                } else if pick < 62 {
+                    c.batch_execute(&format!("DELETE FROM note WHERE acct = {}", rng.gen_range(0..ACCOUNTS))).await.map(|_| ())
+                } else if pick < 97 {
+                    match rows(&c, "SELECT s, n FROM total").await {
+                        Ok(r) if r == vec![vec![expected_total.clone(), ACCOUNTS.to_string()]] => Ok(()),
+                        Ok(r) => {
+                            tally.lock().broken.push(format!("total read {r:?}"));
+                            Ok(())
+                        }
+                        Err(e) => {
+                            *tally.lock().errors.entry(e.split(':').next().unwrap_or("?").to_string()).or_default() += 1;
+                            Ok(())
+                        }
+                    }
+                } else {
+                    let v = format!("tmp_{client}");
+                    c.batch_execute(&format!("CREATE MATERIALIZED VIEW {v} AS SELECT branch, max(bal) AS top FROM acct GROUP BY branch; DROP MATERIALIZED VIEW {v}"))
+                        .await
+                        .map(|_| ())
+                };
+                let elapsed = started.elapsed().as_micros() as u64;
+                let failed = {
+                    let mut t = tally.lock();
+                    t.latencies_us.push(elapsed);
+                    match &result {
+                        Err(e) => {
+                            let code = e.as_db_error().map(|d| d.code().code().to_string()).unwrap_or_else(|| "connection".into());
+                            if code == "XX000" || code == "connection" {
+                                t.broken.push(format!("{code}: {e:?}"));
+                            }
+                            *t.errors.entry(code).or_default() += 1;
+                            true
+                        }
+                        Ok(()) => false,
+                    }
+                };
+                if failed {
+                    // A failed block leaves the session in it: end it.
+                    let _ = c.batch_execute("ROLLBACK").await;
+                }
+            }
+        }));
+    }
+    for h in clients {
+        h.await.unwrap();
+    }
+    sampler.abort();
+    for v in ["total", "per_branch", "noted", "richest"] {
+        verify(&c, v).await.unwrap();
+    }
+    assert_eq!(rows(&c, "SELECT s FROM total").await.unwrap(), vec![vec![expected_total.clone()]]);
+    let (mut lat, errors, broken) = {
+        let t = tally.lock();
+        (t.latencies_us.clone(), t.errors.clone(), t.broken.clone())
+    };
+    lat.sort_unstable();
+    let pct = |p: f64| lat.get(((lat.len() as f64 * p) as usize).min(lat.len().saturating_sub(1))).copied().unwrap_or(0);
+    println!(
+        "soak: {secs} s, 32 clients, {} statements ({:.0}/s), p50 {} ms, p99 {} ms, errors {:?}, RSS KiB over time {:?}",
+        lat.len(),
+        lat.len() as f64 / secs as f64,
+        pct(0.5) / 1000,
+        pct(0.99) / 1000,
+        errors,
+        rss.lock().clone()
+    );
+    assert!(broken.is_empty(), "broken invariants or internal errors:\n{}", broken.join("\n"));
+    srv.shutdown().await.unwrap();
+}
