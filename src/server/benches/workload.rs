@@ -10,7 +10,7 @@
 //! CARGO_TARGET_DIR=/work/target-bench nice -n 19 cargo bench -p eddy-server --bench workload -- [SCENARIO...] [--rows N] [--clients N] ...
 //! ```
 //! Scenarios: `copy`, `insert-latency`, `insert-concurrent`, `copy-mv`, `point-query`, `connect`,
-//! `all` (default). See `benches/README.md`.
+//! `join`, `hop`, `topn`, `all` (default). See `benches/README.md`.
 
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -25,12 +25,15 @@ use tokio_postgres::{Client, NoTls, Statement};
 struct Opts {
     scenarios: Vec<String>,
     rows: usize,
-    copy_batches: usize,
+    /// `None`: the scenario's default (1 COPY statement; 10 for `topn`).
+    copy_batches: Option<usize>,
     inserts: usize,
     clients: usize,
     duration: Duration,
     mv_rows: usize,
     barrier_interval_ms: Option<u64>,
+    block_cache_mb: Option<u64>,
+    verify: bool,
     keep_dir: bool,
 }
 
@@ -38,12 +41,14 @@ fn parse_args() -> Opts {
     let mut o = Opts {
         scenarios: vec![],
         rows: 1_000_000,
-        copy_batches: 1,
+        copy_batches: None,
         inserts: 2_000,
         clients: 32,
         duration: Duration::from_secs(10),
         mv_rows: 100_000,
         barrier_interval_ms: None,
+        block_cache_mb: None,
+        verify: false,
         keep_dir: false,
     };
     let mut args = std::env::args().skip(1);
@@ -52,19 +57,21 @@ fn parse_args() -> Opts {
         match a.as_str() {
             "--bench" => {} // passed by `cargo bench`
             "--rows" => o.rows = val("--rows").parse().unwrap(),
-            "--copy-batches" => o.copy_batches = val("--copy-batches").parse().unwrap(),
+            "--copy-batches" => o.copy_batches = Some(val("--copy-batches").parse::<usize>().unwrap().max(1)),
             "--inserts" => o.inserts = val("--inserts").parse().unwrap(),
             "--clients" => o.clients = val("--clients").parse().unwrap(),
             "--duration" => o.duration = Duration::from_secs_f64(val("--duration").parse().unwrap()),
             "--mv-rows" => o.mv_rows = val("--mv-rows").parse().unwrap(),
             "--barrier-interval-ms" => o.barrier_interval_ms = Some(val("--barrier-interval-ms").parse().unwrap()),
+            "--block-cache-mb" => o.block_cache_mb = Some(val("--block-cache-mb").parse().unwrap()),
+            "--verify" => o.verify = true,
             "--keep-dir" => o.keep_dir = true,
             s if s.starts_with("--") => panic!("unknown flag {s}"),
             s => o.scenarios.push(s.to_string()),
         }
     }
     if o.scenarios.is_empty() || o.scenarios.iter().any(|s| s == "all") {
-        o.scenarios = ["copy", "insert-latency", "insert-concurrent", "copy-mv", "point-query", "connect"]
+        o.scenarios = ["copy", "insert-latency", "insert-concurrent", "copy-mv", "point-query", "connect", "join", "hop", "topn"]
             .map(String::from)
             .to_vec();
     }
@@ -106,6 +113,9 @@ impl Server {
             .arg(format!("file://{}", dir.display()));
         if let Some(ms) = opts.barrier_interval_ms {
             cmd.arg("--barrier-interval-ms").arg(ms.to_string());
+        }
+        if let Some(mb) = opts.block_cache_mb {
+            cmd.arg("--block-cache-mb").arg(mb.to_string());
         }
         let child = cmd.stdout(Stdio::from(log.try_clone().unwrap())).stderr(Stdio::from(log)).spawn().expect("start eddy");
         let s = Server { child, port, dir, keep_dir: opts.keep_dir };
@@ -242,11 +252,18 @@ const CREATE_T: &str = "CREATE TABLE t (id BIGINT PRIMARY KEY, a INT, b TEXT, c 
 /// b = 'g' || (id % 10) (10 distinct), c = a float. Split into ~64 KiB CopyData messages.
 fn copy_data(from: usize, to: usize) -> Vec<Bytes> {
     use std::fmt::Write;
+    copy_rows(from, to, |id, buf| {
+        let _ = writeln!(buf, "{id}\t{}\tg{}\t{}.{}", id % 100_000, id % 10, id % 1000, id % 7);
+    })
+}
+
+/// COPY text for ids in [from, to), one line per id written by `line`, split into ~64 KiB
+/// CopyData messages.
+fn copy_rows(from: usize, to: usize, line: impl Fn(usize, &mut String)) -> Vec<Bytes> {
     let mut out = Vec::new();
     let mut buf = String::with_capacity(70_000);
     for id in from..to {
-        let a = id % 100_000;
-        let _ = writeln!(buf, "{id}\t{a}\tg{}\t{}.{}", id % 10, id % 1000, id % 7);
+        line(id, &mut buf);
         if buf.len() >= 65_536 {
             out.push(Bytes::from(std::mem::take(&mut buf)));
             buf.reserve(70_000);
@@ -259,7 +276,11 @@ fn copy_data(from: usize, to: usize) -> Vec<Bytes> {
 }
 
 async fn copy_in(client: &Client, data: Vec<Bytes>) -> u64 {
-    let sink = client.copy_in("COPY t (id, a, b, c) FROM STDIN").await.expect("COPY starts");
+    copy_into(client, "COPY t (id, a, b, c) FROM STDIN", data).await
+}
+
+async fn copy_into(client: &Client, copy_sql: &str, data: Vec<Bytes>) -> u64 {
+    let sink = client.copy_in(copy_sql).await.expect("COPY starts");
     futures::pin_mut!(sink);
     for chunk in data {
         sink.feed(chunk).await.expect("CopyData");
@@ -291,7 +312,7 @@ async fn scenario_copy(o: &Opts) {
     let s = Server::start("copy", o).await;
     let c = s.connect().await;
     c.batch_execute(CREATE_T).await.unwrap();
-    timed_copy(&s, &c, o.rows, o.copy_batches, "copy").await;
+    timed_copy(&s, &c, o.rows, o.copy_batches.unwrap_or(1), "copy").await;
     let n: i64 = c.query_one("SELECT count(*) FROM t", &[]).await.unwrap().get(0);
     println!("  check: SELECT count(*) FROM t = {n}");
     drop(c);
@@ -371,7 +392,7 @@ async fn scenario_copy_mv(o: &Opts) {
         }
     }
     c.batch_execute("CREATE MATERIALIZED VIEW g10 AS SELECT b, count(*) AS n, sum(c) AS s, avg(c) AS av FROM t GROUP BY b").await.unwrap();
-    timed_copy(&s, &c, o.rows, o.copy_batches, "copy-mv").await;
+    timed_copy(&s, &c, o.rows, o.copy_batches.unwrap_or(1), "copy-mv").await;
     let n100k: i64 = c.query_one("SELECT count(*) FROM g100k", &[]).await.unwrap().get(0);
     let sum100k: i64 = c.query_one("SELECT sum(n)::BIGINT FROM g100k", &[]).await.unwrap().get(0);
     let n10: i64 = c.query_one("SELECT count(*) FROM g10", &[]).await.unwrap().get(0);
@@ -450,6 +471,185 @@ async fn scenario_connect(o: &Opts) {
     s.stop();
 }
 
+// ---------------------------------------------------------------------------------------------
+// Streaming operators: join, HOP window, per-group top-N
+
+/// `rows` ids split into `batches` COPY payloads (generated before any timing).
+fn batched(rows: usize, batches: usize, line: impl Fn(usize, &mut String) + Copy) -> Vec<Vec<Bytes>> {
+    let per = rows.div_ceil(batches);
+    (0..batches).map(|i| copy_rows((i * per).min(rows), ((i + 1) * per).min(rows), line)).filter(|d| !d.is_empty()).collect()
+}
+
+/// Runs the COPY statements one after the other inside one measured phase; returns (rows, wall).
+async fn timed_copies(s: &Server, client: &Client, copy_sql: &str, data: Vec<Vec<Bytes>>, label: &str) -> (u64, f64) {
+    let bytes: usize = data.iter().flatten().map(|b| b.len()).sum();
+    println!("  {label}: {copy_sql} ({:.1} MiB of COPY text) in {} statement(s)", bytes as f64 / 1048576.0, data.len());
+    let phase = Phase::begin(s);
+    let mut n = 0;
+    for d in data {
+        n += copy_into(client, copy_sql, d).await;
+    }
+    let wall = phase.end(s);
+    println!("  {label}: {n} rows in {wall:.3} s = {:.0} rows/s", n as f64 / wall);
+    (n, wall)
+}
+
+/// `VERIFY MATERIALIZED VIEW` (only with `--verify`: it recomputes the whole query).
+async fn maybe_verify(o: &Opts, client: &Client, view: &str) {
+    if !o.verify {
+        return;
+    }
+    let t = Instant::now();
+    match client.simple_query(&format!("VERIFY MATERIALIZED VIEW {view}")).await {
+        Ok(_) => println!("  check: VERIFY MATERIALIZED VIEW {view}: OK ({:.1} s)", t.elapsed().as_secs_f64()),
+        Err(e) => println!("  check: VERIFY MATERIALIZED VIEW {view} FAILED: {e}"),
+    }
+}
+
+const CREATE_L: &str = "CREATE TABLE l (id BIGINT PRIMARY KEY, k INT, v INT)";
+const CREATE_R: &str = "CREATE TABLE r (id BIGINT PRIMARY KEY, k INT, w INT)";
+const JOIN_VIEW: &str =
+    "CREATE MATERIALIZED VIEW jv AS SELECT l.k, count(*) AS n, sum(r.w) AS s FROM l JOIN r ON l.id = r.id GROUP BY l.k";
+
+/// Rows `id \t id % 100000 \t id % modulus` for l (v) and r (w).
+fn join_line(modulus: usize) -> impl Fn(usize, &mut String) + Copy {
+    move |id, buf| {
+        use std::fmt::Write;
+        let _ = writeln!(buf, "{id}\t{}\t{}", id % 100_000, id % modulus);
+    }
+}
+
+async fn check_join_view(c: &Client, rows: usize) {
+    let row = c.query_one("SELECT count(*)::BIGINT, sum(n)::BIGINT FROM jv", &[]).await.unwrap();
+    let (groups, total): (i64, Option<i64>) = (row.get(0), row.get(1));
+    println!(
+        "  check: jv has {groups} groups (expected {}), sum(n) = {total:?} (expected {rows})",
+        rows.min(100_000)
+    );
+}
+
+/// 1:1 join of l and r on id, then a 100K-group aggregate: backfill of a new view over loaded
+/// tables, and incremental maintenance while both tables are loaded with COPY.
+async fn scenario_join(o: &Opts) {
+    let rows = o.rows;
+    let batches = o.copy_batches.unwrap_or(1);
+    println!("\n== join: l JOIN r ON id (1:1, {rows} rows each) GROUP BY l.k (100K groups)");
+    println!("  view: {JOIN_VIEW}");
+
+    // (a) backfill
+    let s = Server::start("join-backfill", o).await;
+    let c = s.connect().await;
+    c.batch_execute(CREATE_L).await.unwrap();
+    c.batch_execute(CREATE_R).await.unwrap();
+    timed_copies(&s, &c, "COPY l (id, k, v) FROM STDIN", batched(rows, batches, join_line(997)), "load l").await;
+    timed_copies(&s, &c, "COPY r (id, k, w) FROM STDIN", batched(rows, batches, join_line(1000)), "load r").await;
+    println!("  join backfill: CREATE MATERIALIZED VIEW over the loaded tables");
+    let phase = Phase::begin(&s);
+    c.batch_execute(JOIN_VIEW).await.expect("CREATE MATERIALIZED VIEW jv");
+    let wall = phase.end(&s);
+    println!("  RESULT join backfill: {} input rows in {wall:.3} s = {:.0} rows/s", 2 * rows, (2 * rows) as f64 / wall);
+    check_join_view(&c, rows).await;
+    maybe_verify(o, &c, "jv").await;
+    drop(c);
+    s.stop();
+
+    // (b) incremental
+    let s = Server::start("join-incremental", o).await;
+    let c = s.connect().await;
+    c.batch_execute(CREATE_L).await.unwrap();
+    c.batch_execute(CREATE_R).await.unwrap();
+    c.batch_execute(JOIN_VIEW).await.expect("CREATE MATERIALIZED VIEW jv");
+    let dl = batched(rows, batches, join_line(997));
+    let dr = batched(rows, batches, join_line(1000));
+    println!("  join incremental: COPY into l (no matches yet), then into r (every row matches)");
+    let phase = Phase::begin(&s);
+    let (nl, _) = timed_copies(&s, &c, "COPY l (id, k, v) FROM STDIN", dl, "copy l").await;
+    let (nr, _) = timed_copies(&s, &c, "COPY r (id, k, w) FROM STDIN", dr, "copy r").await;
+    print!("  total:");
+    let wall = phase.end(&s);
+    println!("  RESULT join incremental: {} rows in {wall:.3} s = {:.0} rows/s through the view", nl + nr, (nl + nr) as f64 / wall);
+    check_join_view(&c, rows).await;
+    maybe_verify(o, &c, "jv").await;
+    drop(c);
+    s.stop();
+}
+
+const CREATE_E: &str = "CREATE TABLE e (id BIGINT PRIMARY KEY, auction INT, price INT, ts TIMESTAMP)";
+const HOP_VIEW: &str = "CREATE MATERIALIZED VIEW hv AS SELECT auction, window_start, count(*) AS n, max(price) AS top \
+     FROM HOP(e, ts, INTERVAL '2' SECOND, INTERVAL '10' SECOND) GROUP BY auction, window_start";
+
+/// Rows of e: auction = id % 1000, a pseudo-random price, ts = 2024-01-01 + id milliseconds.
+fn hop_line(id: usize, buf: &mut String) {
+    use std::fmt::Write;
+    let (secs, ms) = (id / 1000, id % 1000);
+    let (day, h, m, sec) = (1 + secs / 86_400, secs / 3600 % 24, secs / 60 % 60, secs % 60);
+    let price = (id as u64).wrapping_mul(2_654_435_761) % 100_000;
+    let _ = writeln!(buf, "{id}\t{}\t{price}\t2024-01-{day:02} {h:02}:{m:02}:{sec:02}.{ms:03}", id % 1000);
+}
+
+/// HOP window (slide 2 s, size 10 s: each row is in 5 windows) aggregated per auction and window.
+async fn scenario_hop(o: &Opts) {
+    let rows = o.rows;
+    println!("\n== hop: COPY {rows} rows (ts + 1 ms per row, 1000 auctions) into e feeding a HOP(2 s, 10 s) view");
+    println!("  view: {HOP_VIEW}");
+    let s = Server::start("hop", o).await;
+    let c = s.connect().await;
+    c.batch_execute(CREATE_E).await.unwrap();
+    c.batch_execute(HOP_VIEW).await.expect("CREATE MATERIALIZED VIEW hv");
+    let data = batched(rows, o.copy_batches.unwrap_or(1), hop_line);
+    let (n, wall) = timed_copies(&s, &c, "COPY e (id, auction, price, ts) FROM STDIN", data, "copy e").await;
+    println!("  RESULT hop: {n} rows in {wall:.3} s = {:.0} rows/s through the view", n as f64 / wall);
+    let row = c.query_one("SELECT count(*)::BIGINT, sum(n)::BIGINT FROM hv", &[]).await.unwrap();
+    let (groups, total): (i64, Option<i64>) = (row.get(0), row.get(1));
+    println!("  check: hv has {groups} groups, sum(n) = {total:?} (expected {})", 5 * rows);
+    maybe_verify(o, &c, "hv").await;
+    drop(c);
+    s.stop();
+}
+
+const CREATE_T2: &str = "CREATE TABLE t2 (id BIGINT PRIMARY KEY, g INT, v INT)";
+const TOPN_VIEW: &str = "CREATE MATERIALIZED VIEW tv AS SELECT * FROM (SELECT id, g, v, \
+     row_number() OVER (PARTITION BY g ORDER BY v DESC, id) AS rn FROM t2) x WHERE rn <= 10";
+
+/// Rows of t2: g = id % 1000, v distinct and pseudo-random (an odd multiplier mod 2^31).
+fn topn_line(id: usize, buf: &mut String) {
+    use std::fmt::Write;
+    let v = (id as u64).wrapping_mul(2_654_435_761) % (1 << 31);
+    let _ = writeln!(buf, "{id}\t{}\t{v}", id % 1000);
+}
+
+/// Per-group top-10 (`row_number() ... WHERE rn <= 10`) over 1000 groups, loaded in batches.
+async fn scenario_topn(o: &Opts) {
+    let rows = o.rows;
+    let batches = o.copy_batches.unwrap_or(10);
+    println!("\n== topn: COPY {rows} rows in {batches} statements into t2 (1000 groups) feeding a per-group top-10 view");
+    println!("  view: {TOPN_VIEW}");
+    let s = Server::start("topn", o).await;
+    let c = s.connect().await;
+    c.batch_execute(CREATE_T2).await.unwrap();
+    c.batch_execute(TOPN_VIEW).await.expect("CREATE MATERIALIZED VIEW tv");
+    let data = batched(rows, batches, topn_line);
+    let (n, wall) = timed_copies(&s, &c, "COPY t2 (id, g, v) FROM STDIN", data, "copy t2").await;
+    println!("  RESULT topn: {n} rows in {wall:.3} s = {:.0} rows/s through the view", n as f64 / wall);
+    let row = c.query_one("SELECT count(*)::BIGINT, max(rn)::BIGINT FROM tv", &[]).await.unwrap();
+    let (cnt, max_rn): (i64, Option<i64>) = (row.get(0), row.get(1));
+    println!("  check: tv has {cnt} rows (expected {}), max(rn) = {max_rn:?}", 10 * rows.min(1000));
+    // One group against a direct query.
+    let view: Vec<i32> =
+        c.query("SELECT v FROM tv WHERE g = 7 ORDER BY rn", &[]).await.unwrap().iter().map(|r| r.get(0)).collect();
+    let direct: Vec<i32> = c
+        .query("SELECT v FROM t2 WHERE g = 7 ORDER BY v DESC, id LIMIT 10", &[])
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    println!("  check: group 7 equals a direct ORDER BY ... LIMIT 10: {}", view == direct);
+    maybe_verify(o, &c, "tv").await;
+    drop(c);
+    s.stop();
+}
+
 /// Runs `clients` connections, each preparing `sql` once and then calling
 /// `op(client, statement, client_id, seq)` in a loop until `duration` has passed. Returns all
 /// latencies, the count and the wall time.
@@ -506,6 +706,9 @@ fn main() {
                 "copy-mv" => scenario_copy_mv(&o).await,
                 "point-query" => scenario_point_query(&o).await,
                 "connect" => scenario_connect(&o).await,
+                "join" => scenario_join(&o).await,
+                "hop" => scenario_hop(&o).await,
+                "topn" => scenario_topn(&o).await,
                 other => panic!("unknown scenario {other}"),
             }
         }
