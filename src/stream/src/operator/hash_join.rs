@@ -105,6 +105,84 @@ struct Entry {
     degree: i64,
 }
 
+/// The rows of one join key: a short vector while small (most keys have a row or a few: a
+/// B-tree node would cost ~0.5 KiB per key), a B-tree once large.
+#[derive(Debug)]
+enum Bucket {
+    Few(Vec<(Vec<u8>, Entry)>),
+    Many(BTreeMap<Vec<u8>, Entry>),
+}
+
+/// Rows a bucket keeps in a vector.
+const FEW: usize = 16;
+
+impl Default for Bucket {
+    fn default() -> Self {
+        Bucket::Few(Vec::new())
+    }
+}
+
+impl Bucket {
+    fn get(&self, row: &[u8]) -> Option<&Entry> {
+        match self {
+            Bucket::Few(v) => v.iter().find(|(r, _)| r.as_slice() == row).map(|(_, e)| e),
+            Bucket::Many(m) => m.get(row),
+        }
+    }
+
+    fn get_mut(&mut self, row: &[u8]) -> Option<&mut Entry> {
+        match self {
+            Bucket::Few(v) => v.iter_mut().find(|(r, _)| r.as_slice() == row).map(|(_, e)| e),
+            Bucket::Many(m) => m.get_mut(row),
+        }
+    }
+
+    /// The entry of `row`, inserted as `new` if absent.
+    fn get_or_insert(&mut self, row: &[u8], new: Entry) -> &mut Entry {
+        if let Bucket::Few(v) = self {
+            if v.len() >= FEW && !v.iter().any(|(r, _)| r.as_slice() == row) {
+                *self = Bucket::Many(std::mem::take(v).into_iter().collect());
+            }
+        }
+        match self {
+            Bucket::Few(v) => {
+                let i = match v.iter().position(|(r, _)| r.as_slice() == row) {
+                    Some(i) => i,
+                    None => {
+                        v.push((row.to_vec(), new));
+                        v.len() - 1
+                    }
+                };
+                &mut v[i].1
+            }
+            Bucket::Many(m) => m.entry(row.to_vec()).or_insert(new),
+        }
+    }
+
+    fn remove(&mut self, row: &[u8]) {
+        match self {
+            Bucket::Few(v) => v.retain(|(r, _)| r.as_slice() != row),
+            Bucket::Many(m) => {
+                m.remove(row);
+            }
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        match self {
+            Bucket::Few(v) => v.is_empty(),
+            Bucket::Many(m) => m.is_empty(),
+        }
+    }
+
+    fn iter(&self) -> Box<dyn Iterator<Item = (&Vec<u8>, &Entry)> + '_> {
+        match self {
+            Bucket::Few(v) => Box::new(v.iter().map(|(r, e)| (r, e))),
+            Bucket::Many(m) => Box::new(m.iter()),
+        }
+    }
+}
+
 /// One side's rows.
 struct SideState {
     schema: SchemaRef,
@@ -115,9 +193,9 @@ struct SideState {
     /// The encoding of a row of NULLs (padding).
     null_row: Vec<u8>,
     /// Rows by encoded join key.
-    buckets: HashMap<Vec<u8>, BTreeMap<Vec<u8>, Entry>>,
+    buckets: HashMap<Vec<u8>, Bucket>,
     /// Rows whose key has a NULL: they never match.
-    unmatched: BTreeMap<Vec<u8>, Entry>,
+    unmatched: Bucket,
     /// Rows changed this epoch, with their bucket (`None`: unmatched).
     dirty: HashMap<Vec<u8>, Option<Vec<u8>>>,
 }
@@ -127,7 +205,7 @@ impl SideState {
         let rows = RowConverter::new(schema.fields().iter().map(|f| SortField::new(f.data_type().clone())).collect())?;
         let nulls: Vec<ArrayRef> = schema.fields().iter().map(|f| new_null_array(f.data_type(), 1)).collect();
         let null_row = rows.convert_columns(&nulls)?.row(0).as_ref().to_vec();
-        Ok(Self { schema, visible, keys, rows, null_row, buckets: HashMap::new(), unmatched: BTreeMap::new(), dirty: HashMap::new() })
+        Ok(Self { schema, visible, keys, rows, null_row, buckets: HashMap::new(), unmatched: Bucket::default(), dirty: HashMap::new() })
     }
 
     fn entry_mut(&mut self, key: Option<&[u8]>, row: &[u8]) -> Option<&mut Entry> {
@@ -139,17 +217,18 @@ impl SideState {
 
     /// Adds `delta` copies of `row` (with `degree` if new); removes it at count 0.
     fn apply(&mut self, key: Option<&[u8]>, row: &[u8], delta: i64, degree: i64) -> Result<()> {
-        let map = match key {
+        let bucket = match key {
             Some(k) => self.buckets.entry(k.to_vec()).or_default(),
             None => &mut self.unmatched,
         };
-        let e = map.entry(row.to_vec()).or_insert(Entry { count: 0, degree });
+        let e = bucket.get_or_insert(row, Entry { count: 0, degree });
         e.count += delta;
-        if e.count < 0 {
+        let count = e.count;
+        if count < 0 {
             return Err(internal_err!("join retracted a row it never saw"));
         }
-        if e.count == 0 {
-            map.remove(row);
+        if count == 0 {
+            bucket.remove(row);
             if let Some(k) = key {
                 if self.buckets.get(k).is_some_and(|b| b.is_empty()) {
                     self.buckets.remove(k);
@@ -394,11 +473,11 @@ impl HashJoin {
         };
         if flipped {
             for (k, bucket) in &self.left.buckets {
-                for (row, e) in bucket {
+                for (row, e) in bucket.iter() {
                     visit(Some(k), row, e);
                 }
             }
-            for (row, e) in &self.left.unmatched {
+            for (row, e) in self.left.unmatched.iter() {
                 visit(None, row, e);
             }
         } else {
@@ -437,15 +516,15 @@ impl HashJoin {
             }
             self.side_mut(side).dirty.clear();
         }
-        self.right_total = self.right.buckets.values().flat_map(|b| b.values()).chain(self.right.unmatched.values()).map(|e| e.count).sum();
-        self.right_nulls = self.right.unmatched.values().map(|e| e.count).sum();
+        self.right_total = self.right.buckets.values().flat_map(|b| b.iter()).chain(self.right.unmatched.iter()).map(|(_, e)| e.count).sum();
+        self.right_nulls = self.right.unmatched.iter().map(|(_, e)| e.count).sum();
         for side in [Side::Left, Side::Right] {
             if !self.kind.tracks(side) {
                 continue;
             }
             let s = self.side(side);
             let rows: Vec<(Vec<u8>, Option<Vec<u8>>)> =
-                s.buckets.iter().flat_map(|(k, b)| b.keys().map(move |r| (r.clone(), Some(k.clone())))).collect();
+                s.buckets.iter().flat_map(|(k, b)| b.iter().map(move |(r, _)| (r.clone(), Some(k.clone())))).collect();
             for part in rows.chunks(8192) {
                 let refs: Vec<Probe<'_>> = part.iter().map(|(r, k)| (r.as_slice(), k.as_deref(), Op::Insert)).collect();
                 let matches = self.matches(side, &refs, &mut ignored)?;
