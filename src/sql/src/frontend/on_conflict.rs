@@ -74,28 +74,39 @@ struct SqlConflictUpdate {
 
 impl ConflictUpdate for SqlConflictUpdate {
     fn update(&self, existing: &RecordBatch, proposed: &RecordBatch) -> Result<(RecordBatch, Vec<bool>)> {
-        let n = existing.num_rows();
         let columns: Vec<ArrayRef> = existing.columns().iter().chain(proposed.columns()).cloned().collect();
         let input = RecordBatch::try_new(self.input.clone(), columns)?;
-        let out = self
-            .exprs
-            .iter()
-            .zip(self.output.fields())
-            .map(|(e, f)| {
-                let a = e.evaluate(&input)?.into_array(n)?;
-                Ok(if a.data_type() == f.data_type() { a } else { eddy_common::cast::cast_checked(&a, f.data_type())? })
-            })
-            .collect::<Result<Vec<ArrayRef>>>()?;
-        let keep = match &self.filter {
-            None => vec![true; n],
-            Some(f) => {
-                let v = f.evaluate(&input)?.into_array(n)?;
-                let b = v.as_boolean_opt().ok_or_else(|| user_err!(sqlstate::DATATYPE_MISMATCH, "argument of WHERE must be type boolean"))?;
-                (0..n).map(|i| b.is_valid(i) && b.value(i)).collect()
-            }
-        };
-        Ok((RecordBatch::try_new(self.output.clone(), out)?, keep))
+        evaluate_update(&self.exprs, self.filter.as_ref(), &input, &self.output)
     }
+}
+
+/// The new versions of `input`'s rows — one expression per stored column of `output`, cast to
+/// its type — and which of them the `WHERE` (`filter`) keeps. Shared by `ON CONFLICT DO
+/// UPDATE` and the writer-evaluated UPDATE (`writer_update.rs`).
+pub(crate) fn evaluate_update(
+    exprs: &[Arc<dyn PhysicalExpr>],
+    filter: Option<&Arc<dyn PhysicalExpr>>,
+    input: &RecordBatch,
+    output: &SchemaRef,
+) -> Result<(RecordBatch, Vec<bool>)> {
+    let n = input.num_rows();
+    let out = exprs
+        .iter()
+        .zip(output.fields())
+        .map(|(e, f)| {
+            let a = e.evaluate(input)?.into_array(n)?;
+            Ok(if a.data_type() == f.data_type() { a } else { eddy_common::cast::cast_checked(&a, f.data_type())? })
+        })
+        .collect::<Result<Vec<ArrayRef>>>()?;
+    let keep = match filter {
+        None => vec![true; n],
+        Some(f) => {
+            let v = f.evaluate(input)?.into_array(n)?;
+            let b = v.as_boolean_opt().ok_or_else(|| user_err!(sqlstate::DATATYPE_MISMATCH, "argument of WHERE must be type boolean"))?;
+            (0..n).map(|i| b.is_valid(i) && b.value(i)).collect()
+        }
+    };
+    Ok((RecordBatch::try_new(output.clone(), out)?, keep))
 }
 
 impl Session {

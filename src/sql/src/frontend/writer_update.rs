@@ -7,7 +7,7 @@
 
 use std::sync::Arc;
 
-use arrow::array::{Array, ArrayRef, AsArray, RecordBatch};
+use arrow::array::{Array, RecordBatch};
 use arrow::datatypes::SchemaRef;
 use datafusion::common::tree_node::TreeNode;
 use datafusion::execution::SessionState;
@@ -36,27 +36,11 @@ struct WriterUpdate {
 
 impl ConflictUpdate for WriterUpdate {
     fn update(&self, existing: &RecordBatch, _proposed: &RecordBatch) -> Result<(RecordBatch, Vec<bool>)> {
-        let n = existing.num_rows();
         let input = RecordBatch::try_new(self.input.clone(), existing.columns().to_vec())?;
-        let out = self
-            .exprs
-            .iter()
-            .zip(self.output.fields())
-            .map(|(e, f)| {
-                let a = e.evaluate(&input)?.into_array(n)?;
-                Ok(if a.data_type() == f.data_type() { a } else { eddy_common::cast::cast_checked(&a, f.data_type())? })
-            })
-            .collect::<Result<Vec<ArrayRef>>>()?;
-        let keep: Vec<bool> = match &self.filter {
-            None => vec![true; n],
-            Some(f) => {
-                let v = f.evaluate(&input)?.into_array(n)?;
-                let b = v.as_boolean_opt().ok_or_else(|| user_err!(sqlstate::DATATYPE_MISMATCH, "argument of WHERE must be type boolean"))?;
-                (0..n).map(|i| b.is_valid(i) && b.value(i)).collect()
-            }
-        };
+        let (out, keep) = crate::frontend::on_conflict::evaluate_update(&self.exprs, self.filter.as_ref(), &input, &self.output)?;
+        let n = out.num_rows();
         for (i, name) in &self.not_null {
-            if (0..n).any(|r| keep[r] && out[*i].is_null(r)) {
+            if (0..n).any(|r| keep[r] && out.column(*i).is_null(r)) {
                 return Err(user_err!(
                     sqlstate::NOT_NULL_VIOLATION,
                     "null value in column \"{name}\" of relation \"{}\" violates not-null constraint",
@@ -64,7 +48,7 @@ impl ConflictUpdate for WriterUpdate {
                 ));
             }
         }
-        Ok((RecordBatch::try_new(self.output.clone(), out)?, keep))
+        Ok((out, keep))
     }
 }
 
