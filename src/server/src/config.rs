@@ -26,6 +26,9 @@ pub struct ServerConfig {
     pub barrier_interval: Duration,
     /// Block cache size in bytes.
     pub block_cache_bytes: u64,
+    /// The memory budget of the state layers (`--memory-mb`): the operators' state caches get
+    /// half, the block cache a sixteenth unless set on its own.
+    pub memory_bytes: u64,
     /// Register test-only functions such as `eddy_test_panic()` (never set by the CLI).
     pub test_functions: bool,
     /// Tests: run on this object store instead of `state_store`'s (never set by the CLI).
@@ -50,6 +53,7 @@ impl Default for ServerConfig {
             password: None,
             barrier_interval: Duration::from_millis(250),
             block_cache_bytes: 64 << 20,
+            memory_bytes: 1 << 30,
             test_functions: false,
             object_store: None,
             store_tuning: StoreTuning::default(),
@@ -70,6 +74,7 @@ pub struct ConfigOverrides {
     pub password: Option<String>,
     pub barrier_interval_ms: Option<u64>,
     pub block_cache_mb: Option<u64>,
+    pub memory_mb: Option<u64>,
     pub max_message_bytes: Option<u64>,
     pub max_connections: Option<u64>,
     pub query_memory_mb: Option<u64>,
@@ -87,7 +92,7 @@ impl ConfigOverrides {
     }
 
     /// Reads `EDDY_LISTEN`, `EDDY_STATE_STORE`, `EDDY_PASSWORD`, `EDDY_BARRIER_INTERVAL_MS`,
-    /// `EDDY_BLOCK_CACHE_MB`, `EDDY_MAX_MESSAGE_BYTES`, `EDDY_MAX_CONNECTIONS`,
+    /// `EDDY_BLOCK_CACHE_MB`, `EDDY_MEMORY_MB`, `EDDY_MAX_MESSAGE_BYTES`, `EDDY_MAX_CONNECTIONS`,
     /// `EDDY_QUERY_MEMORY_MB`, `EDDY_TLS_CERT`, `EDDY_TLS_KEY`, `EDDY_PASSWORD_FILE`.
     pub fn from_env() -> Result<Self> {
         let get = |k: &str| -> Result<Option<String>> {
@@ -106,6 +111,7 @@ impl ConfigOverrides {
             password: get("EDDY_PASSWORD")?,
             barrier_interval_ms: num("EDDY_BARRIER_INTERVAL_MS")?,
             block_cache_mb: num("EDDY_BLOCK_CACHE_MB")?,
+            memory_mb: num("EDDY_MEMORY_MB")?,
             max_message_bytes: num("EDDY_MAX_MESSAGE_BYTES")?,
             max_connections: num("EDDY_MAX_CONNECTIONS")?,
             query_memory_mb: num("EDDY_QUERY_MEMORY_MB")?,
@@ -128,6 +134,12 @@ impl ConfigOverrides {
         }
         if let Some(v) = self.barrier_interval_ms {
             c.barrier_interval = Duration::from_millis(v.max(1));
+        }
+        if let Some(v) = self.memory_mb {
+            c.memory_bytes = v.max(16) << 20;
+            if self.block_cache_mb.is_none() {
+                c.block_cache_bytes = c.memory_bytes / 16;
+            }
         }
         if let Some(v) = self.block_cache_mb {
             c.block_cache_bytes = v << 20;
@@ -163,6 +175,7 @@ impl ServerConfig {
                 block_cache_bytes: self.block_cache_bytes,
                 object_store: self.object_store.clone(),
                 tuning: self.store_tuning.clone(),
+                operator_cache_bytes: self.memory_bytes / 2,
             },
             barrier_interval: self.barrier_interval,
             test_functions: self.test_functions,

@@ -26,9 +26,13 @@ struct Cli {
     /// Milliseconds between barriers when no DML asks for an early one.
     #[arg(long, global = true)]
     barrier_interval_ms: Option<u64>,
-    /// Block cache size in MiB.
+    /// Block cache size in MiB. Default: a sixteenth of --memory-mb.
     #[arg(long, global = true)]
     block_cache_mb: Option<u64>,
+    /// Memory budget of the state layers in MiB: operators' state caches get half, the block
+    /// cache a sixteenth, the rest is headroom. Default 1024.
+    #[arg(long, global = true)]
+    memory_mb: Option<u64>,
     /// Largest message a client may send (query text, Parse, Bind, COPY data), in bytes;
     /// a larger one is refused with 54000 before it is read. Default 64 MiB.
     #[arg(long, global = true)]
@@ -72,6 +76,7 @@ fn build_config(cli: &Cli) -> Result<ServerConfig, eddy_common::EddyError> {
         password: cli.password.clone(),
         barrier_interval_ms: cli.barrier_interval_ms,
         block_cache_mb: cli.block_cache_mb,
+        memory_mb: cli.memory_mb,
         max_message_bytes: cli.max_message_bytes,
         max_connections: cli.max_connections,
         query_memory_mb: cli.query_memory_mb,

@@ -14,6 +14,7 @@
 mod background;
 pub mod batch;
 pub mod maintenance;
+pub mod memory;
 pub mod object_store_url;
 pub mod protocol;
 pub mod runs;
@@ -31,6 +32,7 @@ mod store_tests;
 mod fault_tests;
 
 pub use batch::EpochBatch;
+pub use memory::MemoryBudget;
 pub use runs::RunId;
 pub use scan::{ReadSnapshot, ScanCursor};
 pub use state_table::{StateTable, TableScan};

@@ -53,6 +53,11 @@ impl StateTable {
         self.codec.pk_indices()
     }
 
+    /// The full keys (`table_id | vnode | pk`) of the rows of `batch` (this table's schema).
+    pub fn keys_of(&self, batch: &RecordBatch) -> Result<Vec<Vec<u8>>> {
+        self.codec.encode_keys(self.table_id, batch)
+    }
+
     /// Adds the changes of `chunk` to `batch`: inserts put the row, deletes remove its key.
     pub fn write_chunk(&self, chunk: &StreamChunk, batch: &mut EpochBatch) -> Result<()> {
         let keys = self.codec.encode_keys(self.table_id, &chunk.batch)?;
@@ -121,6 +126,17 @@ impl StateTable {
     /// The rows with full keys (`table_id | vnode | pk`) in (`start`, `end`), clamped to this
     /// table's key space.
     pub async fn scan_stream_keys(&self, snapshot: &ReadSnapshot, start: Bound<Vec<u8>>, end: Bound<Vec<u8>>) -> Result<TableScan> {
+        self.scan_stream_keys_by(snapshot, start, end, SCAN_BATCH_ROWS).await
+    }
+
+    /// [`StateTable::scan_stream_keys`] in batches of at most `batch_rows` rows.
+    pub async fn scan_stream_keys_by(
+        &self,
+        snapshot: &ReadSnapshot,
+        start: Bound<Vec<u8>>,
+        end: Bound<Vec<u8>>,
+        batch_rows: usize,
+    ) -> Result<TableScan> {
         let (table_start, table_end) = prefix_bounds(&table_prefix(self.table_id));
         let start = match (start, &table_start) {
             (Bound::Unbounded, _) => table_start.clone(),
@@ -132,7 +148,7 @@ impl StateTable {
             (Bound::Included(k), Bound::Excluded(t)) | (Bound::Excluded(k), Bound::Excluded(t)) if k >= *t => table_end.clone(),
             (b, _) => b,
         };
-        let cursor = snapshot.scan_batches(start, end, SCAN_BATCH_ROWS).await?;
+        let cursor = snapshot.scan_batches(start, end, batch_rows).await?;
         Ok(TableScan { cursor, codec: self.codec.clone() })
     }
 }
@@ -153,6 +169,14 @@ impl TableScan {
             Some(entries) => Ok(Some(self.codec.decode_values(entries.iter().map(|(_, v)| v.as_ref()))?)),
             None => Ok(None),
         }
+    }
+
+    /// Like [`TableScan::next_batch`], with the full key of the batch's last row (where a scan
+    /// that stopped here resumes).
+    pub async fn next_batch_with_last_key(&mut self) -> Result<Option<(RecordBatch, Vec<u8>)>> {
+        let Some(entries) = self.cursor.next_batch().await? else { return Ok(None) };
+        let last = entries.last().map(|(k, _)| k.to_vec()).unwrap_or_default();
+        Ok(Some((self.codec.decode_values(entries.iter().map(|(_, v)| v.as_ref()))?, last)))
     }
 
     /// The scan as a stream of batches (for DataFusion's `RecordBatchStream`s).

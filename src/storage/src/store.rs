@@ -69,6 +69,7 @@ use crate::background::Maintenance;
 pub(crate) use crate::slate::{add_ops, bounded};
 use crate::object_store_url;
 use crate::protocol::{self, CommitRecord};
+use crate::memory::MemoryBudget;
 use crate::runs::{self, Op, RunId, COMMIT_RECORD_KEY, LIVE_RUNS_KEY};
 use crate::scan::{storage_err, ReadSnapshot};
 
@@ -86,11 +87,19 @@ pub struct StoreOptions {
     pub object_store: Option<Arc<dyn ObjectStore>>,
     /// Failure and background knobs.
     pub tuning: StoreTuning,
+    /// Bytes the operators' state caches may hold together ([`MemoryBudget`]).
+    pub operator_cache_bytes: u64,
 }
 
 impl Default for StoreOptions {
     fn default() -> Self {
-        Self { url: "memory://".into(), block_cache_bytes: 64 << 20, object_store: None, tuning: StoreTuning::default() }
+        Self {
+            url: "memory://".into(),
+            block_cache_bytes: 64 << 20,
+            object_store: None,
+            tuning: StoreTuning::default(),
+            operator_cache_bytes: 512 << 20,
+        }
     }
 }
 
@@ -187,6 +196,8 @@ pub struct StateStore {
     pub(crate) maintenance: Maintenance,
     /// Printable location.
     description: String,
+    /// Shared by the operators' state caches.
+    operator_memory: Arc<MemoryBudget>,
 }
 
 impl StateStore {
@@ -246,6 +257,7 @@ impl StateStore {
             maintenance: Maintenance::new(),
             tuning,
             description,
+            operator_memory: Arc::new(MemoryBudget::new(usize::try_from(options.operator_cache_bytes).unwrap_or(usize::MAX))),
         });
         if store.tuning.background_maintenance {
             store.start_maintenance();
@@ -342,6 +354,11 @@ impl StateStore {
     /// Generation of this open (bumped by recovery); unique and increasing across restarts.
     pub fn generation(&self) -> u64 {
         self.current.read().generation
+    }
+
+    /// The budget the operators' state caches share.
+    pub fn operator_memory(&self) -> &Arc<MemoryBudget> {
+        &self.operator_memory
     }
 
     /// The last committed epoch.

@@ -4,24 +4,33 @@
 //! merges them, for UNION ALL) and continues with a chain — up to the root stage, whose chain
 //! ends in `Materialize`. Stages are numbered children first, so the root is the last one.
 //!
-//! A new view first backfills: it waits for the epoch whose barrier subscribed it, reads each
-//! upstream's rows from that epoch's snapshot as inserts, then continues with the changes of
-//! later epochs (which queue up in its input channels meanwhile). Nothing is missed or seen
-//! twice, because the subscription takes effect exactly at that barrier.
+//! A new view first backfills, in bounded epochs while the rest of the server keeps committing
+//! (RisingWave's scheme): per input it reads the upstream's rows in key order from the snapshot
+//! of the last completed epoch, at most [`Backfill::rows_per_epoch`] per epoch, and remembers the
+//! key it reached. The upstream's changes of the current epoch are held until the epoch's
+//! barrier; then those of rows at or before the position pass (the snapshot gave the row as it
+//! was, the change makes it current) and the others are dropped (a later snapshot, read after
+//! this epoch commits, includes them). After reporting each barrier the actor waits for that
+//! epoch to commit and reads on from its snapshot. Nothing is missed or seen twice: the
+//! subscription takes effect exactly at the first snapshot's barrier, and each later snapshot
+//! is exactly the epoch whose changes the actor last applied (the next one cannot commit
+//! without this actor's report).
 
 use std::collections::BTreeMap;
+use std::ops::Bound;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 
 use eddy_common::codec::{decode_view_error, view_error_key, view_errors_prefix};
-use eddy_common::{internal_err, Epoch, Result, StreamChunk};
-use eddy_storage::{EpochBatch, StateStore, StateTable};
+use arrow::array::BooleanArray;
+use eddy_common::{internal_err, Epoch, Op, Result, StreamChunk};
+use eddy_storage::{EpochBatch, StateStore, StateTable, TableScan};
 use futures::FutureExt;
 use tokio::sync::{mpsc, oneshot, watch};
 
-use crate::barrier::Collected;
+use crate::barrier::{BarrierManager, Collected};
 use crate::merge::{Aligned, AlignedInputs};
-use crate::message::{ActorId, Dispatcher, Message, Output};
+use crate::message::{ActorId, Barrier, Dispatcher, Message, Output};
 use crate::operator::{BinaryOperator, Operator, RowErrors, Side};
 
 /// Runs an actor's main loop; an error or panic becomes a failure report to the barrier
@@ -45,14 +54,42 @@ pub(crate) async fn run_reporting(
     let _ = collector.send(Collected::failed(id, error));
 }
 
-/// Where a new view reads its initial rows.
+/// Upstream rows a backfilling view reads per epoch: bounds the epoch's state changes and
+/// output, so a view over a big table never holds its whole backfill in one epoch.
+pub const BACKFILL_EPOCH_ROWS: usize = 65_536;
+
+/// How a new view loads its initial rows.
 pub struct Backfill {
     /// The epoch at whose barrier the view subscribed (known once that barrier is cut).
     pub epoch: oneshot::Receiver<Epoch>,
-    /// Committed state.
-    pub store: Arc<StateStore>,
-    /// Completed epochs.
-    pub completed: watch::Receiver<Epoch>,
+    /// The barrier manager: its completed epochs, and early barriers to end a full epoch.
+    pub barrier: Arc<BarrierManager>,
+    /// Told the epoch with which the view's state became complete (dropped if it never does).
+    pub done: oneshot::Sender<Epoch>,
+    /// Upstream rows read per epoch (`SET backfill_epoch_rows`; default [`BACKFILL_EPOCH_ROWS`]).
+    pub rows_per_epoch: usize,
+}
+
+/// Backfill progress of one input.
+#[derive(Default)]
+struct Fill {
+    /// Full key of the last upstream row read (`None`: none yet).
+    pos: Option<Vec<u8>>,
+    /// Every upstream row has been read.
+    done: bool,
+    /// The upstream's changes of the current epoch, held until its barrier.
+    held: Vec<StreamChunk>,
+    /// Open scan of the current snapshot, after `pos`.
+    scan: Option<TableScan>,
+}
+
+/// Waits until `epoch` has completed.
+async fn completed_through(completed: &mut watch::Receiver<Epoch>, epoch: Epoch) -> Result<()> {
+    completed
+        .wait_for(|e| *e >= epoch)
+        .await
+        .map(|_| ())
+        .map_err(|_| internal_err!("barrier manager stopped before epoch {epoch} completed"))
 }
 
 /// One input of a view: its channel, its own operators, and the upstream it backfills from.
@@ -161,12 +198,13 @@ impl ViewActor {
         run_reporting(id, "materialized view", collector, self.run_inner()).await;
     }
 
-    fn apply(ops: &mut [Box<dyn Operator>], chunks: Vec<StreamChunk>, errors: &mut RowErrors) -> Result<Vec<StreamChunk>> {
+    async fn apply(ops: &mut [Box<dyn Operator>], chunks: Vec<StreamChunk>, errors: &mut RowErrors, store: &StateStore) -> Result<Vec<StreamChunk>> {
         let mut chunks = chunks;
         for op in ops {
             let mut next = Vec::new();
             for c in chunks {
                 if !c.is_empty() {
+                    op.prefetch(&c, store).await?;
                     next.extend(op.process(c, errors)?);
                 }
             }
@@ -214,10 +252,12 @@ impl ViewActor {
             return Ok(());
         }
         let (mut chunks, mut parent) = match at {
-            At::Branch(b, from) => (Self::apply(&mut self.branches[b][from..], chunks, &mut self.errors)?, Some(self.branch_parents[b])),
+            At::Branch(b, from) => {
+                (Self::apply(&mut self.branches[b][from..], chunks, &mut self.errors, &self.store).await?, Some(self.branch_parents[b]))
+            }
             At::Stage(s, from) => {
                 let stage = self.stages.get_mut(s).ok_or_else(|| internal_err!("no stage {s}"))?;
-                (Self::apply(&mut stage.operators[from..], chunks, &mut self.errors)?, stage.parent)
+                (Self::apply(&mut stage.operators[from..], chunks, &mut self.errors, &self.store).await?, stage.parent)
             }
         };
         while let Some((s, side)) = parent {
@@ -229,12 +269,13 @@ impl ViewActor {
                 let mut joined = Vec::new();
                 for c in chunks {
                     if !c.is_empty() {
+                        join.prefetch(side, &c, &self.store).await?;
                         joined.extend(join.process(side, c, &mut self.errors)?);
                     }
                 }
                 chunks = joined;
             }
-            chunks = Self::apply(&mut stage.operators, chunks, &mut self.errors)?;
+            chunks = Self::apply(&mut stage.operators, chunks, &mut self.errors, &self.store).await?;
             parent = stage.parent;
         }
         for c in chunks {
@@ -245,22 +286,137 @@ impl ViewActor {
         Ok(())
     }
 
-    async fn run_inner(&mut self) -> Result<()> {
-        if let Some(bf) = self.backfill.take() {
-            let epoch = bf.epoch.await.map_err(|_| internal_err!("view creation was abandoned"))?;
-            let mut completed = bf.completed;
-            completed
-                .wait_for(|e| *e >= epoch)
-                .await
-                .map_err(|_| internal_err!("barrier manager stopped before epoch {epoch} completed"))?;
-            let snapshot = bf.store.snapshot();
-            for b in 0..self.upstreams.len() {
-                let upstream = self.upstreams[b].clone();
-                self.inherit_errors(upstream.table_id(), &snapshot).await?;
-                let mut scan = upstream.scan_stream(&snapshot).await?;
-                while let Some(batch) = scan.next_batch().await? {
-                    self.push(At::Branch(b, 0), vec![StreamChunk::inserts(batch)]).await?;
+    /// The rows of `chunk` (changes of input `b`'s upstream) at or before `pos`, as plain
+    /// inserts and deletes (an update's halves may fall on either side of `pos`).
+    fn upto(&self, b: usize, chunk: StreamChunk, pos: Option<&[u8]>) -> Result<StreamChunk> {
+        let keys = self.upstreams[b].keys_of(&chunk.batch)?;
+        let keep: Vec<bool> = keys.iter().map(|k| pos.is_some_and(|p| k.as_slice() <= p)).collect();
+        let batch = arrow::compute::filter_record_batch(&chunk.batch, &BooleanArray::from(keep.clone()))?;
+        let ops = chunk
+            .ops
+            .iter()
+            .zip(&keep)
+            .filter(|(_, k)| **k)
+            .map(|(op, _)| if op.is_insert() { Op::Insert } else { Op::Delete })
+            .collect();
+        StreamChunk::try_new(batch, ops)
+    }
+
+    /// Ends an epoch: flushes every operator's state into the epoch's batch, reports it and
+    /// passes the barrier on. True if the barrier stops this actor.
+    async fn barrier(&mut self, barrier: &Barrier) -> Result<bool> {
+        let mut batch = EpochBatch::default();
+        for b in 0..self.branches.len() {
+            for i in 0..self.branches[b].len() {
+                let out = self.branches[b][i].on_barrier(barrier.epoch, &mut batch, &mut self.errors).await?;
+                self.push(At::Branch(b, i + 1), out).await?;
+            }
+        }
+        // Children before parents: a stage's barrier comes after its inputs' output.
+        for s in 0..self.stages.len() {
+            if let Some(join) = &mut self.stages[s].join {
+                let out = join.on_barrier(barrier.epoch, &mut batch, &mut self.errors).await?;
+                self.push(At::Stage(s, 0), out).await?;
+            }
+            for i in 0..self.stages[s].operators.len() {
+                let out = self.stages[s].operators[i].on_barrier(barrier.epoch, &mut batch, &mut self.errors).await?;
+                self.push(At::Stage(s, i + 1), out).await?;
+            }
+        }
+        self.flush_errors(&mut batch).await;
+        let report = Collected { actor: self.id, epoch: barrier.epoch, batch, waiters: vec![], failed: None };
+        // The manager is gone only at shutdown; then nobody waits for this report.
+        let _ = self.collector.send(report);
+        self.outputs.send_barrier(self.id, barrier).await;
+        Ok(barrier.stops(self.id))
+    }
+
+    /// Loads the view's initial rows in bounded epochs (see the module docs). False if the
+    /// actor was stopped meanwhile.
+    async fn backfill(&mut self, bf: Backfill, inputs: &mut AlignedInputs) -> Result<bool> {
+        let epoch = bf.epoch.await.map_err(|_| internal_err!("view creation was abandoned"))?;
+        let mut completed = bf.barrier.completed();
+        completed_through(&mut completed, epoch).await?;
+        let mut snapshot = self.store.snapshot();
+        for b in 0..self.upstreams.len() {
+            let upstream = self.upstreams[b].table_id();
+            self.inherit_errors(upstream, &snapshot).await?;
+        }
+        let mut fills: Vec<Fill> = (0..self.upstreams.len()).map(|_| Fill::default()).collect();
+        let mut read = 0usize;
+        let mut snapshot_turn = false;
+        loop {
+            let reading = read < bf.rows_per_epoch && fills.iter().any(|f| !f.done);
+            // Queued input and snapshot reads take turns, so neither starves the other.
+            snapshot_turn = !snapshot_turn;
+            let next = match (reading, snapshot_turn) {
+                (true, true) => None,
+                (true, false) => inputs.next().now_or_never(),
+                (false, _) => Some(inputs.next().await),
+            };
+            let Some(next) = next else {
+                let b = fills.iter().position(|f| !f.done).ok_or_else(|| internal_err!("backfill without an unfinished input"))?;
+                let fill = &mut fills[b];
+                if fill.scan.is_none() {
+                    let start = fill.pos.clone().map_or(Bound::Unbounded, Bound::Excluded);
+                    let batch_rows = bf.rows_per_epoch.min(8192);
+                    fill.scan = Some(self.upstreams[b].scan_stream_keys_by(&snapshot, start, Bound::Unbounded, batch_rows).await?);
                 }
+                let scan = fill.scan.as_mut().ok_or_else(|| internal_err!("backfill scan vanished"))?;
+                match scan.next_batch_with_last_key().await? {
+                    Some((batch, last)) => {
+                        fill.pos = Some(last);
+                        read += batch.num_rows();
+                        self.push(At::Branch(b, 0), vec![StreamChunk::inserts(batch)]).await?;
+                    }
+                    None => {
+                        fill.done = true;
+                        fill.scan = None;
+                    }
+                }
+                if read >= bf.rows_per_epoch || fills.iter().all(|f| f.done) {
+                    bf.barrier.request_barrier();
+                }
+                continue;
+            };
+            // Inputs close only when an upstream failed (see `run_inner`).
+            let Some(item) = next? else { return Err(internal_err!("the relation this view reads failed")) };
+            match item {
+                // Changes pass at once only when they cannot overtake held ones.
+                Aligned::Chunk(b, c) if fills[b].done && fills[b].held.is_empty() => self.push(At::Branch(b, 0), vec![c]).await?,
+                Aligned::Chunk(b, c) => fills[b].held.push(c),
+                Aligned::Errors(_, d) => self.errors.merge(&d),
+                Aligned::Barrier(barrier) => {
+                    for b in 0..fills.len() {
+                        for c in std::mem::take(&mut fills[b].held) {
+                            let c = if fills[b].done { c } else { self.upto(b, c, fills[b].pos.as_deref())? };
+                            self.push(At::Branch(b, 0), vec![c]).await?;
+                        }
+                    }
+                    if self.barrier(&barrier).await? {
+                        return Ok(false);
+                    }
+                    if fills.iter().all(|f| f.done) {
+                        // CREATE waits for this; it may have given up (then the view is dropped).
+                        let _ = bf.done.send(barrier.epoch);
+                        return Ok(true);
+                    }
+                    completed_through(&mut completed, barrier.epoch).await?;
+                    snapshot = self.store.snapshot();
+                    for f in &mut fills {
+                        f.scan = None;
+                    }
+                    read = 0;
+                }
+            }
+        }
+    }
+
+    async fn run_inner(&mut self) -> Result<()> {
+        let mut inputs = self.inputs.take().ok_or_else(|| internal_err!("view actor started twice"))?;
+        if let Some(bf) = self.backfill.take() {
+            if !self.backfill(bf, &mut inputs).await? {
+                return Ok(());
             }
         } else {
             // Recovery: the counts committed so far.
@@ -272,7 +428,6 @@ impl ViewActor {
                 }
             }
         }
-        let mut inputs = self.inputs.take().ok_or_else(|| internal_err!("view actor started twice"))?;
         loop {
             // Inputs close only when the relations they come from stopped without this view
             // being dropped first, i.e. failed: this view fails too (ending quietly would leave
@@ -284,30 +439,7 @@ impl ViewActor {
                 Aligned::Chunk(b, c) => self.push(At::Branch(b, 0), vec![c]).await?,
                 Aligned::Errors(_, d) => self.errors.merge(&d),
                 Aligned::Barrier(barrier) => {
-                    let mut batch = EpochBatch::default();
-                    for b in 0..self.branches.len() {
-                        for i in 0..self.branches[b].len() {
-                            let out = self.branches[b][i].on_barrier(barrier.epoch, &mut batch, &mut self.errors).await?;
-                            self.push(At::Branch(b, i + 1), out).await?;
-                        }
-                    }
-                    // Children before parents: a stage's barrier comes after its inputs' output.
-                    for s in 0..self.stages.len() {
-                        if let Some(join) = &mut self.stages[s].join {
-                            let out = join.on_barrier(barrier.epoch, &mut batch, &mut self.errors).await?;
-                            self.push(At::Stage(s, 0), out).await?;
-                        }
-                        for i in 0..self.stages[s].operators.len() {
-                            let out = self.stages[s].operators[i].on_barrier(barrier.epoch, &mut batch, &mut self.errors).await?;
-                            self.push(At::Stage(s, i + 1), out).await?;
-                        }
-                    }
-                    self.flush_errors(&mut batch).await;
-                    let report = Collected { actor: self.id, epoch: barrier.epoch, batch, waiters: vec![], failed: None };
-                    // The manager is gone only at shutdown; then nobody waits for this report.
-                    let _ = self.collector.send(report);
-                    self.outputs.send_barrier(self.id, &barrier).await;
-                    if barrier.stops(self.id) {
+                    if self.barrier(&barrier).await? {
                         break;
                     }
                 }

@@ -275,6 +275,13 @@ impl BarrierManager {
         self.cut_and_commit(Some((mutation, new_actors))).await
     }
 
+    /// Asks for a barrier soon instead of at the next tick (a backfilling view ends a full
+    /// epoch early, so the epoch stays bounded without slowing the backfill).
+    pub fn request_barrier(&self) {
+        self.pending.lock().requested = true;
+        self.wake.notify_one();
+    }
+
     /// Holds back barriers while the caller sends one transaction's commits to its table
     /// actors, so that they all belong to the same epoch.
     pub async fn commit_gate(&self) -> tokio::sync::RwLockReadGuard<'_, ()> {

@@ -5,6 +5,7 @@
 
 pub mod actor;
 pub mod barrier;
+pub mod cache;
 pub mod merge;
 pub mod message;
 pub mod operator;
@@ -12,7 +13,7 @@ pub mod table_actor;
 pub mod table_write;
 pub mod write_set;
 
-pub use actor::{Backfill, Branch, Stage, ViewActor};
+pub use actor::{Backfill, Branch, Stage, ViewActor, BACKFILL_EPOCH_ROWS};
 pub use barrier::{BarrierManager, Collected, SourceMsg};
 pub use message::{ActorId, Barrier, Message, Mutation, Output, CHANNEL_CAPACITY};
 pub use table_actor::TableActor;

@@ -8,6 +8,7 @@ mod process;
 mod raw;
 mod support;
 
+mod backfill;
 mod binary_types;
 mod concurrency;
 mod crash;

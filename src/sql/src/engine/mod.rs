@@ -178,6 +178,12 @@ impl Engine {
     /// last committed epoch once the store is reachable again).
     pub async fn recover(self: &Arc<Self>, planner: Arc<dyn ViewPlanner>) -> Result<()> {
         self.start_graph(planner.as_ref()).await?;
+        match self.sweep_orphans().await {
+            Ok(0) => {}
+            Ok(n) => tracing::warn!("removed the state of {n} relations no catalog entry owns (a CREATE interrupted by a crash)"),
+            // Harmless to keep: the ids are never reused; the next start tries again.
+            Err(e) => tracing::warn!("could not remove orphaned state: {e}"),
+        }
         if self.planner.set(planner).is_ok() {
             let weak = Arc::downgrade(self);
             let mut broken = self.barrier.broken();
@@ -192,6 +198,38 @@ impl Engine {
             });
         }
         Ok(())
+    }
+
+    /// Deletes state under ids no catalog entry owns — what a CREATE MATERIALIZED VIEW that
+    /// crashed mid-backfill committed — and returns how many ids it cleared. Run at startup
+    /// only, before any session can start a CREATE of its own.
+    async fn sweep_orphans(&self) -> Result<usize> {
+        let owned: std::collections::HashSet<u32> =
+            self.catalog().tables().flat_map(|t| std::iter::once(t.id).chain(t.internal_tables.iter().copied())).collect();
+        let snapshot = self.store.snapshot();
+        let mut batch = EpochBatch::default();
+        let (mut next, mut swept) = (1u32, 0usize);
+        loop {
+            // The first key at or after `next` names the next id that has state.
+            let start = std::ops::Bound::Included(eddy_common::codec::table_prefix(next).to_vec());
+            let mut cursor = snapshot.scan_batches(start, std::ops::Bound::Unbounded, 1).await?;
+            let Some(first) = cursor.next_batch().await? else { break };
+            let Some(id) = first.first().and_then(|(k, _)| k.get(..4)).and_then(|b| b.try_into().ok()).map(u32::from_be_bytes) else {
+                break;
+            };
+            if !owned.contains(&id) {
+                clear_prefix(&self.store, &snapshot, &eddy_common::codec::table_prefix(id), &mut batch).await?;
+                clear_prefix(&self.store, &snapshot, &eddy_common::codec::view_errors_prefix(id), &mut batch).await?;
+                batch.delete(eddy_common::codec::failure_key(id));
+                swept += 1;
+            }
+            let Some(after) = id.checked_add(1) else { break };
+            next = after;
+        }
+        if swept > 0 {
+            self.barrier.commit_writes(batch).await?;
+        }
+        Ok(swept)
     }
 
     /// Rebuilds the graph after a failed commit: stops every actor, reopens the store (retrying
@@ -465,4 +503,22 @@ impl Relations for Engine {
     fn sequences(&self) -> &Arc<Sequences> {
         &self.sequences
     }
+}
+
+/// Adds deletes of every entry under `prefix` to `batch`, which spills to the store as it grows
+/// (a table of any size is dropped within bounded memory, and atomically with its catalog entry).
+pub(crate) async fn clear_prefix(store: &StateStore, snapshot: &ReadSnapshot, prefix: &[u8], batch: &mut EpochBatch) -> Result<()> {
+    let start = std::ops::Bound::Included(prefix.to_vec());
+    let end = match eddy_storage::store::prefix_end(prefix) {
+        Some(e) => std::ops::Bound::Excluded(e),
+        None => std::ops::Bound::Unbounded,
+    };
+    let mut cursor = snapshot.scan_batches(start, end, 4096).await?;
+    while let Some(entries) = cursor.next_batch().await? {
+        for (k, _) in entries {
+            batch.delete(k.to_vec());
+        }
+        batch.spill_if_over(store, 16 << 20).await?;
+    }
+    Ok(())
 }

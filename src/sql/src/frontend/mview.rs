@@ -17,33 +17,17 @@ use datafusion::sql::sqlparser::ast::{ObjectName, Query, Statement};
 use eddy_common::codec::table_prefix;
 use eddy_common::error::sqlstate;
 use eddy_common::{internal_err, user_err, Result};
-use eddy_storage::{EpochBatch, ReadSnapshot, StateStore};
+use eddy_storage::{EpochBatch, ReadSnapshot};
 use eddy_stream::operator::Materialize;
-use eddy_stream::{Backfill, Branch, Mutation, Output, ViewActor, CHANNEL_CAPACITY};
+use eddy_stream::{Backfill, Branch, Mutation, Output, ViewActor, BACKFILL_EPOCH_ROWS, CHANNEL_CAPACITY};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::catalog::{CatalogChange, RelationKind, TableCatalog};
+use crate::engine::clear_prefix;
 use crate::frontend::names::resolve_name;
 use crate::frontend::session::Session;
 use crate::planner::stream_plan::{check_deterministic, plan_view, PlannedView, TableIds};
 
-/// Adds deletes of every entry under `prefix` to `batch`, which spills to the store as it grows
-/// (a table of any size is dropped within bounded memory, and atomically with its catalog entry).
-async fn clear_prefix(store: &StateStore, snapshot: &ReadSnapshot, prefix: &[u8], batch: &mut EpochBatch) -> Result<()> {
-    let start = std::ops::Bound::Included(prefix.to_vec());
-    let end = match eddy_storage::store::prefix_end(prefix) {
-        Some(e) => std::ops::Bound::Excluded(e),
-        None => std::ops::Bound::Unbounded,
-    };
-    let mut cursor = snapshot.scan_batches(start, end, 4096).await?;
-    while let Some(entries) = cursor.next_batch().await? {
-        for (k, _) in entries {
-            batch.delete(k.to_vec());
-        }
-        batch.spill_if_over(store, 16 << 20).await?;
-    }
-    Ok(())
-}
 
 impl Session {
     /// The optimized logical plan of a view's query.
@@ -133,7 +117,9 @@ impl Session {
         let root = planned.stages.last_mut().ok_or_else(|| internal_err!("a view plan without a root stage"))?;
         root.operators.push(Box::new(Materialize::new(view.state_table()?)));
         let (epoch_tx, epoch_rx) = oneshot::channel();
-        let backfill = Backfill { epoch: epoch_rx, store: self.engine.store.clone(), completed: self.engine.barrier.completed() };
+        let (done_tx, done_rx) = oneshot::channel();
+        let rows_per_epoch = self.var("backfill_epoch_rows").and_then(|v| v.parse().ok()).unwrap_or(BACKFILL_EPOCH_ROWS);
+        let backfill = Backfill { epoch: epoch_rx, barrier: self.engine.barrier.clone(), done: done_tx, rows_per_epoch };
         let mut add_outputs: HashMap<u32, Vec<Output>> = HashMap::new();
         let mut branches = Vec::new();
         for b in planned.branches {
@@ -147,6 +133,19 @@ impl Session {
         let epoch = self.engine.barrier.inject(mutation, vec![id]).await?;
         // Fails only if the actor already ended; its failure is reported (view_failure below).
         let _ = epoch_tx.send(epoch);
+        // The backfill runs over as many epochs as it needs; the catalog entry commits only
+        // after the view's state is complete, so no reader ever sees a partial view.
+        if done_rx.await.is_err() {
+            // The actor's failure report reaches the barrier manager with the next barrier.
+            if let Err(e) = self.engine.barrier.flush().await {
+                tracing::warn!("no barrier after the failed backfill of {}: {e}", view.name);
+            }
+            let err = self.engine.view_failure(&view).unwrap_or_else(|| {
+                user_err!(sqlstate::SERIALIZATION_FAILURE, "the backfill of materialized view \"{}\" was interrupted by a server recovery; retry the statement", view.name)
+            });
+            self.discard_view_state(&view).await;
+            return Err(err);
+        }
         let result = self
             .engine
             .ddl(|cat| {
@@ -178,6 +177,35 @@ impl Session {
         Ok(())
     }
 
+    /// Deletes of all of `rel`'s state: its rows, its operators' tables, its failing-row counts
+    /// and its recorded failure.
+    async fn state_deletes(&self, rel: &TableCatalog) -> Result<EpochBatch> {
+        let snapshot = self.engine.store.snapshot();
+        let store = self.engine.store.clone();
+        let mut batch = EpochBatch::default();
+        clear_prefix(&store, &snapshot, &table_prefix(rel.id), &mut batch).await?;
+        for t in &rel.internal_tables {
+            clear_prefix(&store, &snapshot, &table_prefix(*t), &mut batch).await?;
+        }
+        clear_prefix(&store, &snapshot, &eddy_common::codec::view_errors_prefix(rel.id), &mut batch).await?;
+        batch.delete(eddy_common::codec::failure_key(rel.id));
+        Ok(batch)
+    }
+
+    /// Removes what a view that failed while being created committed (its backfill's earlier
+    /// epochs). Should that fail, the state stays under ids that are never reused.
+    async fn discard_view_state(&mut self, view: &TableCatalog) {
+        let result = async {
+            let batch = self.state_deletes(view).await?;
+            self.engine.barrier.commit_writes(batch).await
+        }
+        .await;
+        if let Err(e) = result {
+            tracing::warn!("state of abandoned materialized view {} was not removed: {e}", view.name);
+        }
+        self.engine.barrier.forget_failure(view.id);
+    }
+
     /// Drops `rel` (a table or view) and, with `cascade`, the views that read it.
     pub(crate) async fn drop_relation(&mut self, rel: Arc<TableCatalog>, cascade: bool) -> Result<()> {
         let dependents = self.engine.catalog().dependents(rel.id);
@@ -202,15 +230,7 @@ impl Session {
         // Stop the actor first: after this barrier nothing writes the relation any more.
         self.engine.barrier.inject(Mutation { add_outputs: HashMap::new(), stop: vec![rel.id] }, vec![]).await?;
         self.engine.remove_source(rel.id);
-        let snapshot = self.engine.store.snapshot();
-        let store = self.engine.store.clone();
-        let mut batch = EpochBatch::default();
-        clear_prefix(&store, &snapshot, &table_prefix(rel.id), &mut batch).await?;
-        for t in &rel.internal_tables {
-            clear_prefix(&store, &snapshot, &table_prefix(*t), &mut batch).await?;
-        }
-        clear_prefix(&store, &snapshot, &eddy_common::codec::view_errors_prefix(rel.id), &mut batch).await?;
-        batch.delete(eddy_common::codec::failure_key(rel.id));
+        let batch = self.state_deletes(&rel).await?;
         self.engine.barrier.forget_failure(rel.id);
         let id = rel.id;
         self.engine

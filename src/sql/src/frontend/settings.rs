@@ -45,6 +45,15 @@ impl Session {
                         self.engine.barrier.set_interval(std::time::Duration::from_millis(ms));
                         format!("{ms}ms")
                     }
+                    "backfill_epoch_rows" => match value.trim_matches('\'').parse::<u64>() {
+                        Ok(n) if n >= 1 => n.to_string(),
+                        _ => {
+                            return Err(user_err!(
+                                sqlstate::INVALID_PARAMETER_VALUE,
+                                "invalid value for parameter \"backfill_epoch_rows\": \"{value}\" (a positive number of rows)"
+                            ))
+                        }
+                    },
                     "client_encoding" => {
                         let v = value.to_ascii_uppercase().replace('-', "");
                         if v != "UTF8" && v != "UNICODE" {

@@ -9,9 +9,10 @@
 //! aggregate (no GROUP BY) always has exactly one row, as in SQL.
 //!
 //! State: one entry per group in the operator's state table (key = group key, value = the
-//! serialized accumulators plus the group's last emitted row). All groups are kept in memory.
+//! serialized accumulators plus the group's last emitted row), cached in a bounded
+//! [`StateCache`]: groups are loaded when a chunk touches them and evicted when memory is short.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::sync::Arc;
 
@@ -24,9 +25,11 @@ use datafusion::scalar::ScalarValue;
 use eddy_common::codec::make_key;
 use eddy_common::error::sqlstate;
 use eddy_common::{internal_err, user_err, Epoch, Op, Result, StreamChunk};
-use eddy_storage::{EpochBatch, ReadSnapshot};
+use eddy_storage::{EpochBatch, ReadSnapshot, StateStore};
 
 use super::eval::{evaluate, RowErrors};
+use crate::cache::StateCache;
+use encoding::{decode_group, encode_group};
 use super::Operator;
 
 /// Which aggregate function.
@@ -115,10 +118,8 @@ pub struct HashAgg {
     value_converters: Vec<Option<RowConverter>>,
     /// Encodes whole output rows (the `emitted` copies).
     output_converter: RowConverter,
-    /// All groups.
-    groups: HashMap<Vec<u8>, Group>,
-    /// Groups changed in the current epoch.
-    dirty: HashSet<Vec<u8>>,
+    /// Groups (the cache tracks which changed in the current epoch).
+    groups: StateCache<Group>,
 }
 
 impl fmt::Display for HashAgg {
@@ -196,8 +197,7 @@ impl HashAgg {
             schema,
             value_converters,
             output_converter,
-            groups: HashMap::new(),
-            dirty: HashSet::new(),
+            groups: StateCache::new(true),
         })
     }
 
@@ -217,15 +217,17 @@ impl HashAgg {
     /// global aggregate so its first barrier emits the empty-input row.
     pub async fn restore(&mut self, snapshot: Option<&ReadSnapshot>) -> Result<()> {
         if let Some(snapshot) = snapshot {
-            for (k, v) in snapshot.scan_prefix(&self.table_id.to_be_bytes()).await? {
-                let group = decode_group(&v)?;
-                self.groups.insert(k[eddy_common::codec::KEY_PREFIX_LEN..].to_vec(), group);
+            // Groups load when first touched; only the global group is read now.
+            self.groups = StateCache::new(false);
+            if self.is_global() {
+                let stored = snapshot.get(&make_key(self.table_id, &[])).await?;
+                let bytes = stored.as_ref().map_or(0, |v| v.len() * 2);
+                self.groups.load(Vec::new(), stored.map(|v| decode_group(&v)).transpose()?, bytes);
             }
         }
-        if self.is_global() && !self.groups.contains_key(&Vec::new()) {
+        if self.is_global() && self.groups.get(&[]).is_none() {
             let g = self.new_group();
-            self.groups.insert(Vec::new(), g);
-            self.dirty.insert(Vec::new());
+            self.groups.get_or_insert_with(&[], || g)?;
         }
         Ok(())
     }
@@ -319,6 +321,34 @@ impl HashAgg {
 
 #[async_trait]
 impl Operator for HashAgg {
+    async fn prefetch(&mut self, chunk: &StreamChunk, store: &StateStore) -> Result<()> {
+        self.groups.begin(store);
+        if self.groups.is_complete() {
+            // Nothing to load: what is not cached does not exist.
+            return Ok(());
+        }
+        let mut missing: Vec<Vec<u8>> = if self.is_global() {
+            vec![Vec::new()]
+        } else {
+            // Rows whose key fails are left out by `process` as well.
+            let (_, keys) = evaluate(&self.group_exprs, chunk.clone(), &mut RowErrors::default())?;
+            self.key_converter.convert_columns(&keys)?.iter().map(|r| r.as_ref().to_vec()).collect()
+        };
+        missing.retain(|k| !self.groups.knows(k));
+        if missing.is_empty() {
+            return Ok(());
+        }
+        missing.sort_unstable();
+        missing.dedup();
+        let snapshot = store.snapshot();
+        for key in missing {
+            let stored = snapshot.get(&make_key(self.table_id, &key)).await?;
+            let bytes = stored.as_ref().map_or(0, |v| v.len() * 2);
+            self.groups.load(key, stored.map(|v| decode_group(&v)).transpose()?, bytes);
+        }
+        Ok(())
+    }
+
     fn process(&mut self, chunk: StreamChunk, errors: &mut RowErrors) -> Result<Vec<StreamChunk>> {
         // Group keys and arguments evaluated together: a row failing in either is left out.
         let args: Vec<Arc<dyn PhysicalExpr>> = self.calls.iter().filter_map(|c| c.arg.clone()).collect();
@@ -371,17 +401,14 @@ impl Operator for HashAgg {
                 ArgInput::decode(&c.kind, arr, conv.as_ref(), t.as_ref())
             })
             .collect::<Result<Vec<_>>>()?;
+        let fresh = self.new_group();
         for row in 0..n {
             let sign: i64 = if chunk.ops[row].is_insert() { 1 } else { -1 };
             let key: &[u8] = match &key_rows {
                 Some(r) => r.row(row).data(),
                 None => &[],
             };
-            if !self.groups.contains_key(key) {
-                let g = self.new_group();
-                self.groups.insert(key.to_vec(), g);
-            }
-            let group = self.groups.get_mut(key).ok_or_else(|| internal_err!("group vanished"))?;
+            let group = self.groups.get_or_insert_with(key, || fresh.clone())?;
             group.rows += sign;
             if group.rows < 0 {
                 return Err(internal_err!("aggregation retracted a row it never saw"));
@@ -391,18 +418,15 @@ impl Operator for HashAgg {
                     input.apply(acc, row, sign)?;
                 }
             }
-            if !self.dirty.contains(key) {
-                self.dirty.insert(key.to_vec());
-            }
         }
         Ok(vec![])
     }
 
-    async fn on_barrier(&mut self, _epoch: Epoch, batch: &mut EpochBatch, _errors: &mut RowErrors) -> Result<Vec<StreamChunk>> {
-        if self.dirty.is_empty() {
+    async fn on_barrier(&mut self, epoch: Epoch, batch: &mut EpochBatch, _errors: &mut RowErrors) -> Result<Vec<StreamChunk>> {
+        let mut dirty = self.groups.take_dirty();
+        if dirty.is_empty() {
             return Ok(vec![]);
         }
-        let mut dirty: Vec<Vec<u8>> = std::mem::take(&mut self.dirty).into_iter().collect();
         dirty.sort();
         // New output rows of the groups that (still) exist.
         let alive: Vec<&Vec<u8>> = dirty
@@ -450,10 +474,12 @@ impl Operator for HashAgg {
             group.emitted = new;
             let state_key = make_key(self.table_id, &key);
             if group.rows == 0 && !global {
-                self.groups.remove(&key);
+                self.groups.deleted(&key, epoch);
                 batch.delete(state_key);
             } else {
-                batch.put(state_key, encode_group(group));
+                let encoded = encode_group(group);
+                self.groups.written(&key, epoch, encoded.len() * 2);
+                batch.put(state_key, encoded);
             }
         }
         if out.is_empty() {
@@ -615,253 +641,6 @@ pub fn nullable_field(name: &str, dt: DataType) -> Field {
     Field::new(name, dt, true)
 }
 
-fn put_bytes(out: &mut Vec<u8>, b: &[u8]) {
-    out.extend_from_slice(&(b.len() as u32).to_be_bytes());
-    out.extend_from_slice(b);
-}
-
-fn encode_group(g: &Group) -> Vec<u8> {
-    let mut out = Vec::with_capacity(64);
-    out.extend_from_slice(&g.rows.to_be_bytes());
-    match &g.emitted {
-        Some(e) => {
-            out.push(1);
-            put_bytes(&mut out, e);
-        }
-        None => out.push(0),
-    }
-    out.extend_from_slice(&(g.accs.len() as u32).to_be_bytes());
-    for a in &g.accs {
-        match a {
-            Acc::Count(c) => {
-                out.push(0);
-                out.extend_from_slice(&c.to_be_bytes());
-            }
-            Acc::SumInt { sum, n } => {
-                out.push(1);
-                out.extend_from_slice(&sum.to_be_bytes());
-                out.extend_from_slice(&n.to_be_bytes());
-            }
-            Acc::SumFloat { sum, n, nan, pos_inf, neg_inf } => {
-                out.push(5);
-                out.extend_from_slice(&sum.to_be_bytes());
-                for c in [n, nan, pos_inf, neg_inf] {
-                    out.extend_from_slice(&c.to_be_bytes());
-                }
-            }
-            Acc::Values(m) => {
-                out.push(3);
-                out.extend_from_slice(&(m.len() as u32).to_be_bytes());
-                for (k, c) in m {
-                    put_bytes(&mut out, k);
-                    out.extend_from_slice(&c.to_be_bytes());
-                }
-            }
-            Acc::Moments { n, shift, sum, sumsq } => {
-                out.push(6);
-                out.extend_from_slice(&n.to_be_bytes());
-                for f in [shift, sum, sumsq] {
-                    out.extend_from_slice(&f.to_be_bytes());
-                }
-            }
-            Acc::Bools { trues, falses } => {
-                out.push(4);
-                out.extend_from_slice(&trues.to_be_bytes());
-                out.extend_from_slice(&falses.to_be_bytes());
-            }
-        }
-    }
-    out
-}
-
-/// Reads the encoding of [`encode_group`].
-struct Reader<'a> {
-    b: &'a [u8],
-}
-
-impl<'a> Reader<'a> {
-    fn take(&mut self, n: usize) -> Result<&'a [u8]> {
-        if self.b.len() < n {
-            return Err(internal_err!("truncated aggregation state"));
-        }
-        let (h, t) = self.b.split_at(n);
-        self.b = t;
-        Ok(h)
-    }
-    fn u8(&mut self) -> Result<u8> {
-        Ok(self.take(1)?[0])
-    }
-    fn u32(&mut self) -> Result<u32> {
-        Ok(u32::from_be_bytes(self.take(4)?.try_into().map_err(|_| internal_err!("bad u32"))?))
-    }
-    fn i64(&mut self) -> Result<i64> {
-        Ok(i64::from_be_bytes(self.take(8)?.try_into().map_err(|_| internal_err!("bad i64"))?))
-    }
-    fn bytes(&mut self) -> Result<Vec<u8>> {
-        let n = self.u32()? as usize;
-        Ok(self.take(n)?.to_vec())
-    }
-}
-
-fn decode_group(b: &[u8]) -> Result<Group> {
-    let mut r = Reader { b };
-    let rows = r.i64()?;
-    let emitted = if r.u8()? == 1 { Some(r.bytes()?) } else { None };
-    let n = r.u32()?;
-    let mut accs = Vec::with_capacity(n as usize);
-    for _ in 0..n {
-        accs.push(match r.u8()? {
-            0 => Acc::Count(r.i64()?),
-            1 => {
-                let sum = i128::from_be_bytes(r.take(16)?.try_into().map_err(|_| internal_err!("bad i128"))?);
-                Acc::SumInt { sum, n: r.i64()? }
-            }
-            // Written before NaN and infinities were counted apart.
-            2 => {
-                let sum = f64::from_be_bytes(r.take(8)?.try_into().map_err(|_| internal_err!("bad f64"))?);
-                Acc::SumFloat { sum, n: r.i64()?, nan: 0, pos_inf: 0, neg_inf: 0 }
-            }
-            6 => {
-                let n = r.i64()?;
-                let mut f = || -> Result<f64> { Ok(f64::from_be_bytes(r.take(8)?.try_into().map_err(|_| internal_err!("bad f64"))?)) };
-                Acc::Moments { n, shift: f()?, sum: f()?, sumsq: f()? }
-            }
-            5 => {
-                let sum = f64::from_be_bytes(r.take(8)?.try_into().map_err(|_| internal_err!("bad f64"))?);
-                Acc::SumFloat { sum, n: r.i64()?, nan: r.i64()?, pos_inf: r.i64()?, neg_inf: r.i64()? }
-            }
-            3 => {
-                let m = r.u32()?;
-                let mut map = BTreeMap::new();
-                for _ in 0..m {
-                    let k = r.bytes()?;
-                    map.insert(k, r.i64()?);
-                }
-                Acc::Values(map)
-            }
-            4 => Acc::Bools { trues: r.i64()?, falses: r.i64()? },
-            t => return Err(internal_err!("unknown accumulator tag {t}")),
-        });
-    }
-    Ok(Group { rows, accs, emitted })
-}
-
+mod encoding;
 #[cfg(test)]
-mod tests {
-    use arrow::array::{Int32Array, StringArray};
-    use datafusion::physical_expr::expressions::Column;
-
-    use super::*;
-
-    fn chunk(ops: &[Op], g: &[&str], v: &[Option<i32>]) -> StreamChunk {
-        let schema = Arc::new(Schema::new(vec![Field::new("g", DataType::Utf8, true), Field::new("v", DataType::Int32, true)]));
-        let batch = RecordBatch::try_new(
-            schema,
-            vec![Arc::new(StringArray::from(g.to_vec())), Arc::new(Int32Array::from(v.to_vec()))],
-        )
-        .unwrap();
-        StreamChunk::try_new(batch, ops.to_vec()).unwrap()
-    }
-
-    fn agg(kinds: &[(AggKind, DataType)], grouped: bool) -> HashAgg {
-        let input = Schema::new(vec![Field::new("g", DataType::Utf8, true), Field::new("v", DataType::Int32, true)]);
-        let mut fields = Vec::new();
-        let groups: Vec<Arc<dyn PhysicalExpr>> = if grouped {
-            fields.push(Field::new("g", DataType::Utf8, true));
-            vec![Arc::new(Column::new("g", 0))]
-        } else {
-            vec![]
-        };
-        let calls = kinds
-            .iter()
-            .map(|(k, t)| {
-                fields.push(Field::new(format!("{k:?}"), t.clone(), true));
-                AggCall { kind: k.clone(), arg: (*k != AggKind::CountStar).then(|| Arc::new(Column::new("v", 1)) as _), output: t.clone(), filter: None, order_by: vec![] }
-            })
-            .collect();
-        HashAgg::try_new(100, &input, groups, calls, Arc::new(Schema::new(fields))).unwrap()
-    }
-
-    async fn barrier(a: &mut HashAgg) -> Vec<(Op, Vec<String>)> {
-        let mut b = EpochBatch::default();
-        let out = a.on_barrier(Epoch(1), &mut b, &mut RowErrors::default()).await.unwrap();
-        let mut rows = Vec::new();
-        for c in out {
-            for i in 0..c.len() {
-                let vals = c
-                    .batch
-                    .columns()
-                    .iter()
-                    .map(|col| arrow::util::display::array_value_to_string(col, i).unwrap())
-                    .collect();
-                rows.push((c.ops[i], vals));
-            }
-        }
-        rows
-    }
-
-    #[tokio::test]
-    async fn deleting_the_minimum_exposes_the_next_smallest() {
-        let mut a = agg(&[(AggKind::Min, DataType::Int32), (AggKind::Max, DataType::Int32)], true);
-        a.restore(None).await.unwrap();
-        a.process(chunk(&[Op::Insert, Op::Insert, Op::Insert], &["x", "x", "x"], &[Some(3), Some(1), Some(7)]), &mut RowErrors::default()).unwrap();
-        assert_eq!(barrier(&mut a).await, vec![(Op::Insert, vec!["x".into(), "1".into(), "7".into()])]);
-        a.process(chunk(&[Op::Delete], &["x"], &[Some(1)]), &mut RowErrors::default()).unwrap();
-        assert_eq!(
-            barrier(&mut a).await,
-            vec![
-                (Op::UpdateDelete, vec!["x".into(), "1".into(), "7".into()]),
-                (Op::UpdateInsert, vec!["x".into(), "3".into(), "7".into()])
-            ]
-        );
-    }
-
-    #[tokio::test]
-    async fn a_group_whose_last_row_is_retracted_disappears() {
-        let mut a = agg(&[(AggKind::CountStar, DataType::Int64)], true);
-        a.restore(None).await.unwrap();
-        a.process(chunk(&[Op::Insert], &["x"], &[Some(1)]), &mut RowErrors::default()).unwrap();
-        barrier(&mut a).await;
-        a.process(chunk(&[Op::Delete], &["x"], &[Some(1)]), &mut RowErrors::default()).unwrap();
-        assert_eq!(barrier(&mut a).await, vec![(Op::Delete, vec!["x".into(), "1".into()])]);
-        assert!(a.groups.is_empty());
-    }
-
-    #[tokio::test]
-    async fn a_global_count_of_nothing_is_one_row_with_zero() {
-        let mut a = agg(&[(AggKind::CountStar, DataType::Int64), (AggKind::Sum, DataType::Int64)], false);
-        a.restore(None).await.unwrap();
-        assert_eq!(barrier(&mut a).await, vec![(Op::Insert, vec!["0".into(), "".into()])]);
-        a.process(chunk(&[Op::Insert, Op::Insert], &["a", "b"], &[Some(2), None]), &mut RowErrors::default()).unwrap();
-        assert_eq!(
-            barrier(&mut a).await,
-            vec![(Op::UpdateDelete, vec!["0".into(), "".into()]), (Op::UpdateInsert, vec!["2".into(), "2".into()])]
-        );
-    }
-
-    #[tokio::test]
-    async fn distinct_counts_and_nulls_follow_sql() {
-        let mut a = agg(&[(AggKind::CountDistinct, DataType::Int64), (AggKind::Count, DataType::Int64)], false);
-        a.restore(None).await.unwrap();
-        a.process(chunk(&[Op::Insert, Op::Insert, Op::Insert, Op::Insert], &["a", "a", "a", "a"], &[Some(1), Some(1), None, Some(2)]), &mut RowErrors::default()).unwrap();
-        let rows = barrier(&mut a).await;
-        assert_eq!(rows.last().unwrap().1, vec!["2".to_string(), "3".to_string()]);
-    }
-
-    #[test]
-    fn group_state_survives_encoding() {
-        let g = Group {
-            rows: 3,
-            accs: vec![
-                Acc::Count(3),
-                Acc::SumInt { sum: -5, n: 2 },
-                Acc::SumFloat { sum: 1.5, n: 3, nan: 1, pos_inf: 1, neg_inf: 0 },
-                Acc::Moments { n: 2, shift: 7.0, sum: -1.5, sumsq: 4.25 },
-                Acc::Values(BTreeMap::from([(vec![1, 2], 2)])),
-                Acc::Bools { trues: 1, falses: 0 },
-            ],
-            emitted: Some(vec![9, 9]),
-        };
-        assert_eq!(decode_group(&encode_group(&g)).unwrap(), g);
-    }
-}
+mod tests;

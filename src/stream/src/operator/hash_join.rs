@@ -19,9 +19,14 @@
 //! and a left row with a NULL key shows only while the right side is empty. A right change that
 //! flips either condition re-evaluates every left row.
 //!
-//! State: one state-table entry per distinct row and side (key: side byte + the encoded row;
-//! value: its count). Degrees are not stored: recovery recomputes them from both sides. All rows
-//! are kept in memory (moving buckets to a bounded cache is the state-at-scale work).
+//! State: rows live in *buckets*: a join key's bucket holds both sides' rows with that key; a
+//! row whose key never matches is a bucket of its own. One state-table entry per distinct row
+//! and side (key: the bucket, its vnode first, then the side byte and the encoded row; value:
+//! its count), so one prefix read loads a bucket. Buckets are cached in a bounded
+//! [`StateCache`]: a chunk's buckets are loaded before it is processed, and evicted when memory
+//! is short. Degrees are not stored: loading a bucket recomputes them from its two sides. A
+//! null-aware anti join re-evaluates every left row when the right side gains or loses a NULL,
+//! so it keeps all its state in memory.
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
@@ -32,12 +37,13 @@ use arrow::datatypes::{DataType, SchemaRef};
 use arrow::row::{RowConverter, SortField};
 use async_trait::async_trait;
 use datafusion::physical_expr::PhysicalExpr;
-use eddy_common::codec::{make_key, KEY_PREFIX_LEN};
+use eddy_common::codec::{table_prefix, vnode_of, KEY_PREFIX_LEN};
 use eddy_common::{internal_err, Epoch, Op, Result, StreamChunk};
-use eddy_storage::{EpochBatch, ReadSnapshot};
+use eddy_storage::{EpochBatch, ReadSnapshot, StateStore};
 
 use super::eval::{evaluate, predicate_mask, RowErrors};
 use super::{BinaryOperator, Side};
+use crate::cache::StateCache;
 
 /// Which join.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -183,7 +189,90 @@ impl Bucket {
     }
 }
 
-/// One side's rows.
+/// Estimated bytes a cached row costs beyond its encoding.
+const ROW_OVERHEAD_BYTES: usize = 48;
+
+fn idx(side: Side) -> usize {
+    match side {
+        Side::Left => 0,
+        Side::Right => 1,
+    }
+}
+
+/// Both sides' rows of one bucket.
+#[derive(Debug, Default)]
+struct Pair {
+    sides: [Bucket; 2],
+}
+
+impl Pair {
+    fn is_empty(&self) -> bool {
+        self.sides.iter().all(Bucket::is_empty)
+    }
+
+    /// Estimated heap bytes.
+    fn bytes(&self) -> usize {
+        self.sides.iter().flat_map(|b| b.iter()).map(|(r, _)| r.len() + ROW_OVERHEAD_BYTES).sum()
+    }
+}
+
+/// The bucket of a `side` row: its join key (tag 0), or, for a key that never matches, the row
+/// itself (tag 1).
+fn bucket_id(key: Option<&[u8]>, side: Side, row: &[u8]) -> Vec<u8> {
+    match key {
+        Some(k) => {
+            let mut b = Vec::with_capacity(1 + k.len());
+            b.push(0);
+            b.extend_from_slice(k);
+            b
+        }
+        None => {
+            let mut b = Vec::with_capacity(2 + row.len());
+            b.extend_from_slice(&[1, idx(side) as u8]);
+            b.extend_from_slice(row);
+            b
+        }
+    }
+}
+
+/// True for the bucket of a join key (whose rows match the other side's).
+fn matchable(bucket: &[u8]) -> bool {
+    bucket.first() == Some(&0)
+}
+
+/// Key prefix of a bucket's entries: table, the bucket's vnode, its length, the bucket.
+fn bucket_prefix(table_id: u32, bucket: &[u8]) -> Vec<u8> {
+    let mut k = Vec::with_capacity(KEY_PREFIX_LEN + 4 + bucket.len() + 1);
+    k.extend_from_slice(&table_prefix(table_id));
+    k.extend_from_slice(&vnode_of(bucket).to_be_bytes());
+    k.extend_from_slice(&u32::try_from(bucket.len()).unwrap_or(u32::MAX).to_be_bytes());
+    k.extend_from_slice(bucket);
+    k
+}
+
+/// State key of a row of side `tag` in `bucket`.
+fn entry_key(table_id: u32, bucket: &[u8], tag: u8, row: &[u8]) -> Vec<u8> {
+    let mut k = bucket_prefix(table_id, bucket);
+    k.push(tag);
+    k.extend_from_slice(row);
+    k
+}
+
+/// Splits a state key into its bucket, side and row.
+fn parse_entry_key(key: &[u8]) -> Result<(&[u8], usize, &[u8])> {
+    let bad = || internal_err!("malformed join state key");
+    let body = key.get(KEY_PREFIX_LEN..).ok_or_else(bad)?;
+    let (len, body) = body.split_first_chunk::<4>().ok_or_else(bad)?;
+    let len = u32::from_be_bytes(*len) as usize;
+    let bucket = body.get(..len).ok_or_else(bad)?;
+    let (&side, row) = body.get(len..).and_then(<[u8]>::split_first).ok_or_else(bad)?;
+    if side > 1 {
+        return Err(bad());
+    }
+    Ok((bucket, usize::from(side), row))
+}
+
+/// One side's encodings.
 struct SideState {
     schema: SchemaRef,
     visible: usize,
@@ -192,12 +281,6 @@ struct SideState {
     rows: RowConverter,
     /// The encoding of a row of NULLs (padding).
     null_row: Vec<u8>,
-    /// Rows by encoded join key.
-    buckets: HashMap<Vec<u8>, Bucket>,
-    /// Rows whose key has a NULL: they never match.
-    unmatched: Bucket,
-    /// Rows changed this epoch, with their bucket (`None`: unmatched).
-    dirty: HashMap<Vec<u8>, Option<Vec<u8>>>,
 }
 
 impl SideState {
@@ -205,46 +288,7 @@ impl SideState {
         let rows = RowConverter::new(schema.fields().iter().map(|f| SortField::new(f.data_type().clone())).collect())?;
         let nulls: Vec<ArrayRef> = schema.fields().iter().map(|f| new_null_array(f.data_type(), 1)).collect();
         let null_row = rows.convert_columns(&nulls)?.row(0).as_ref().to_vec();
-        Ok(Self { schema, visible, keys, rows, null_row, buckets: HashMap::new(), unmatched: Bucket::default(), dirty: HashMap::new() })
-    }
-
-    fn entry_mut(&mut self, key: Option<&[u8]>, row: &[u8]) -> Option<&mut Entry> {
-        match key {
-            Some(k) => self.buckets.get_mut(k)?.get_mut(row),
-            None => self.unmatched.get_mut(row),
-        }
-    }
-
-    /// Adds `delta` copies of `row` (with `degree` if new); removes it at count 0.
-    fn apply(&mut self, key: Option<&[u8]>, row: &[u8], delta: i64, degree: i64) -> Result<()> {
-        let bucket = match key {
-            Some(k) => self.buckets.entry(k.to_vec()).or_default(),
-            None => &mut self.unmatched,
-        };
-        let e = bucket.get_or_insert(row, Entry { count: 0, degree });
-        e.count += delta;
-        let count = e.count;
-        if count < 0 {
-            return Err(internal_err!("join retracted a row it never saw"));
-        }
-        if count == 0 {
-            bucket.remove(row);
-            if let Some(k) = key {
-                if self.buckets.get(k).is_some_and(|b| b.is_empty()) {
-                    self.buckets.remove(k);
-                }
-            }
-        }
-        self.dirty.insert(row.to_vec(), key.map(<[u8]>::to_vec));
-        Ok(())
-    }
-
-    fn count_of(&self, key: Option<&[u8]>, row: &[u8]) -> i64 {
-        match key {
-            Some(k) => self.buckets.get(k).and_then(|b| b.get(row)),
-            None => self.unmatched.get(row),
-        }
-        .map_or(0, |e| e.count)
+        Ok(Self { schema, visible, keys, rows, null_row })
     }
 
     /// Decodes encoded rows of this side into columns.
@@ -259,6 +303,13 @@ struct Keyed {
     chunk: StreamChunk,
     rows: arrow::row::Rows,
     keys: Vec<Option<Vec<u8>>>,
+}
+
+impl Keyed {
+    /// Each row's bucket.
+    fn buckets(&self, side: Side) -> Vec<Vec<u8>> {
+        (0..self.chunk.len()).map(|i| bucket_id(self.keys[i].as_deref(), side, self.rows.row(i).data())).collect()
+    }
 }
 
 /// Incremental join.
@@ -277,6 +328,10 @@ pub struct HashJoin {
     pair_schema: SchemaRef,
     left: SideState,
     right: SideState,
+    /// Buckets by bucket id.
+    state: StateCache<Pair>,
+    /// Rows changed this epoch, by (side, row), with their bucket.
+    dirty: HashMap<(u8, Vec<u8>), Vec<u8>>,
 }
 
 impl fmt::Display for HashJoin {
@@ -293,7 +348,8 @@ impl fmt::Display for HashJoin {
 /// One joined (or padded, or semi/anti) output row: the left and right encoded rows.
 type Out = (Op, Option<Vec<u8>>, Option<Vec<u8>>);
 
-/// A row being matched: its encoding, its join key (`None`: never matches) and its op.
+/// A row being matched: its encoding, its bucket if it can match (`None`: its key never
+/// matches) and its op.
 type Probe<'a> = (&'a [u8], Option<&'a [u8]>, Op);
 
 /// The other side's rows a probe matches, with their counts.
@@ -324,6 +380,8 @@ impl HashJoin {
             pair_schema: spec.pair_schema,
             left: SideState::try_new(spec.left_schema, spec.left_visible, spec.left_keys)?,
             right: SideState::try_new(spec.right_schema, spec.right_visible, spec.right_keys)?,
+            state: StateCache::new(true),
+            dirty: HashMap::new(),
         })
     }
 
@@ -334,11 +392,29 @@ impl HashJoin {
         }
     }
 
-    fn side_mut(&mut self, s: Side) -> &mut SideState {
-        match s {
-            Side::Left => &mut self.left,
-            Side::Right => &mut self.right,
+    fn entry(&self, side: Side, bucket: &[u8], row: &[u8]) -> Option<&Entry> {
+        self.state.get(bucket)?.sides[idx(side)].get(row)
+    }
+
+    fn entry_mut(&mut self, side: Side, bucket: &[u8], row: &[u8]) -> Option<&mut Entry> {
+        self.state.get_mut(bucket)?.sides[idx(side)].get_mut(row)
+    }
+
+    /// Adds `delta` copies of `side`'s `row` to `bucket` (with `degree` if new); removes it at
+    /// count 0.
+    fn apply(&mut self, side: Side, bucket: &[u8], row: &[u8], delta: i64, degree: i64) -> Result<()> {
+        let b = &mut self.state.get_or_insert_with(bucket, Pair::default)?.sides[idx(side)];
+        let e = b.get_or_insert(row, Entry { count: 0, degree });
+        e.count += delta;
+        let count = e.count;
+        if count < 0 {
+            return Err(internal_err!("join retracted a row it never saw"));
         }
+        if count == 0 {
+            b.remove(row);
+        }
+        self.dirty.insert((idx(side) as u8, row.to_vec()), bucket.to_vec());
+        Ok(())
     }
 
     /// Evaluates `side`'s join keys over `chunk` (rows whose key fails are counted and dropped).
@@ -376,14 +452,14 @@ impl HashJoin {
         Ok(RecordBatch::try_new(self.pair_schema.clone(), cols)?)
     }
 
-    /// For each row of `rows` (a `side` row, its key and op), the other side's rows it matches,
-    /// with their counts.
+    /// For each row of `rows` (a `side` row, its bucket and op), the other side's rows it
+    /// matches, with their counts.
     fn matches(&self, side: Side, rows: &[Probe<'_>], errors: &mut RowErrors) -> Result<Vec<Matched>> {
-        let other = self.side(side.other());
+        let other = idx(side.other());
         let mut candidates: Vec<(usize, &Vec<u8>, i64)> = Vec::new();
-        for (i, (_, key, _)) in rows.iter().enumerate() {
-            if let Some(bucket) = key.and_then(|k| other.buckets.get(k)) {
-                candidates.extend(bucket.iter().map(|(r, e)| (i, r, e.count)));
+        for (i, (_, bucket, _)) in rows.iter().enumerate() {
+            if let Some(pair) = bucket.and_then(|b| self.state.get(b)) {
+                candidates.extend(pair.sides[other].iter().map(|(r, e)| (i, r, e.count)));
             }
         }
         let keep = match &self.filter {
@@ -458,79 +534,87 @@ impl HashJoin {
 
     /// The left rows of a null-aware anti join that appear or disappear after a right chunk:
     /// those whose degree changed, or all of them when the right side became (non-)empty or
-    /// gained (or lost) its NULLs.
-    fn not_in_changes(&self, old_total: i64, old_nulls: i64, old_degrees: &HashMap<(Option<Vec<u8>>, Vec<u8>), i64>) -> Vec<Out> {
+    /// gained (or lost) its NULLs. (Such a join keeps all its state cached.)
+    fn not_in_changes(&self, old_total: i64, old_nulls: i64, old_degrees: &HashMap<(Vec<u8>, Vec<u8>), i64>) -> Vec<Out> {
         let flipped = (old_total == 0) != (self.right_total == 0) || (old_nulls == 0) != (self.right_nulls == 0);
         let mut out = Vec::new();
-        let mut visit = |key: Option<&Vec<u8>>, row: &Vec<u8>, e: &Entry| {
-            let before = old_degrees.get(&(key.cloned(), row.clone())).copied().unwrap_or(e.degree);
-            let was = Self::not_in(old_total, old_nulls, key.is_some(), before);
-            let is = Self::not_in(self.right_total, self.right_nulls, key.is_some(), e.degree);
+        let mut visit = |bucket: &Vec<u8>, row: &Vec<u8>, e: &Entry| {
+            let before = old_degrees.get(&(bucket.clone(), row.clone())).copied().unwrap_or(e.degree);
+            let has_key = matchable(bucket);
+            let was = Self::not_in(old_total, old_nulls, has_key, before);
+            let is = Self::not_in(self.right_total, self.right_nulls, has_key, e.degree);
             if was != is {
                 let op = if is { Op::Insert } else { Op::Delete };
                 out.extend(std::iter::repeat_n((op, Some(row.clone()), None), usize::try_from(e.count).unwrap_or(0)));
             }
         };
         if flipped {
-            for (k, bucket) in &self.left.buckets {
-                for (row, e) in bucket.iter() {
-                    visit(Some(k), row, e);
+            for (bucket, pair) in self.state.values() {
+                for (row, e) in pair.sides[0].iter() {
+                    visit(bucket, row, e);
                 }
             }
-            for (row, e) in self.left.unmatched.iter() {
-                visit(None, row, e);
-            }
         } else {
-            for (k, row) in old_degrees.keys() {
-                if let Some(e) = k.as_ref().and_then(|k| self.left.buckets.get(k)).and_then(|b| b.get(row)) {
-                    visit(k.as_ref(), row, e);
+            for (bucket, row) in old_degrees.keys() {
+                if let Some(e) = self.entry(Side::Left, bucket, row) {
+                    visit(bucket, row, e);
                 }
             }
         }
         out
     }
 
-    /// Loads committed rows (recovery) and recomputes degrees.
-    pub async fn restore(&mut self, snapshot: Option<&ReadSnapshot>) -> Result<()> {
-        let Some(snapshot) = snapshot else { return Ok(()) };
-        let mut by_side: [Vec<(Vec<u8>, i64)>; 2] = [Vec::new(), Vec::new()];
-        for (k, v) in snapshot.scan_prefix(&self.table_id.to_be_bytes()).await? {
-            let body = k.get(KEY_PREFIX_LEN..).ok_or_else(|| internal_err!("short join state key"))?;
-            let (&side, row) = body.split_first().ok_or_else(|| internal_err!("empty join state key"))?;
-            let count = i64::from_be_bytes(v[..].try_into().map_err(|_| internal_err!("bad join state value"))?);
-            by_side.get_mut(usize::from(side)).ok_or_else(|| internal_err!("bad join side {side}"))?.push((row.to_vec(), count));
-        }
-        let mut ignored = RowErrors::default();
-        for (side, rows) in [(Side::Left, &by_side[0]), (Side::Right, &by_side[1])] {
-            for part in rows.chunks(8192) {
-                let s = self.side(side);
-                let refs: Vec<&[u8]> = part.iter().map(|(r, _)| r.as_slice()).collect();
-                let batch = RecordBatch::try_new(s.schema.clone(), s.columns(&refs)?)?;
-                let keyed = self.keyed(side, StreamChunk::inserts(batch), &mut ignored)?;
-                if keyed.chunk.len() != part.len() {
-                    return Err(internal_err!("join state rows no longer evaluate their keys"));
+    /// Caches the buckets made of `entries` (state entries in key order, so each bucket's are
+    /// adjacent), plus an empty one for each of `absent`, and computes their rows' degrees.
+    fn load_entries<K: AsRef<[u8]>, V: AsRef<[u8]>>(&mut self, entries: Vec<(K, V)>, absent: Vec<Vec<u8>>) -> Result<()> {
+        let mut loaded: Vec<Vec<u8>> = Vec::new();
+        let mut current: Option<(Vec<u8>, Pair, usize)> = None;
+        for (k, v) in &entries {
+            let (bucket, side, row) = parse_entry_key(k.as_ref())?;
+            let count = i64::from_be_bytes(v.as_ref().try_into().map_err(|_| internal_err!("bad join state value"))?);
+            if current.as_ref().is_none_or(|(b, _, _)| b.as_slice() != bucket) {
+                if let Some((b, pair, bytes)) = current.take() {
+                    self.state.load(b.clone(), Some(pair), bytes);
+                    loaded.push(b);
                 }
-                for (i, (row, count)) in part.iter().enumerate() {
-                    self.side_mut(side).apply(keyed.keys[i].as_deref(), row, *count, 0)?;
-                }
+                current = Some((bucket.to_vec(), Pair::default(), 0));
             }
-            self.side_mut(side).dirty.clear();
+            if let Some((_, pair, bytes)) = current.as_mut() {
+                pair.sides[side].get_or_insert(row, Entry { count, degree: 0 });
+                *bytes += row.len() + ROW_OVERHEAD_BYTES;
+            }
         }
-        self.right_total = self.right.buckets.values().flat_map(|b| b.iter()).chain(self.right.unmatched.iter()).map(|(_, e)| e.count).sum();
-        self.right_nulls = self.right.unmatched.iter().map(|(_, e)| e.count).sum();
+        if let Some((b, pair, bytes)) = current.take() {
+            self.state.load(b.clone(), Some(pair), bytes);
+            loaded.push(b);
+        }
+        for b in absent {
+            if self.state.get(&b).is_none() {
+                self.state.load(b, None, 0);
+            }
+        }
+        self.compute_degrees(&loaded)
+    }
+
+    /// Sets the degree of every row of the tracked sides in `buckets` from the other side.
+    fn compute_degrees(&mut self, buckets: &[Vec<u8>]) -> Result<()> {
+        let mut ignored = RowErrors::default();
         for side in [Side::Left, Side::Right] {
             if !self.kind.tracks(side) {
                 continue;
             }
-            let s = self.side(side);
-            let rows: Vec<(Vec<u8>, Option<Vec<u8>>)> =
-                s.buckets.iter().flat_map(|(k, b)| b.iter().map(move |(r, _)| (r.clone(), Some(k.clone())))).collect();
+            let rows: Vec<(&Vec<u8>, Vec<u8>)> = buckets
+                .iter()
+                .filter(|b| matchable(b))
+                .filter_map(|b| self.state.get(b).map(|p| (b, p)))
+                .flat_map(|(b, p)| p.sides[idx(side)].iter().map(move |(r, _)| (b, r.clone())))
+                .collect();
             for part in rows.chunks(8192) {
-                let refs: Vec<Probe<'_>> = part.iter().map(|(r, k)| (r.as_slice(), k.as_deref(), Op::Insert)).collect();
-                let matches = self.matches(side, &refs, &mut ignored)?;
-                for ((row, key), m) in part.iter().zip(matches) {
-                    let degree = m.iter().map(|(_, c)| c).sum();
-                    if let Some(e) = self.side_mut(side).entry_mut(key.as_deref(), row) {
+                let probes: Vec<Probe<'_>> = part.iter().map(|(b, r)| (r.as_slice(), Some(b.as_slice()), Op::Insert)).collect();
+                let matched = self.matches(side, &probes, &mut ignored)?;
+                let degrees: Vec<i64> = matched.iter().map(|m| m.iter().map(|(_, c)| c).sum()).collect();
+                for ((b, r), degree) in part.iter().zip(degrees) {
+                    if let Some(e) = self.entry_mut(side, b, r) {
                         e.degree = degree;
                     }
                 }
@@ -538,25 +622,72 @@ impl HashJoin {
         }
         Ok(())
     }
+
+    /// Recovery: buckets load when first touched, except for a null-aware anti join, which
+    /// loads all of its state now.
+    pub async fn restore(&mut self, snapshot: Option<&ReadSnapshot>) -> Result<()> {
+        let Some(snapshot) = snapshot else { return Ok(()) };
+        if !self.null_aware {
+            self.state = StateCache::new(false);
+            return Ok(());
+        }
+        self.state = StateCache::new(true);
+        let entries = snapshot.scan_prefix(&table_prefix(self.table_id)).await?;
+        self.load_entries(entries, vec![])?;
+        self.right_total = self.state.values().flat_map(|(_, p)| p.sides[1].iter()).map(|(_, e)| e.count).sum();
+        self.right_nulls =
+            self.state.values().filter(|(b, _)| !matchable(b)).flat_map(|(_, p)| p.sides[1].iter()).map(|(_, e)| e.count).sum();
+        Ok(())
+    }
 }
 
 #[async_trait]
 impl BinaryOperator for HashJoin {
+    async fn prefetch(&mut self, side: Side, chunk: &StreamChunk, store: &StateStore) -> Result<()> {
+        if self.null_aware {
+            // Keeps everything (see `restore`): never evicts, never misses.
+            return Ok(());
+        }
+        self.state.begin(store);
+        if self.state.is_complete() {
+            // Nothing to load: what is not cached does not exist.
+            return Ok(());
+        }
+        // Rows whose key fails are left out by `process` as well.
+        let keyed = self.keyed(side, chunk.clone(), &mut RowErrors::default())?;
+        let mut missing = keyed.buckets(side);
+        missing.retain(|b| !self.state.knows(b));
+        if missing.is_empty() {
+            return Ok(());
+        }
+        missing.sort_unstable();
+        missing.dedup();
+        let snapshot = store.snapshot();
+        let mut entries = Vec::new();
+        for b in &missing {
+            entries.extend(snapshot.scan_prefix(&bucket_prefix(self.table_id, b)).await?);
+        }
+        self.load_entries(entries, missing)
+    }
+
     fn process(&mut self, side: Side, chunk: StreamChunk, errors: &mut RowErrors) -> Result<Vec<StreamChunk>> {
-        let Keyed { chunk, rows, keys } = self.keyed(side, chunk, errors)?;
-        let n = chunk.len();
+        let keyed = self.keyed(side, chunk, errors)?;
+        let n = keyed.chunk.len();
         if n == 0 {
             return Ok(vec![]);
         }
+        let buckets = keyed.buckets(side);
+        let Keyed { chunk, rows, keys } = keyed;
         let other = side.other();
-        let refs: Vec<Probe<'_>> = (0..n).map(|i| (rows.row(i).data(), keys[i].as_deref(), chunk.ops[i])).collect();
+        let refs: Vec<Probe<'_>> =
+            (0..n).map(|i| (rows.row(i).data(), keys[i].is_some().then(|| buckets[i].as_slice()), chunk.ops[i])).collect();
         let matches = self.matches(side, &refs, errors)?;
         let (kind, filtered) = (self.kind, self.kind.filtered());
         let pairs = filtered.is_none();
         let null_aware = self.null_aware;
         let (old_total, old_nulls) = (self.right_total, self.right_nulls);
         // Null-aware: the degree each left row had before this chunk, for rows it changed.
-        let mut old_degrees: HashMap<(Option<Vec<u8>>, Vec<u8>), i64> = HashMap::new();
+        let mut old_degrees: HashMap<(Vec<u8>, Vec<u8>), i64> = HashMap::new();
         let mut out: Vec<Out> = Vec::new();
         for (i, matched) in matches.into_iter().enumerate() {
             let (row, key, op) = refs[i];
@@ -565,16 +696,18 @@ impl BinaryOperator for HashJoin {
             let degree: i64 = matched.iter().map(|(_, c)| c).sum();
             for (o, count) in &matched {
                 let copies = usize::try_from(*count).unwrap_or(0);
-                let (before, after) = if kind.tracks(other) {
-                    let e = self.side_mut(other).entry_mut(key, o).ok_or_else(|| internal_err!("matched row vanished"))?;
-                    let before = e.degree;
-                    e.degree += sign;
-                    if null_aware {
-                        old_degrees.entry((key.map(<[u8]>::to_vec), o.clone())).or_insert(before);
+                let (before, after) = match key {
+                    Some(bucket) if kind.tracks(other) => {
+                        let e = self.entry_mut(other, bucket, o).ok_or_else(|| internal_err!("matched row vanished"))?;
+                        let before = e.degree;
+                        e.degree += sign;
+                        let after = e.degree;
+                        if null_aware {
+                            old_degrees.entry((bucket.to_vec(), o.clone())).or_insert(before);
+                        }
+                        (before, after)
                     }
-                    (before, e.degree)
-                } else {
-                    (0, 0)
+                    _ => (0, 0),
                 };
                 let first = before == 0 && after > 0;
                 let last = before > 0 && after == 0;
@@ -607,7 +740,7 @@ impl BinaryOperator for HashJoin {
                     out.push(Self::alone(side, pair_op, row));
                 }
             }
-            self.side_mut(side).apply(key, row, sign, degree)?;
+            self.apply(side, &buckets[i], row, sign, degree)?;
             if side == Side::Right {
                 self.right_total += sign;
                 if key.is_none() {
@@ -621,21 +754,24 @@ impl BinaryOperator for HashJoin {
         self.output(out)
     }
 
-    async fn on_barrier(&mut self, _epoch: Epoch, batch: &mut EpochBatch, _errors: &mut RowErrors) -> Result<Vec<StreamChunk>> {
-        for (tag, side) in [(0u8, Side::Left), (1u8, Side::Right)] {
-            let dirty = std::mem::take(&mut self.side_mut(side).dirty);
-            let s = self.side(side);
-            for (row, key) in dirty {
-                let count = s.count_of(key.as_deref(), &row);
-                let mut body = Vec::with_capacity(1 + row.len());
-                body.push(tag);
-                body.extend_from_slice(&row);
-                let k = make_key(self.table_id, &body);
-                if count == 0 {
-                    batch.delete(k);
-                } else {
-                    batch.put(k, count.to_be_bytes().to_vec());
+    async fn on_barrier(&mut self, epoch: Epoch, batch: &mut EpochBatch, _errors: &mut RowErrors) -> Result<Vec<StreamChunk>> {
+        for ((tag, row), bucket) in std::mem::take(&mut self.dirty) {
+            let side = if tag == 0 { Side::Left } else { Side::Right };
+            let count = self.entry(side, &bucket, &row).map_or(0, |e| e.count);
+            let k = entry_key(self.table_id, &bucket, tag, &row);
+            if count == 0 {
+                batch.delete(k);
+            } else {
+                batch.put(k, count.to_be_bytes().to_vec());
+            }
+        }
+        for bucket in self.state.take_dirty() {
+            match self.state.get(&bucket) {
+                Some(pair) if !pair.is_empty() => {
+                    let bytes = pair.bytes();
+                    self.state.written(&bucket, epoch, bytes);
                 }
+                _ => self.state.deleted(&bucket, epoch),
             }
         }
         Ok(vec![])

@@ -7,16 +7,18 @@ use std::sync::Arc;
 use arrow::array::RecordBatch;
 use async_trait::async_trait;
 use eddy_common::{Epoch, Result, StreamChunk};
-use eddy_storage::{EpochBatch, StateTable};
+use eddy_storage::{EpochBatch, StateStore, StateTable};
 
 use super::eval::RowErrors;
 use super::Operator;
+use crate::write_set::SPILL_BYTES;
 
 /// The last operator of every view.
 pub struct Materialize {
     /// Where the view's rows live.
     table: Arc<StateTable>,
-    /// Changes of the current epoch, not yet handed to a barrier.
+    /// Changes of the current epoch, not yet handed to a barrier (spilled to runs beyond
+    /// [`SPILL_BYTES`], so an epoch of any size stays within bounded memory).
     pending: EpochBatch,
 }
 
@@ -35,6 +37,10 @@ impl fmt::Display for Materialize {
 
 #[async_trait]
 impl Operator for Materialize {
+    async fn prefetch(&mut self, _chunk: &StreamChunk, store: &StateStore) -> Result<()> {
+        self.pending.spill_if_over(store, SPILL_BYTES).await
+    }
+
     fn process(&mut self, chunk: StreamChunk, _errors: &mut RowErrors) -> Result<Vec<StreamChunk>> {
         // Cast to the stored types (e.g. an aggregate computed wider than the view's column).
         let schema = self.table.schema().clone();

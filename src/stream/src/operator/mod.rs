@@ -9,6 +9,8 @@
 //!   return the output that is due at the end of the epoch (stateful operators emit here), so
 //!   that after the barrier the operator's committed state and its emitted output agree.
 //! * Operators never see a barrier twice and never see chunks of an epoch after its barrier.
+//! * Stateful operators keep their state in a bounded [`crate::cache::StateCache`] over their
+//!   state table: `prefetch` (awaited before every `process`) loads what the chunk touches.
 
 pub mod eval;
 pub mod filter;
@@ -20,7 +22,7 @@ pub mod project;
 
 use async_trait::async_trait;
 use eddy_common::{Epoch, Result, StreamChunk};
-use eddy_storage::EpochBatch;
+use eddy_storage::{EpochBatch, StateStore};
 
 pub use eval::{ErrorDelta, RowErrors};
 pub use filter::Filter;
@@ -33,6 +35,12 @@ pub use project::Project;
 /// One incremental operator.
 #[async_trait]
 pub trait Operator: Send + std::fmt::Display {
+    /// Loads the state `chunk` will touch from `store` into the operator's cache, so that
+    /// `process` needs no I/O. Stateless operators need not.
+    async fn prefetch(&mut self, _chunk: &StreamChunk, _store: &StateStore) -> Result<()> {
+        Ok(())
+    }
+
     /// Handles a chunk of changes; returns the chunks to pass on. Rows whose expressions fail
     /// with a user error are left out and counted in `errors` (see [`eval`]); an `Err` is an
     /// internal fault that fails the view.
@@ -64,6 +72,11 @@ impl Side {
 /// each chunk tagged by the input it came from.
 #[async_trait]
 pub trait BinaryOperator: Send + std::fmt::Display {
+    /// Loads the state a chunk of input `side` will touch (see [`Operator::prefetch`]).
+    async fn prefetch(&mut self, _side: Side, _chunk: &StreamChunk, _store: &StateStore) -> Result<()> {
+        Ok(())
+    }
+
     /// Handles a chunk of changes of input `side`; returns the chunks to pass on.
     fn process(&mut self, side: Side, chunk: StreamChunk, errors: &mut RowErrors) -> Result<Vec<StreamChunk>>;
 

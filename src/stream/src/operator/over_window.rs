@@ -12,10 +12,12 @@
 //! Output layout for window functions: the input's visible columns, the window functions' values
 //! (DataFusion's schema), then the input's hidden columns. Top-N outputs its input rows.
 //!
-//! State: one state-table entry per distinct input row (value: its count). The emitted output is
-//! recomputed at recovery. All partitions are kept in memory.
+//! State: one state-table entry per distinct input row (value: its count), keyed by partition
+//! first (`table | vnode(partition) | len | partition | row`) so one prefix read loads a
+//! partition. Partitions are cached in a bounded [`StateCache`]: loaded when a chunk touches
+//! them (their emitted output is recomputed then), evicted when memory is short.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::sync::Arc;
 
@@ -25,12 +27,13 @@ use arrow::row::{RowConverter, Rows, SortField};
 use async_trait::async_trait;
 use datafusion::physical_expr::{PhysicalExpr, PhysicalSortExpr};
 use datafusion::physical_plan::WindowExpr;
-use eddy_common::codec::{make_key, KEY_PREFIX_LEN};
+use eddy_common::codec::{table_prefix, vnode_of, KEY_PREFIX_LEN};
 use eddy_common::{internal_err, Epoch, Op, Result, StreamChunk};
-use eddy_storage::{EpochBatch, ReadSnapshot};
+use eddy_storage::{EpochBatch, ReadSnapshot, StateStore};
 
 use super::eval::{evaluate, RowErrors};
 use super::Operator;
+use crate::cache::StateCache;
 
 /// What an [`OverWindow`] computes per partition.
 pub enum WindowMode {
@@ -42,6 +45,30 @@ pub enum WindowMode {
 
 /// A partition's rows: (ORDER BY key, row) → count.
 type Partition = BTreeMap<(Vec<u8>, Vec<u8>), i64>;
+
+/// One cached partition: its rows, and the output rows last emitted for it (with counts).
+#[derive(Default)]
+struct Part {
+    rows: Partition,
+    emitted: BTreeMap<Vec<u8>, i64>,
+}
+
+impl Part {
+    /// Estimated heap bytes.
+    fn bytes(&self) -> usize {
+        self.rows.keys().map(|(o, r)| o.len() + r.len() + 64).sum::<usize>() + self.emitted.keys().map(|r| r.len() + 48).sum::<usize>()
+    }
+}
+
+/// Key prefix of a partition's entries: table, the partition's vnode, its length, the partition.
+fn partition_prefix(table_id: u32, part: &[u8]) -> Vec<u8> {
+    let mut k = Vec::with_capacity(KEY_PREFIX_LEN + 4 + part.len());
+    k.extend_from_slice(&table_prefix(table_id));
+    k.extend_from_slice(&vnode_of(part).to_be_bytes());
+    k.extend_from_slice(&u32::try_from(part.len()).unwrap_or(u32::MAX).to_be_bytes());
+    k.extend_from_slice(part);
+    k
+}
 
 /// Window functions or top-N over partitions.
 pub struct OverWindow {
@@ -57,11 +84,8 @@ pub struct OverWindow {
     order_conv: Option<RowConverter>,
     rows: RowConverter,
     output: RowConverter,
-    partitions: HashMap<Vec<u8>, Partition>,
-    /// Output rows emitted per partition, with counts.
-    emitted: HashMap<Vec<u8>, BTreeMap<Vec<u8>, i64>>,
-    /// Partitions changed this epoch.
-    dirty: HashSet<Vec<u8>>,
+    /// Partitions by encoded partition key (the cache tracks which changed this epoch).
+    partitions: StateCache<Part>,
     /// Rows changed this epoch (for the state table), with their partition and order key.
     dirty_rows: HashMap<Vec<u8>, (Vec<u8>, Vec<u8>)>,
 }
@@ -122,9 +146,7 @@ impl OverWindow {
             order_conv,
             rows,
             output,
-            partitions: HashMap::new(),
-            emitted: HashMap::new(),
-            dirty: HashSet::new(),
+            partitions: StateCache::new(true),
             dirty_rows: HashMap::new(),
         })
     }
@@ -142,7 +164,7 @@ impl OverWindow {
     }
 
     fn add(&mut self, part: &[u8], order: &[u8], row: &[u8], delta: i64) -> Result<()> {
-        let p = self.partitions.entry(part.to_vec()).or_default();
+        let p = &mut self.partitions.get_or_insert_with(part, Part::default)?.rows;
         let key = (order.to_vec(), row.to_vec());
         let c = p.entry(key.clone()).or_default();
         *c += delta;
@@ -151,11 +173,7 @@ impl OverWindow {
         }
         if *c == 0 {
             p.remove(&key);
-            if p.is_empty() {
-                self.partitions.remove(part);
-            }
         }
-        self.dirty.insert(part.to_vec());
         self.dirty_rows.insert(row.to_vec(), (part.to_vec(), order.to_vec()));
         Ok(())
     }
@@ -163,7 +181,7 @@ impl OverWindow {
     /// The output rows of partition `part` as it is now.
     fn evaluate_partition(&self, part: &[u8]) -> Result<BTreeMap<Vec<u8>, i64>> {
         let mut out = BTreeMap::new();
-        let Some(rows) = self.partitions.get(part) else { return Ok(out) };
+        let Some(rows) = self.partitions.get(part).map(|p| &p.rows) else { return Ok(out) };
         match &self.mode {
             WindowMode::TopN { skip, fetch } => {
                 let end = fetch.map_or(usize::MAX, |f| skip.saturating_add(f));
@@ -219,31 +237,50 @@ impl OverWindow {
         Ok(vec![StreamChunk::try_new(batch, out.into_iter().map(|(op, _)| op).collect())?])
     }
 
-    /// Loads committed rows (recovery) and what was emitted for them.
+    /// Recovery: partitions load when first touched.
     pub async fn restore(&mut self, snapshot: Option<&ReadSnapshot>) -> Result<()> {
-        let Some(snapshot) = snapshot else { return Ok(()) };
-        let entries = snapshot.scan_prefix(&self.table_id.to_be_bytes()).await?;
+        if snapshot.is_some() {
+            self.partitions = StateCache::new(false);
+        }
+        Ok(())
+    }
+
+    /// The partition keys of `chunk`'s rows (rows whose keys fail are left out).
+    fn partition_keys(&self, chunk: &StreamChunk) -> Result<Vec<Vec<u8>>> {
+        let Some(conv) = &self.partition_conv else { return Ok(vec![Vec::new()]) };
+        let (_, values) = evaluate(&self.partition_by, chunk.clone(), &mut RowErrors::default())?;
+        Ok(conv.convert_columns(&values)?.iter().map(|r| r.as_ref().to_vec()).collect())
+    }
+
+    /// Caches partition `part` from its state entries (its output recomputed).
+    fn load_partition<K: AsRef<[u8]>, V: AsRef<[u8]>>(&mut self, part: Vec<u8>, entries: &[(K, V)], prefix_len: usize) -> Result<()> {
+        if entries.is_empty() {
+            self.partitions.load(part, None, 0);
+            return Ok(());
+        }
+        let mut rows = Partition::new();
         let mut ignored = RowErrors::default();
-        for part in entries.chunks(8192) {
-            let rows: Vec<&[u8]> = part.iter().map(|(k, _)| k.get(KEY_PREFIX_LEN..).unwrap_or_default()).collect();
+        for piece in entries.chunks(8192) {
+            let encoded: Vec<&[u8]> = piece.iter().map(|(k, _)| k.as_ref().get(prefix_len..).unwrap_or_default()).collect();
             let parser = self.rows.parser();
-            let columns = self.rows.convert_rows(rows.iter().map(|r| parser.parse(r)))?;
+            let columns = self.rows.convert_rows(encoded.iter().map(|r| parser.parse(r)))?;
             let batch = RecordBatch::try_new(self.input_schema.clone(), columns)?;
-            let (chunk, parts, orders, encoded) = self.keyed(StreamChunk::inserts(batch), &mut ignored)?;
-            if chunk.len() != part.len() {
+            let (chunk, _, orders, _) = self.keyed(StreamChunk::inserts(batch), &mut ignored)?;
+            if chunk.len() != piece.len() {
                 return Err(internal_err!("window state rows no longer evaluate their keys"));
             }
-            for (i, (_, v)) in part.iter().enumerate() {
-                let count = i64::from_be_bytes(v[..].try_into().map_err(|_| internal_err!("bad window state value"))?);
-                let p = parts.as_ref().map_or(&[][..], |p| p.row(i).data());
+            for (i, (_, v)) in piece.iter().enumerate() {
+                let count = i64::from_be_bytes(v.as_ref().try_into().map_err(|_| internal_err!("bad window state value"))?);
                 let o = orders.as_ref().map_or(&[][..], |o| o.row(i).data());
-                self.add(p, o, encoded.row(i).data(), count)?;
+                rows.insert((o.to_vec(), encoded[i].to_vec()), count);
             }
         }
-        self.dirty_rows.clear();
-        for part in std::mem::take(&mut self.dirty) {
-            let out = self.evaluate_partition(&part)?;
-            self.emitted.insert(part, out);
+        let loaded = Part { rows, emitted: BTreeMap::new() };
+        let bytes = loaded.bytes();
+        self.partitions.load(part.clone(), Some(loaded), bytes);
+        let emitted = self.evaluate_partition(&part)?;
+        if let Some(p) = self.partitions.get_mut(&part) {
+            p.emitted = emitted;
         }
         Ok(())
     }
@@ -251,6 +288,25 @@ impl OverWindow {
 
 #[async_trait]
 impl Operator for OverWindow {
+    async fn prefetch(&mut self, chunk: &StreamChunk, store: &StateStore) -> Result<()> {
+        self.partitions.begin(store);
+        if self.partitions.is_complete() {
+            // Nothing to load: what is not cached does not exist.
+            return Ok(());
+        }
+        let mut missing = self.partition_keys(chunk)?;
+        missing.retain(|p| !self.partitions.knows(p));
+        missing.sort_unstable();
+        missing.dedup();
+        let snapshot = store.snapshot();
+        for part in missing {
+            let prefix = partition_prefix(self.table_id, &part);
+            let entries = snapshot.scan_prefix(&prefix).await?;
+            self.load_partition(part, &entries, prefix.len())?;
+        }
+        Ok(())
+    }
+
     fn process(&mut self, chunk: StreamChunk, errors: &mut RowErrors) -> Result<Vec<StreamChunk>> {
         let (chunk, parts, orders, rows) = self.keyed(chunk, errors)?;
         for i in 0..chunk.len() {
@@ -261,23 +317,24 @@ impl Operator for OverWindow {
         Ok(vec![])
     }
 
-    async fn on_barrier(&mut self, _epoch: Epoch, batch: &mut EpochBatch, _errors: &mut RowErrors) -> Result<Vec<StreamChunk>> {
+    async fn on_barrier(&mut self, epoch: Epoch, batch: &mut EpochBatch, _errors: &mut RowErrors) -> Result<Vec<StreamChunk>> {
         for (row, (part, order)) in std::mem::take(&mut self.dirty_rows) {
-            let count = self.partitions.get(&part).and_then(|p| p.get(&(order, row.clone()))).copied().unwrap_or(0);
-            let k = make_key(self.table_id, &row);
+            let count = self.partitions.get(&part).and_then(|p| p.rows.get(&(order, row.clone()))).copied().unwrap_or(0);
+            let mut k = partition_prefix(self.table_id, &part);
+            k.extend_from_slice(&row);
             if count == 0 {
                 batch.delete(k);
             } else {
                 batch.put(k, count.to_be_bytes().to_vec());
             }
         }
-        let mut dirty: Vec<Vec<u8>> = std::mem::take(&mut self.dirty).into_iter().collect();
+        let mut dirty = self.partitions.take_dirty();
         dirty.sort();
         // Every delete before every insert: a row moving between partitions keeps its stream key.
         let (mut deletes, mut inserts): (Vec<(Op, Vec<u8>)>, Vec<(Op, Vec<u8>)>) = (Vec::new(), Vec::new());
         for part in dirty {
             let new = self.evaluate_partition(&part)?;
-            let old = self.emitted.remove(&part).unwrap_or_default();
+            let old = self.partitions.get_mut(&part).map(|p| std::mem::take(&mut p.emitted)).unwrap_or_default();
             for (row, &c) in &old {
                 let n = c - new.get(row).copied().unwrap_or(0);
                 deletes.extend(std::iter::repeat_n((Op::Delete, row.clone()), usize::try_from(n).unwrap_or(0)));
@@ -286,8 +343,13 @@ impl Operator for OverWindow {
                 let n = c - old.get(row).copied().unwrap_or(0);
                 inserts.extend(std::iter::repeat_n((Op::Insert, row.clone()), usize::try_from(n).unwrap_or(0)));
             }
-            if !new.is_empty() {
-                self.emitted.insert(part, new);
+            match self.partitions.get_mut(&part) {
+                Some(p) if !p.rows.is_empty() => {
+                    p.emitted = new;
+                    let bytes = p.bytes();
+                    self.partitions.written(&part, epoch, bytes);
+                }
+                _ => self.partitions.deleted(&part, epoch),
             }
         }
         deletes.extend(inserts);

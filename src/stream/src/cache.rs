@@ -1,0 +1,279 @@
+//! [`StateCache`]: an operator's bounded cache of its state-table entries.
+//!
+//! The state store is the truth; the cache holds the entries the operator touched recently.
+//! Before an operator processes a chunk it loads the entries the chunk will touch
+//! (`Operator::prefetch`: one read per distinct key the cache does not know), so processing
+//! itself never waits for I/O. Changes mark entries dirty; the operator writes its dirty entries
+//! into the epoch's batch at the barrier and tells the cache which epoch wrote them.
+//!
+//! Eviction keeps the cache correct without a layer of sealed-but-uncommitted batches: an entry
+//! may leave only when it is clean and the epoch that last wrote it has committed, so the
+//! committed snapshot a later miss reads from holds exactly the entry's current value. Entries
+//! deleted in an uncommitted epoch stay as tombstones for the same reason. When the shared
+//! [`MemoryBudget`] is exceeded, the cache that notices sheds a quarter of its bytes, least
+//! recently used first.
+//!
+//! A cache created for a new operator starts *complete* (every entry of its table is in it, so
+//! a miss means absent and costs no read) and stays so until its first eviction.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use eddy_common::{internal_err, Epoch, Result};
+use eddy_storage::{MemoryBudget, StateStore};
+
+/// Estimated bytes of a cached entry beyond its key and value (map slot, allocations).
+pub const ENTRY_OVERHEAD_BYTES: usize = 96;
+
+/// One cached entry.
+struct Slot<V> {
+    /// The value; `None`: deleted by an epoch that may not have committed yet.
+    value: Option<V>,
+    /// Estimated bytes (key included).
+    bytes: usize,
+    /// Epoch whose batch last wrote the entry (`None`: read from the store, never written).
+    written: Option<Epoch>,
+    /// Recency (the cache's tick at the last access).
+    tick: u64,
+}
+
+/// A bounded cache of an operator's state entries, keyed by encoded key.
+pub struct StateCache<V> {
+    entries: HashMap<Vec<u8>, Slot<V>>,
+    /// Keys changed since the last barrier.
+    dirty: HashSet<Vec<u8>>,
+    /// Estimated bytes of all entries.
+    bytes: usize,
+    /// Advanced once per prefetched chunk.
+    tick: u64,
+    /// Every entry of the table is cached: a miss means the key is absent.
+    complete: bool,
+    /// The budget shared with the other caches (known from the first prefetch on).
+    budget: Option<Arc<MemoryBudget>>,
+}
+
+impl<V> StateCache<V> {
+    /// An empty cache; `complete` if the table is known to be empty (a new operator).
+    pub fn new(complete: bool) -> Self {
+        Self { entries: HashMap::new(), dirty: HashSet::new(), bytes: 0, tick: 0, complete, budget: None }
+    }
+
+    /// Starts a chunk: joins the store's budget and, if it is exceeded, sheds entries.
+    pub fn begin(&mut self, store: &StateStore) {
+        self.tick += 1;
+        if self.budget.is_none() {
+            let budget = store.operator_memory().clone();
+            budget.grow(self.bytes);
+            self.budget = Some(budget);
+        }
+        if self.budget.as_ref().is_some_and(|b| b.is_over()) {
+            self.evict(store.committed_epoch());
+        }
+    }
+
+    /// True if the cache knows `key`'s state (cached, or absent because the cache is complete);
+    /// marks a cached key as just used. A false answer means: load it before processing.
+    pub fn knows(&mut self, key: &[u8]) -> bool {
+        match self.entries.get_mut(key) {
+            Some(slot) => {
+                slot.tick = self.tick;
+                true
+            }
+            None => self.complete,
+        }
+    }
+
+    /// Adds an entry read from the store (`None`: absent there).
+    pub fn load(&mut self, key: Vec<u8>, value: Option<V>, value_bytes: usize) {
+        let bytes = key.len() + value_bytes + ENTRY_OVERHEAD_BYTES;
+        let slot = Slot { value, bytes, written: None, tick: self.tick };
+        self.account(bytes, 0);
+        if let Some(old) = self.entries.insert(key, slot) {
+            self.account(0, old.bytes);
+        }
+    }
+
+    /// The value of `key`, if cached and not deleted.
+    pub fn get(&self, key: &[u8]) -> Option<&V> {
+        self.entries.get(key).and_then(|s| s.value.as_ref())
+    }
+
+    /// The value of `key` to change, inserted by `new` if absent; marks it dirty. Errs if the
+    /// key's state was never loaded (a missing prefetch would otherwise lose state).
+    pub fn get_or_insert_with(&mut self, key: &[u8], new: impl FnOnce() -> V) -> Result<&mut V> {
+        if !self.dirty.contains(key) {
+            self.dirty.insert(key.to_vec());
+        }
+        if !self.entries.contains_key(key) {
+            if !self.complete {
+                return Err(internal_err!("operator state of a key was used before it was loaded"));
+            }
+            let bytes = key.len() + ENTRY_OVERHEAD_BYTES;
+            self.account(bytes, 0);
+            self.entries.insert(key.to_vec(), Slot { value: None, bytes, written: None, tick: self.tick });
+        }
+        let slot = self.entries.get_mut(key).ok_or_else(|| internal_err!("cache entry vanished"))?;
+        slot.tick = self.tick;
+        Ok(slot.value.get_or_insert_with(new))
+    }
+
+    /// The value of `key` to change without marking it dirty (e.g. output bookkeeping that is
+    /// written with the entry anyway).
+    pub fn get_mut(&mut self, key: &[u8]) -> Option<&mut V> {
+        self.entries.get_mut(key).and_then(|s| s.value.as_mut())
+    }
+
+    /// Keys changed since the last call, which the caller writes into the epoch's batch
+    /// (reporting each with [`StateCache::written`] or [`StateCache::deleted`]).
+    pub fn take_dirty(&mut self) -> Vec<Vec<u8>> {
+        self.dirty.drain().collect()
+    }
+
+    /// `key` was written by `epoch`'s batch; its value now takes about `value_bytes`.
+    pub fn written(&mut self, key: &[u8], epoch: Epoch, value_bytes: usize) {
+        let bytes = key.len() + value_bytes + ENTRY_OVERHEAD_BYTES;
+        let Some(slot) = self.entries.get_mut(key) else { return };
+        let old = std::mem::replace(&mut slot.bytes, bytes);
+        slot.written = Some(epoch);
+        self.account(bytes, old);
+    }
+
+    /// `key` was deleted by `epoch`'s batch: a tombstone until that epoch commits.
+    pub fn deleted(&mut self, key: &[u8], epoch: Epoch) {
+        let bytes = key.len() + ENTRY_OVERHEAD_BYTES;
+        let Some(slot) = self.entries.get_mut(key) else { return };
+        slot.value = None;
+        let old = std::mem::replace(&mut slot.bytes, bytes);
+        slot.written = Some(epoch);
+        self.account(bytes, old);
+    }
+
+    /// Cached values (all of the table's while [`StateCache::is_complete`]).
+    pub fn values(&self) -> impl Iterator<Item = (&Vec<u8>, &V)> {
+        self.entries.iter().filter_map(|(k, s)| s.value.as_ref().map(|v| (k, v)))
+    }
+
+    /// Estimated bytes held.
+    pub fn bytes(&self) -> usize {
+        self.bytes
+    }
+
+    /// Number of cached entries (tombstones included).
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// True without entries.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// True while every entry of the table is cached.
+    pub fn is_complete(&self) -> bool {
+        self.complete
+    }
+
+    /// Marks the cache complete (its owner loaded the whole table).
+    pub fn set_complete(&mut self) {
+        self.complete = true;
+    }
+
+    fn account(&mut self, added: usize, removed: usize) {
+        self.bytes = (self.bytes + added).saturating_sub(removed);
+        if let Some(b) = &self.budget {
+            b.grow(added);
+            b.shrink(removed);
+        }
+    }
+
+    /// Sheds about a quarter of the cache's bytes: clean entries whose last write has
+    /// committed by `committed`, least recently used first.
+    pub fn evict(&mut self, committed: Epoch) {
+        let goal = self.bytes / 4;
+        if goal == 0 {
+            return;
+        }
+        let mut candidates: Vec<(u64, &Vec<u8>, usize)> = self
+            .entries
+            .iter()
+            .filter(|(k, s)| s.written.is_none_or(|e| e <= committed) && !self.dirty.contains(*k))
+            .map(|(k, s)| (s.tick, k, s.bytes))
+            .collect();
+        candidates.sort_unstable_by_key(|c| c.0);
+        let mut freed = 0;
+        let mut victims = Vec::new();
+        for (_, k, bytes) in candidates {
+            if freed >= goal {
+                break;
+            }
+            freed += bytes;
+            victims.push(k.clone());
+        }
+        if victims.is_empty() {
+            return;
+        }
+        for k in victims {
+            if let Some(slot) = self.entries.remove(&k) {
+                self.account(0, slot.bytes);
+            }
+        }
+        self.complete = false;
+    }
+}
+
+impl<V> Drop for StateCache<V> {
+    fn drop(&mut self) {
+        if let Some(b) = &self.budget {
+            b.shrink(self.bytes);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use eddy_storage::StoreOptions;
+
+    use super::*;
+
+    #[tokio::test]
+    async fn only_clean_committed_entries_leave_and_the_cache_then_asks_for_loads() {
+        let store = StateStore::open(&StoreOptions { operator_cache_bytes: 1, ..Default::default() }).await.unwrap();
+        let mut c: StateCache<i64> = StateCache::new(true);
+        c.begin(&store);
+        assert!(c.knows(b"a"), "a complete cache knows absent keys");
+        *c.get_or_insert_with(b"a", || 0).unwrap() += 1;
+        *c.get_or_insert_with(b"b", || 0).unwrap() += 2;
+        // Dirty entries never leave.
+        c.evict(Epoch(100));
+        assert_eq!(c.len(), 2);
+        let mut dirty = c.take_dirty();
+        dirty.sort();
+        assert_eq!(dirty, vec![b"a".to_vec(), b"b".to_vec()]);
+        c.written(b"a", Epoch(5), 8);
+        c.deleted(b"b", Epoch(5));
+        // Written by an epoch that has not committed: still not.
+        c.evict(Epoch(4));
+        assert_eq!(c.len(), 2);
+        c.evict(Epoch(5));
+        assert!(c.len() < 2, "committed clean entries are shed");
+        assert!(!c.is_complete());
+        assert!(!c.knows(b"zz"), "after an eviction a miss must be loaded");
+        assert!(c.get_or_insert_with(b"zz", || 0).is_err(), "unloaded state is never invented");
+        c.load(b"zz".to_vec(), Some(7), 8);
+        assert_eq!(c.get(b"zz"), Some(&7));
+    }
+
+    #[tokio::test]
+    async fn the_shared_budget_sees_every_cache() {
+        let store = StateStore::open(&StoreOptions { operator_cache_bytes: 1 << 20, ..Default::default() }).await.unwrap();
+        let budget = store.operator_memory().clone();
+        {
+            let mut c: StateCache<i64> = StateCache::new(true);
+            c.begin(&store);
+            c.load(vec![1; 100], Some(1), 8);
+            assert_eq!(budget.used(), c.bytes());
+            assert!(c.bytes() >= 108);
+        }
+        assert_eq!(budget.used(), 0, "a dropped cache returns its bytes");
+    }
+}

@@ -1,0 +1,138 @@
+//! The stored form of a group's state: row count, accumulators, last emitted row.
+
+use std::collections::BTreeMap;
+
+use eddy_common::{internal_err, Result};
+
+use super::{Acc, Group};
+
+fn put_bytes(out: &mut Vec<u8>, b: &[u8]) {
+    out.extend_from_slice(&(b.len() as u32).to_be_bytes());
+    out.extend_from_slice(b);
+}
+
+pub(super) fn encode_group(g: &Group) -> Vec<u8> {
+    let mut out = Vec::with_capacity(64);
+    out.extend_from_slice(&g.rows.to_be_bytes());
+    match &g.emitted {
+        Some(e) => {
+            out.push(1);
+            put_bytes(&mut out, e);
+        }
+        None => out.push(0),
+    }
+    out.extend_from_slice(&(g.accs.len() as u32).to_be_bytes());
+    for a in &g.accs {
+        match a {
+            Acc::Count(c) => {
+                out.push(0);
+                out.extend_from_slice(&c.to_be_bytes());
+            }
+            Acc::SumInt { sum, n } => {
+                out.push(1);
+                out.extend_from_slice(&sum.to_be_bytes());
+                out.extend_from_slice(&n.to_be_bytes());
+            }
+            Acc::SumFloat { sum, n, nan, pos_inf, neg_inf } => {
+                out.push(5);
+                out.extend_from_slice(&sum.to_be_bytes());
+                for c in [n, nan, pos_inf, neg_inf] {
+                    out.extend_from_slice(&c.to_be_bytes());
+                }
+            }
+            Acc::Values(m) => {
+                out.push(3);
+                out.extend_from_slice(&(m.len() as u32).to_be_bytes());
+                for (k, c) in m {
+                    put_bytes(&mut out, k);
+                    out.extend_from_slice(&c.to_be_bytes());
+                }
+            }
+            Acc::Moments { n, shift, sum, sumsq } => {
+                out.push(6);
+                out.extend_from_slice(&n.to_be_bytes());
+                for f in [shift, sum, sumsq] {
+                    out.extend_from_slice(&f.to_be_bytes());
+                }
+            }
+            Acc::Bools { trues, falses } => {
+                out.push(4);
+                out.extend_from_slice(&trues.to_be_bytes());
+                out.extend_from_slice(&falses.to_be_bytes());
+            }
+        }
+    }
+    out
+}
+
+/// Reads the encoding of [`encode_group`].
+struct Reader<'a> {
+    b: &'a [u8],
+}
+
+impl<'a> Reader<'a> {
+    fn take(&mut self, n: usize) -> Result<&'a [u8]> {
+        if self.b.len() < n {
+            return Err(internal_err!("truncated aggregation state"));
+        }
+        let (h, t) = self.b.split_at(n);
+        self.b = t;
+        Ok(h)
+    }
+    fn u8(&mut self) -> Result<u8> {
+        Ok(self.take(1)?[0])
+    }
+    fn u32(&mut self) -> Result<u32> {
+        Ok(u32::from_be_bytes(self.take(4)?.try_into().map_err(|_| internal_err!("bad u32"))?))
+    }
+    fn i64(&mut self) -> Result<i64> {
+        Ok(i64::from_be_bytes(self.take(8)?.try_into().map_err(|_| internal_err!("bad i64"))?))
+    }
+    fn bytes(&mut self) -> Result<Vec<u8>> {
+        let n = self.u32()? as usize;
+        Ok(self.take(n)?.to_vec())
+    }
+}
+
+pub(super) fn decode_group(b: &[u8]) -> Result<Group> {
+    let mut r = Reader { b };
+    let rows = r.i64()?;
+    let emitted = if r.u8()? == 1 { Some(r.bytes()?) } else { None };
+    let n = r.u32()?;
+    let mut accs = Vec::with_capacity(n as usize);
+    for _ in 0..n {
+        accs.push(match r.u8()? {
+            0 => Acc::Count(r.i64()?),
+            1 => {
+                let sum = i128::from_be_bytes(r.take(16)?.try_into().map_err(|_| internal_err!("bad i128"))?);
+                Acc::SumInt { sum, n: r.i64()? }
+            }
+            // Written before NaN and infinities were counted apart.
+            2 => {
+                let sum = f64::from_be_bytes(r.take(8)?.try_into().map_err(|_| internal_err!("bad f64"))?);
+                Acc::SumFloat { sum, n: r.i64()?, nan: 0, pos_inf: 0, neg_inf: 0 }
+            }
+            6 => {
+                let n = r.i64()?;
+                let mut f = || -> Result<f64> { Ok(f64::from_be_bytes(r.take(8)?.try_into().map_err(|_| internal_err!("bad f64"))?)) };
+                Acc::Moments { n, shift: f()?, sum: f()?, sumsq: f()? }
+            }
+            5 => {
+                let sum = f64::from_be_bytes(r.take(8)?.try_into().map_err(|_| internal_err!("bad f64"))?);
+                Acc::SumFloat { sum, n: r.i64()?, nan: r.i64()?, pos_inf: r.i64()?, neg_inf: r.i64()? }
+            }
+            3 => {
+                let m = r.u32()?;
+                let mut map = BTreeMap::new();
+                for _ in 0..m {
+                    let k = r.bytes()?;
+                    map.insert(k, r.i64()?);
+                }
+                Acc::Values(map)
+            }
+            4 => Acc::Bools { trues: r.i64()?, falses: r.i64()? },
+            t => return Err(internal_err!("unknown accumulator tag {t}")),
+        });
+    }
+    Ok(Group { rows, accs, emitted })
+}

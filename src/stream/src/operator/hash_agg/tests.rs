@@ -1,0 +1,188 @@
+//! HashAgg: retraction, SQL edge cases, state encoding, and eviction and restore through a state store.
+
+use arrow::array::{Int32Array, StringArray};
+use datafusion::physical_expr::expressions::Column;
+
+use super::*;
+
+fn chunk(ops: &[Op], g: &[&str], v: &[Option<i32>]) -> StreamChunk {
+    let schema = Arc::new(Schema::new(vec![Field::new("g", DataType::Utf8, true), Field::new("v", DataType::Int32, true)]));
+    let batch = RecordBatch::try_new(
+        schema,
+        vec![Arc::new(StringArray::from(g.to_vec())), Arc::new(Int32Array::from(v.to_vec()))],
+    )
+    .unwrap();
+    StreamChunk::try_new(batch, ops.to_vec()).unwrap()
+}
+
+fn agg(kinds: &[(AggKind, DataType)], grouped: bool) -> HashAgg {
+    let input = Schema::new(vec![Field::new("g", DataType::Utf8, true), Field::new("v", DataType::Int32, true)]);
+    let mut fields = Vec::new();
+    let groups: Vec<Arc<dyn PhysicalExpr>> = if grouped {
+        fields.push(Field::new("g", DataType::Utf8, true));
+        vec![Arc::new(Column::new("g", 0))]
+    } else {
+        vec![]
+    };
+    let calls = kinds
+        .iter()
+        .map(|(k, t)| {
+            fields.push(Field::new(format!("{k:?}"), t.clone(), true));
+            AggCall { kind: k.clone(), arg: (*k != AggKind::CountStar).then(|| Arc::new(Column::new("v", 1)) as _), output: t.clone(), filter: None, order_by: vec![] }
+        })
+        .collect();
+    HashAgg::try_new(100, &input, groups, calls, Arc::new(Schema::new(fields))).unwrap()
+}
+
+async fn barrier(a: &mut HashAgg) -> Vec<(Op, Vec<String>)> {
+    let mut b = EpochBatch::default();
+    let out = a.on_barrier(Epoch(1), &mut b, &mut RowErrors::default()).await.unwrap();
+    let mut rows = Vec::new();
+    for c in out {
+        for i in 0..c.len() {
+            let vals = c
+                .batch
+                .columns()
+                .iter()
+                .map(|col| arrow::util::display::array_value_to_string(col, i).unwrap())
+                .collect();
+            rows.push((c.ops[i], vals));
+        }
+    }
+    rows
+}
+
+#[tokio::test]
+async fn deleting_the_minimum_exposes_the_next_smallest() {
+    let mut a = agg(&[(AggKind::Min, DataType::Int32), (AggKind::Max, DataType::Int32)], true);
+    a.restore(None).await.unwrap();
+    a.process(chunk(&[Op::Insert, Op::Insert, Op::Insert], &["x", "x", "x"], &[Some(3), Some(1), Some(7)]), &mut RowErrors::default()).unwrap();
+    assert_eq!(barrier(&mut a).await, vec![(Op::Insert, vec!["x".into(), "1".into(), "7".into()])]);
+    a.process(chunk(&[Op::Delete], &["x"], &[Some(1)]), &mut RowErrors::default()).unwrap();
+    assert_eq!(
+        barrier(&mut a).await,
+        vec![
+            (Op::UpdateDelete, vec!["x".into(), "1".into(), "7".into()]),
+            (Op::UpdateInsert, vec!["x".into(), "3".into(), "7".into()])
+        ]
+    );
+}
+
+#[tokio::test]
+async fn a_group_whose_last_row_is_retracted_disappears() {
+    let mut a = agg(&[(AggKind::CountStar, DataType::Int64)], true);
+    a.restore(None).await.unwrap();
+    a.process(chunk(&[Op::Insert], &["x"], &[Some(1)]), &mut RowErrors::default()).unwrap();
+    barrier(&mut a).await;
+    a.process(chunk(&[Op::Delete], &["x"], &[Some(1)]), &mut RowErrors::default()).unwrap();
+    assert_eq!(barrier(&mut a).await, vec![(Op::Delete, vec!["x".into(), "1".into()])]);
+    assert!(a.groups.values().next().is_none());
+}
+
+#[tokio::test]
+async fn evicted_and_restored_groups_continue_exactly() {
+    use eddy_storage::{StateStore, StoreOptions};
+    // A budget of one byte makes every chunk evict what it can: groups reload from the store.
+    for cache_bytes in [512 << 20, 1] {
+        let store = StateStore::open(&StoreOptions { operator_cache_bytes: cache_bytes, ..Default::default() }).await.unwrap();
+        let kinds = [(AggKind::CountStar, DataType::Int64), (AggKind::Min, DataType::Int32), (AggKind::Sum, DataType::Int64)];
+        let mut a = agg(&kinds, true);
+        a.restore(None).await.unwrap();
+        let mut live: Vec<(String, i32)> = Vec::new();
+        let mut view: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        let mut seed = 0x2545_f491_4f6c_dd1du64;
+        let mut next = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        for epoch in 1..=30u64 {
+            for _ in 0..4 {
+                let (mut ops, mut gs, mut vs) = (Vec::new(), Vec::new(), Vec::new());
+                for _ in 0..6 {
+                    let r = next();
+                    if r % 3 == 0 && !live.is_empty() {
+                        let (g, v) = live.swap_remove((r / 3) as usize % live.len());
+                        ops.push(Op::Delete);
+                        gs.push(g);
+                        vs.push(Some(v));
+                    } else {
+                        let (g, v) = (format!("g{}", r % 17), (r / 17 % 100) as i32);
+                        live.push((g.clone(), v));
+                        ops.push(Op::Insert);
+                        gs.push(g);
+                        vs.push(Some(v));
+                    }
+                }
+                let g: Vec<&str> = gs.iter().map(String::as_str).collect();
+                let c = chunk(&ops, &g, &vs);
+                a.prefetch(&c, &store).await.unwrap();
+                a.process(c, &mut RowErrors::default()).unwrap();
+            }
+            let mut b = EpochBatch::default();
+            for c in a.on_barrier(Epoch(epoch), &mut b, &mut RowErrors::default()).await.unwrap() {
+                for i in 0..c.len() {
+                    let vals: Vec<String> =
+                        c.batch.columns().iter().map(|col| arrow::util::display::array_value_to_string(col, i).unwrap()).collect();
+                    if c.ops[i].is_insert() {
+                        view.insert(vals[0].clone(), vals[1..].to_vec());
+                    } else {
+                        view.remove(&vals[0]);
+                    }
+                }
+            }
+            store.commit(Epoch(epoch), b).await.unwrap();
+            let mut expected: BTreeMap<String, (i64, i32, i64)> = BTreeMap::new();
+            for (g, v) in &live {
+                let e = expected.entry(g.clone()).or_insert((0, i32::MAX, 0));
+                *e = (e.0 + 1, e.1.min(*v), e.2 + i64::from(*v));
+            }
+            let expected: BTreeMap<String, Vec<String>> =
+                expected.into_iter().map(|(g, (n, m, s))| (g, vec![n.to_string(), m.to_string(), s.to_string()])).collect();
+            assert_eq!(view, expected, "cache {cache_bytes} epoch {epoch}");
+            if epoch % 10 == 0 {
+                a = agg(&kinds, true);
+                a.restore(Some(&store.snapshot())).await.unwrap();
+            }
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_global_count_of_nothing_is_one_row_with_zero() {
+    let mut a = agg(&[(AggKind::CountStar, DataType::Int64), (AggKind::Sum, DataType::Int64)], false);
+    a.restore(None).await.unwrap();
+    assert_eq!(barrier(&mut a).await, vec![(Op::Insert, vec!["0".into(), "".into()])]);
+    a.process(chunk(&[Op::Insert, Op::Insert], &["a", "b"], &[Some(2), None]), &mut RowErrors::default()).unwrap();
+    assert_eq!(
+        barrier(&mut a).await,
+        vec![(Op::UpdateDelete, vec!["0".into(), "".into()]), (Op::UpdateInsert, vec!["2".into(), "2".into()])]
+    );
+}
+
+#[tokio::test]
+async fn distinct_counts_and_nulls_follow_sql() {
+    let mut a = agg(&[(AggKind::CountDistinct, DataType::Int64), (AggKind::Count, DataType::Int64)], false);
+    a.restore(None).await.unwrap();
+    a.process(chunk(&[Op::Insert, Op::Insert, Op::Insert, Op::Insert], &["a", "a", "a", "a"], &[Some(1), Some(1), None, Some(2)]), &mut RowErrors::default()).unwrap();
+    let rows = barrier(&mut a).await;
+    assert_eq!(rows.last().unwrap().1, vec!["2".to_string(), "3".to_string()]);
+}
+
+#[test]
+fn group_state_survives_encoding() {
+    let g = Group {
+        rows: 3,
+        accs: vec![
+            Acc::Count(3),
+            Acc::SumInt { sum: -5, n: 2 },
+            Acc::SumFloat { sum: 1.5, n: 3, nan: 1, pos_inf: 1, neg_inf: 0 },
+            Acc::Moments { n: 2, shift: 7.0, sum: -1.5, sumsq: 4.25 },
+            Acc::Values(BTreeMap::from([(vec![1, 2], 2)])),
+            Acc::Bools { trues: 1, falses: 0 },
+        ],
+        emitted: Some(vec![9, 9]),
+    };
+    assert_eq!(decode_group(&encode_group(&g)).unwrap(), g);
+}
