@@ -33,6 +33,7 @@ struct Opts {
     mv_rows: usize,
     barrier_interval_ms: Option<u64>,
     block_cache_mb: Option<u64>,
+    memory_mb: Option<u64>,
     verify: bool,
     keep_dir: bool,
 }
@@ -48,6 +49,7 @@ fn parse_args() -> Opts {
         mv_rows: 100_000,
         barrier_interval_ms: None,
         block_cache_mb: None,
+        memory_mb: None,
         verify: false,
         keep_dir: false,
     };
@@ -64,6 +66,7 @@ fn parse_args() -> Opts {
             "--mv-rows" => o.mv_rows = val("--mv-rows").parse().unwrap(),
             "--barrier-interval-ms" => o.barrier_interval_ms = Some(val("--barrier-interval-ms").parse().unwrap()),
             "--block-cache-mb" => o.block_cache_mb = Some(val("--block-cache-mb").parse().unwrap()),
+            "--memory-mb" => o.memory_mb = Some(val("--memory-mb").parse().unwrap()),
             "--verify" => o.verify = true,
             "--keep-dir" => o.keep_dir = true,
             s if s.starts_with("--") => panic!("unknown flag {s}"),
@@ -116,6 +119,9 @@ impl Server {
         }
         if let Some(mb) = opts.block_cache_mb {
             cmd.arg("--block-cache-mb").arg(mb.to_string());
+        }
+        if let Some(mb) = opts.memory_mb {
+            cmd.arg("--memory-mb").arg(mb.to_string());
         }
         let child = cmd.stdout(Stdio::from(log.try_clone().unwrap())).stderr(Stdio::from(log)).spawn().expect("start eddy");
         let s = Server { child, port, dir, keep_dir: opts.keep_dir };

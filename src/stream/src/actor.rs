@@ -387,9 +387,9 @@ impl ViewActor {
                 Aligned::Chunk(b, c) => fills[b].held.push(c),
                 Aligned::Errors(_, d) => self.errors.merge(&d),
                 Aligned::Barrier(barrier) => {
-                    for b in 0..fills.len() {
-                        for c in std::mem::take(&mut fills[b].held) {
-                            let c = if fills[b].done { c } else { self.upto(b, c, fills[b].pos.as_deref())? };
+                    for (b, fill) in fills.iter_mut().enumerate() {
+                        for c in std::mem::take(&mut fill.held) {
+                            let c = if fill.done { c } else { self.upto(b, c, fill.pos.as_deref())? };
                             self.push(At::Branch(b, 0), vec![c]).await?;
                         }
                     }

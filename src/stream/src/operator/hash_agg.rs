@@ -431,7 +431,7 @@ impl Operator for HashAgg {
         // New output rows of the groups that (still) exist.
         let alive: Vec<&Vec<u8>> = dirty
             .iter()
-            .filter(|k| self.is_global() || self.groups.get(*k).is_some_and(|g| g.rows > 0))
+            .filter(|k| self.is_global() || self.groups.get(k).is_some_and(|g| g.rows > 0))
             .collect();
         let mut new_rows: HashMap<Vec<u8>, Vec<u8>> = HashMap::new();
         if !alive.is_empty() {
@@ -444,7 +444,7 @@ impl Operator for HashAgg {
                 let values = alive
                     .iter()
                     .map(|k| {
-                        let g = self.groups.get(*k).ok_or_else(|| internal_err!("group vanished"))?;
+                        let g = self.groups.get(k).ok_or_else(|| internal_err!("group vanished"))?;
                         self.output_value(i, &g.accs[i])
                     })
                     .collect::<Result<Vec<_>>>()?;
