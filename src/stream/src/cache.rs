@@ -50,12 +50,17 @@ pub struct StateCache<V> {
     complete: bool,
     /// The budget shared with the other caches (known from the first prefetch on).
     budget: Option<Arc<MemoryBudget>>,
+    /// `bytes` and `tick` after the last eviction: the next waits until the cache has grown by
+    /// an eighth or 16 chunks went by (entries that may not leave yet would otherwise make every
+    /// chunk sort the cache).
+    bytes_after_evict: usize,
+    tick_of_evict: u64,
 }
 
 impl<V> StateCache<V> {
     /// An empty cache; `complete` if the table is known to be empty (a new operator).
     pub fn new(complete: bool) -> Self {
-        Self { entries: HashMap::new(), dirty: HashSet::new(), bytes: 0, tick: 0, complete, budget: None }
+        Self { entries: HashMap::new(), dirty: HashSet::new(), bytes: 0, tick: 0, complete, budget: None, bytes_after_evict: 0, tick_of_evict: 0 }
     }
 
     /// Starts a chunk: joins the store's budget and, if it is exceeded, sheds entries.
@@ -66,8 +71,11 @@ impl<V> StateCache<V> {
             budget.grow(self.bytes);
             self.budget = Some(budget);
         }
-        if self.budget.as_ref().is_some_and(|b| b.is_over()) {
+        let due = self.bytes > self.bytes_after_evict + self.bytes_after_evict / 8 || self.tick >= self.tick_of_evict + 16;
+        if due && self.budget.as_ref().is_some_and(|b| b.is_over()) {
             self.evict(store.committed_epoch());
+            self.bytes_after_evict = self.bytes;
+            self.tick_of_evict = self.tick;
         }
     }
 

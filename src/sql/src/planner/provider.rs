@@ -16,6 +16,7 @@ use datafusion::datasource::TableType;
 use datafusion::error::{DataFusionError, Result as DfResult};
 use datafusion::logical_expr::{Expr, TableProviderFilterPushDown};
 use datafusion::scalar::ScalarValue;
+use datafusion::physical_plan::streaming::{PartitionStream, StreamingTableExec};
 use datafusion::physical_plan::ExecutionPlan;
 use datafusion::common::DFSchema;
 use datafusion::prelude::SessionContext;
@@ -216,7 +217,7 @@ impl TableProvider for EddyTable {
         state: &dyn Session,
         projection: Option<&Vec<usize>>,
         filters: &[Expr],
-        _limit: Option<usize>,
+        limit: Option<usize>,
     ) -> DfResult<Arc<dyn ExecutionPlan>> {
         if let Some(err) = self.relations.view_failure(&self.catalog) {
             return Err(DataFusionError::External(Box::new(err)));
@@ -235,15 +236,22 @@ impl TableProvider for EddyTable {
                 self.catalog.name
             ))));
         }
-        let point = if self.overlay(state).is_some() { None } else { self.lookup_by_key(state, filters).await };
-        let mut batches = match point {
-            Some(b) => b,
-            None => self.read_all(state).await?,
-        };
+        let overlay = self.overlay(state).is_some();
+        let point = if overlay { None } else { self.lookup_by_key(state, filters).await };
         let mut idx = self.catalog.visible_indices();
         if self.expose_row_id && self.catalog.has_row_id() {
             idx.push(self.catalog.columns.len());
         }
+        if point.is_none() && !overlay {
+            // Stream the table: batches are decoded as the store is read, so a scan holds a
+            // few batches at a time and a LIMIT stops it early.
+            let scan = TableStream { table: self.state_table.clone(), snapshot: self.snapshot(state), columns: idx, schema: self.schema.clone() };
+            return Ok(Arc::new(StreamingTableExec::try_new(self.schema.clone(), vec![Arc::new(scan)], projection, vec![], false, limit)?));
+        }
+        let mut batches = match point {
+            Some(b) => b,
+            None => self.read_all(state).await?,
+        };
         if idx.len() != self.catalog.storage_schema().fields().len() {
             batches = batches.iter().map(|b| b.project(&idx)).collect::<Result<_, _>>()?;
         }
@@ -254,6 +262,37 @@ impl TableProvider for EddyTable {
             .collect::<Result<Vec<_>, _>>()?;
         let exec = MemorySourceConfig::try_new_exec(&[batches], self.schema.clone(), projection.cloned())?;
         Ok(exec)
+    }
+}
+
+/// One table's rows at one snapshot, as a stream of batches of its visible columns (and the
+/// row id where exposed), rebound to the planned schema.
+#[derive(Debug)]
+struct TableStream {
+    table: Arc<StateTable>,
+    snapshot: ReadSnapshot,
+    /// Storage columns to keep, in order.
+    columns: Vec<usize>,
+    schema: SchemaRef,
+}
+
+impl PartitionStream for TableStream {
+    fn schema(&self) -> &SchemaRef {
+        &self.schema
+    }
+
+    fn execute(&self, _ctx: Arc<datafusion::execution::TaskContext>) -> datafusion::execution::SendableRecordBatchStream {
+        use futures::{StreamExt, TryStreamExt};
+        let (table, snapshot) = (self.table.clone(), self.snapshot.clone());
+        let (columns, schema) = (self.columns.clone(), self.schema.clone());
+        let project = columns.len() != table.schema().fields().len();
+        let batches = futures::stream::once(async move { table.scan_stream(&snapshot).await }).map_ok(|scan| scan.into_stream()).try_flatten();
+        let out = batches.map(move |b| -> DfResult<RecordBatch> {
+            let b = b.map_err(|e| DataFusionError::External(Box::new(e)))?;
+            let b = if project { b.project(&columns)? } else { b };
+            Ok(RecordBatch::try_new(schema.clone(), b.columns().to_vec())?)
+        });
+        Box::pin(datafusion::physical_plan::stream::RecordBatchStreamAdapter::new(self.schema.clone(), out))
     }
 }
 
