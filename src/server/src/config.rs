@@ -176,6 +176,7 @@ impl ServerConfig {
                 object_store: self.object_store.clone(),
                 tuning: self.store_tuning.clone(),
                 operator_cache_bytes: self.memory_bytes / 2,
+                write_buffer_bytes: (self.memory_bytes / 16).max(16 << 20),
             },
             barrier_interval: self.barrier_interval,
             test_functions: self.test_functions,

@@ -14,9 +14,12 @@
 //!   batches touch disjoint keys. The barrier manager combines the batches of different
 //!   actors, which own disjoint keys, exactly so.
 
+use std::sync::Arc;
+
 use bytes::Bytes;
 use eddy_common::Result;
 
+use crate::memory::MemoryBudget;
 use crate::runs::{self, Op, RunId, RunStore};
 
 /// Estimated per-op bookkeeping bytes on top of key and value (vector slots, allocations).
@@ -25,6 +28,10 @@ const OP_OVERHEAD_BYTES: usize = 48;
 /// Largest number of entries one SlateDB write of a spill carries, so a huge spill reaches
 /// SlateDB in pieces its backpressure can pace.
 const SPILL_WRITE_ENTRIES: usize = 8192;
+
+/// Smallest in-memory size at which a batch spills because the shared write budget is
+/// exhausted (smaller ones would only make many tiny runs).
+pub const MIN_SPILL_BYTES: usize = 4 << 20;
 
 /// Changes of one epoch, applied in order (a later op on the same key wins).
 #[derive(Debug, Default)]
@@ -37,6 +44,15 @@ pub struct EpochBatch {
     runs: Vec<RunId>,
     /// Entries written to `runs` (after deduplication per run).
     spilled_entries: usize,
+    /// The shared write budget this batch's in-memory bytes are charged to, and how many
+    /// (see [`EpochBatch::spill_if_over_budget`]); released when the ops leave memory.
+    charge: Option<(Arc<MemoryBudget>, usize)>,
+}
+
+impl Drop for EpochBatch {
+    fn drop(&mut self) {
+        self.release();
+    }
 }
 
 impl EpochBatch {
@@ -54,11 +70,24 @@ impl EpochBatch {
 
     /// Appends all of `other`'s runs and ops after this batch's. The two batches are expected
     /// to touch disjoint keys (see the module docs).
-    pub fn extend(&mut self, other: EpochBatch) {
-        self.ops.extend(other.ops);
-        self.bytes += other.bytes;
-        self.runs.extend(other.runs);
-        self.spilled_entries += other.spilled_entries;
+    pub fn extend(&mut self, mut other: EpochBatch) {
+        other.release();
+        self.ops.append(&mut other.ops);
+        self.bytes += std::mem::take(&mut other.bytes);
+        self.runs.append(&mut other.runs);
+        self.spilled_entries += std::mem::take(&mut other.spilled_entries);
+    }
+
+    /// The in-memory ops, in order.
+    pub fn in_memory_ops(&self) -> &[Op] {
+        &self.ops
+    }
+
+    /// Returns the bytes charged to the write budget.
+    fn release(&mut self) {
+        if let Some((budget, bytes)) = self.charge.take() {
+            budget.shrink(bytes);
+        }
     }
 
     /// Number of ops: in memory plus spilled (spilled ops counted once per key and run).
@@ -87,8 +116,40 @@ impl EpochBatch {
     }
 
     /// The in-memory ops, in order (what the commit writes on base keys).
-    pub(crate) fn into_parts(self) -> (Vec<Op>, Vec<RunId>) {
-        (self.ops, self.runs)
+    pub(crate) fn into_parts(mut self) -> (Vec<Op>, Vec<RunId>) {
+        self.release();
+        (std::mem::take(&mut self.ops), std::mem::take(&mut self.runs))
+    }
+
+    /// Charges the in-memory ops to `budget` (the state store's shared write budget) and
+    /// spills them when this batch alone holds half of it, or when the budget is exhausted and
+    /// the batch holds at least [`MIN_SPILL_BYTES`]. So the epochs of ordinary statements stay
+    /// in memory and commit straight onto base keys, while all unspilled batches together stay
+    /// within about the budget (plus `MIN_SPILL_BYTES` per batch).
+    pub async fn spill_if_over_budget(&mut self, store: &impl RunStore, budget: &Arc<MemoryBudget>) -> Result<()> {
+        if self.charge_to(budget) {
+            self.spill(store).await?;
+        }
+        Ok(())
+    }
+
+    /// Charges the in-memory ops to `budget` and says whether they should spill now (the
+    /// policy of [`EpochBatch::spill_if_over_budget`], for owners that spill themselves).
+    pub fn charge_to(&mut self, budget: &Arc<MemoryBudget>) -> bool {
+        let charged = match &mut self.charge {
+            Some((b, charged)) if Arc::ptr_eq(b, budget) => charged,
+            _ => {
+                self.release();
+                &mut self.charge.insert((budget.clone(), 0)).1
+            }
+        };
+        if self.bytes >= *charged {
+            budget.grow(self.bytes - *charged);
+        } else {
+            budget.shrink(*charged - self.bytes);
+        }
+        *charged = self.bytes;
+        self.bytes > budget.limit() / 2 || (self.bytes >= MIN_SPILL_BYTES && budget.is_over())
     }
 
     /// Spills the in-memory ops to a new run if they take more than `limit_bytes`.
@@ -131,6 +192,7 @@ impl EpochBatch {
         self.runs.push(run);
         self.ops.clear();
         self.bytes = 0;
+        self.release();
         Ok(())
     }
 
@@ -149,8 +211,9 @@ impl EpochBatch {
     }
 
     /// Drops the batch, deleting its spilled runs (for a batch that will never commit).
-    pub async fn discard(self, store: &impl RunStore) -> Result<()> {
-        for run in self.runs {
+    pub async fn discard(mut self, store: &impl RunStore) -> Result<()> {
+        self.release();
+        for run in std::mem::take(&mut self.runs) {
             store.discard_run(run).await?;
         }
         Ok(())

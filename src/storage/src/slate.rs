@@ -20,11 +20,11 @@ pub(crate) async fn bounded<T>(
     }
 }
 
-/// Adds ops to a SlateDB write batch.
+/// Adds ops to a SlateDB write batch (puts hand their buffers over without a copy).
 pub(crate) fn add_ops(wb: &mut WriteBatch, ops: impl IntoIterator<Item = Op>) {
     for (k, v) in ops {
         match v {
-            Some(v) => wb.put(k, v),
+            Some(v) => wb.put_bytes(bytes::Bytes::from(k), bytes::Bytes::from(v)),
             None => wb.delete(k),
         }
     }

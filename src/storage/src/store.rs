@@ -89,6 +89,9 @@ pub struct StoreOptions {
     pub tuning: StoreTuning,
     /// Bytes the operators' state caches may hold together ([`MemoryBudget`]).
     pub operator_cache_bytes: u64,
+    /// Bytes of uncommitted writes (epoch batches, staged statements) held in memory
+    /// together before the largest spill to runs ([`EpochBatch::spill_if_over_budget`]).
+    pub write_buffer_bytes: u64,
 }
 
 impl Default for StoreOptions {
@@ -99,6 +102,7 @@ impl Default for StoreOptions {
             object_store: None,
             tuning: StoreTuning::default(),
             operator_cache_bytes: 512 << 20,
+            write_buffer_bytes: 64 << 20,
         }
     }
 }
@@ -198,6 +202,8 @@ pub struct StateStore {
     description: String,
     /// Shared by the operators' state caches.
     operator_memory: Arc<MemoryBudget>,
+    /// Shared by the uncommitted writes held in memory.
+    write_memory: Arc<MemoryBudget>,
 }
 
 impl StateStore {
@@ -258,6 +264,7 @@ impl StateStore {
             tuning,
             description,
             operator_memory: Arc::new(MemoryBudget::new(usize::try_from(options.operator_cache_bytes).unwrap_or(usize::MAX))),
+            write_memory: Arc::new(MemoryBudget::new(usize::try_from(options.write_buffer_bytes).unwrap_or(usize::MAX))),
         });
         if store.tuning.background_maintenance {
             store.start_maintenance();
@@ -361,6 +368,17 @@ impl StateStore {
         &self.operator_memory
     }
 
+    /// The budget uncommitted in-memory writes share.
+    pub fn write_memory(&self) -> &Arc<MemoryBudget> {
+        &self.write_memory
+    }
+
+    /// Spills `batch` to runs if the shared write budget calls for it (see
+    /// [`EpochBatch::spill_if_over_budget`]).
+    pub async fn spill_if_needed(&self, batch: &mut EpochBatch) -> Result<()> {
+        batch.spill_if_over_budget(self, &self.write_memory).await
+    }
+
     /// The last committed epoch.
     pub fn committed_epoch(&self) -> Epoch {
         self.committed.read().epoch
@@ -386,7 +404,7 @@ impl StateStore {
     pub(crate) async fn write_run_entries(&self, run: RunId, ops: &[Op]) -> Result<()> {
         let mut wb = WriteBatch::new();
         for (k, v) in ops {
-            wb.put(runs::run_key(run, k), runs::encode_run_value(v.as_deref()));
+            wb.put_bytes(Bytes::from(runs::run_key(run, k)), Bytes::from(runs::encode_run_value(v.as_deref())));
         }
         let inc = self.incarnation();
         bounded(self.tuning.commit_timeout, "spill", inc.db.write(wb)).await.map(|_| ())

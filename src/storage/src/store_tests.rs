@@ -221,6 +221,34 @@ async fn spill_if_over_spills_only_past_the_limit() {
 }
 
 #[tokio::test]
+async fn batches_stay_in_memory_until_they_exhaust_the_shared_write_budget_together() {
+    let store = memory_store().await;
+    let budget = Arc::new(crate::MemoryBudget::new(24 << 20));
+    let fill = |b: &mut EpochBatch, tag: &str, mib: usize| {
+        for i in 0..mib {
+            b.put(key(&format!("{tag}{i:04}")), vec![0; 1 << 20]);
+        }
+    };
+    let (mut a, mut b) = (EpochBatch::default(), EpochBatch::default());
+    fill(&mut a, "a", 10);
+    a.spill_if_over_budget(&store, &budget).await.unwrap();
+    assert!(a.runs().is_empty(), "10 MiB of a 24 MiB budget stays in memory");
+    fill(&mut b, "b", 10);
+    b.spill_if_over_budget(&store, &budget).await.unwrap();
+    assert!(b.runs().is_empty());
+    assert!(budget.used() >= 20 << 20);
+    fill(&mut b, "c", 5);
+    b.spill_if_over_budget(&store, &budget).await.unwrap();
+    assert_eq!(b.runs().len(), 1, "the batch that finds the budget exhausted spills");
+    assert!(budget.used() < 12 << 20, "a spilled batch no longer counts: {}", budget.used());
+    fill(&mut b, "d", 13);
+    b.spill_if_over_budget(&store, &budget).await.unwrap();
+    assert_eq!(b.runs().len(), 2, "half the budget in one batch spills whatever the others hold");
+    drop(a);
+    assert_eq!(budget.used(), 0, "a dropped batch returns its charge");
+}
+
+#[tokio::test]
 async fn extend_keeps_both_batches_runs_and_tails() {
     let store = memory_store().await;
     let mut a = EpochBatch::default();

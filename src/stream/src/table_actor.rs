@@ -263,6 +263,10 @@ impl TableActor {
                 e
             }
         };
+        self.pending.ensure_indexed();
+        if let Some(s) = self.staged.as_mut().filter(|s| s.txn == txn) {
+            s.kv.ensure_indexed();
+        }
         let staged = self.staged.as_ref().filter(|s| s.txn == txn);
         for k in keys {
             if out.contains_key(k) {

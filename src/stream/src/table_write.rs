@@ -123,6 +123,15 @@ pub fn resolve(
 ) -> Result<Resolved> {
     let chunk = &write.chunk;
     let new_values = codec.encode_values(&chunk.batch)?;
+    if no_conflicts && chunk.ops.iter().all(|o| *o == Op::Insert) {
+        // Fresh hidden row ids: every row is inserted as it is, and is its own change.
+        let kv = keys.iter().zip(new_values.iter()).map(|(k, v)| (k.clone(), Some(v.data().to_vec()))).collect();
+        let rows = chunk.len();
+        let batch = RecordBatch::try_new(codec.schema().clone(), chunk.batch.columns().to_vec())?;
+        let changes = (rows > 0).then(|| StreamChunk::try_new(batch.clone(), chunk.ops.clone())).transpose()?;
+        let returned = write.returning.then_some(batch);
+        return Ok(Resolved { kv, changes, outcome: WriteOutcome { rows, returned } });
+    }
     // This statement's own changes, over `current`.
     let mut local: HashMap<&[u8], Option<Vec<u8>>> = HashMap::new();
     let lookup = |local: &HashMap<&[u8], Option<Vec<u8>>>, k: &[u8]| -> Option<Vec<u8>> {

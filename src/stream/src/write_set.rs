@@ -1,18 +1,15 @@
 //! [`WriteSet`]: uncommitted key-value changes that stay readable by their writer: an
-//! [`EpochBatch`] (which spills to runs in the state store when it grows) plus an index of the
+//! [`EpochBatch`] (which spills to runs in the state store when the shared write budget runs out) plus an index of the
 //! keys still in memory and a Bloom filter per spilled run, so reading a key back costs a
 //! store lookup only where it may be. The table writer keeps one per open transaction and one
-//! for the current epoch, so a COPY or an epoch of any size stays within bounded memory (about
-//! [`SPILL_BYTES`] plus 1.25 bytes per spilled key).
+//! for the current epoch, so a COPY or an epoch of any size stays within bounded memory (the
+//! write budget plus 1.25 bytes per spilled key).
 
 use std::collections::HashMap;
 use std::hash::{DefaultHasher, Hash, Hasher};
 
 use eddy_common::Result;
 use eddy_storage::{EpochBatch, StateStore};
-
-/// In-memory bytes after which a write set spills to a run.
-pub const SPILL_BYTES: usize = 8 << 20;
 
 /// A Bloom filter over the keys of one spilled run (10 bits and 7 probes per key: about 1%
 /// false positives).
@@ -53,8 +50,12 @@ impl Bloom {
 pub struct WriteSet {
     /// The changes, in order; spills to runs.
     batch: EpochBatch,
-    /// Current value of every key changed since the last spill (`None` = deleted).
-    index: HashMap<Vec<u8>, Option<Vec<u8>>>,
+    /// Position in the batch's in-memory ops of the last write of every indexed key.
+    index: HashMap<Vec<u8>, usize>,
+    /// In-memory ops before this position are in `index`; later ones are indexed only when
+    /// the set is first read ([`WriteSet::ensure_indexed`]), so a bulk load that never reads
+    /// its own writes back (COPY into a table keyed by fresh row ids) builds no index.
+    indexed: usize,
     /// One filter per spilled run of `batch`, in the same order.
     blooms: Vec<Bloom>,
 }
@@ -62,11 +63,10 @@ pub struct WriteSet {
 impl WriteSet {
     /// Records `key` = `value` (`None`: deleted).
     pub fn write(&mut self, key: Vec<u8>, value: Option<Vec<u8>>) {
-        match &value {
-            Some(v) => self.batch.put(key.clone(), v.clone()),
-            None => self.batch.delete(key.clone()),
+        match value {
+            Some(v) => self.batch.put(key, v),
+            None => self.batch.delete(key),
         }
-        self.index.insert(key, value);
     }
 
     /// True without changes.
@@ -74,10 +74,26 @@ impl WriteSet {
         self.batch.is_empty()
     }
 
+    /// Indexes the writes made since the last read; call before [`WriteSet::get`].
+    pub fn ensure_indexed(&mut self) {
+        let ops = self.batch.in_memory_ops();
+        for (i, (k, _)) in ops.iter().enumerate().skip(self.indexed) {
+            match self.index.get_mut(k.as_slice()) {
+                Some(pos) => *pos = i,
+                None => {
+                    self.index.insert(k.clone(), i);
+                }
+            }
+        }
+        self.indexed = ops.len();
+    }
+
     /// The set's view of `key`: `None` if it does not change it, else its current value.
+    /// Sees the writes indexed by the last [`WriteSet::ensure_indexed`].
     pub async fn get(&self, store: &StateStore, key: &[u8]) -> Result<Option<Option<Vec<u8>>>> {
-        if let Some(v) = self.index.get(key) {
-            return Ok(Some(v.clone()));
+        if let Some(&pos) = self.index.get(key) {
+            let v = self.batch.in_memory_ops().get(pos).map(|(_, v)| v.clone());
+            return Ok(v);
         }
         for (run, bloom) in self.batch.runs().iter().zip(&self.blooms).rev() {
             if !bloom.may_contain(key) {
@@ -95,16 +111,18 @@ impl WriteSet {
         if self.batch.in_memory_len() == 0 {
             return Ok(());
         }
-        let bloom = Bloom::new(self.index.keys());
+        let bloom = Bloom::new(self.batch.in_memory_ops().iter().map(|(k, _)| k));
         self.batch.spill(store).await?;
         self.blooms.push(bloom);
         self.index.clear();
+        self.indexed = 0;
         Ok(())
     }
 
-    /// Spills the in-memory changes to a run once they exceed [`SPILL_BYTES`].
+    /// Spills the in-memory changes to a run when the store's shared write budget calls for
+    /// it (see `EpochBatch::spill_if_over_budget`).
     pub async fn spill_if_large(&mut self, store: &StateStore) -> Result<()> {
-        if self.batch.approx_bytes() > SPILL_BYTES {
+        if self.batch.charge_to(store.write_memory()) {
             self.spill(store).await?;
         }
         Ok(())
@@ -117,9 +135,9 @@ impl WriteSet {
             // a run first, so the later runs come after it.
             self.spill(store).await?;
         }
+        // `later`'s in-memory ops land after this set's: they are indexed on the next read.
         self.batch.extend(later.batch);
         self.blooms.extend(later.blooms);
-        self.index.extend(later.index);
         Ok(())
     }
 

@@ -518,7 +518,7 @@ pub(crate) async fn clear_prefix(store: &StateStore, snapshot: &ReadSnapshot, pr
         for (k, _) in entries {
             batch.delete(k.to_vec());
         }
-        batch.spill_if_over(store, 16 << 20).await?;
+        store.spill_if_needed(batch).await?;
     }
     Ok(())
 }

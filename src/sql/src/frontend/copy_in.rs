@@ -9,6 +9,7 @@
 //! quoted one (`""`, the empty string), and its text format has backslash escapes and a
 //! configurable NULL marker; arrow-csv's reader sees neither quoting nor escapes.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use arrow::array::{ArrayRef, StringArray, StringBuilder};
@@ -56,12 +57,12 @@ fn bad_copy(line: usize, msg: impl std::fmt::Display) -> EddyError {
 }
 
 /// Unescapes one text-format field; `None` for the NULL marker.
-fn text_field(raw: &str, null: &str) -> Option<String> {
+fn text_field<'a>(raw: &'a str, null: &str) -> Option<Cow<'a, str>> {
     if raw == null {
         return None;
     }
     if !raw.contains('\\') {
-        return Some(raw.to_string());
+        return Some(Cow::Borrowed(raw));
     }
     let mut out = String::with_capacity(raw.len());
     let mut chars = raw.chars().peekable();
@@ -94,7 +95,7 @@ fn text_field(raw: &str, null: &str) -> Option<String> {
             None => out.push('\\'),
         }
     }
-    Some(out)
+    Some(Cow::Owned(out))
 }
 
 /// Incremental parser of one COPY's data.
@@ -206,26 +207,8 @@ impl CopyParser {
         }
     }
 
-    fn push_record(&mut self, fields: &mut dyn Iterator<Item = Option<String>>) -> Result<()> {
-        let width = self.spec.columns.len();
-        let mut n = 0;
-        for f in fields {
-            if n < width {
-                match f {
-                    Some(v) => {
-                        self.bytes += v.len();
-                        self.builders[n].append_value(v);
-                    }
-                    None => self.builders[n].append_null(),
-                }
-            }
-            n += 1;
-        }
-        if n != width {
-            // The COPY fails as a whole: the builders' partial row is dropped with them.
-            let what = if n < width { "missing data for column" } else { "extra data after last expected column" };
-            return Err(bad_copy(self.line, format!("{what} (expected {width} fields, found {n})")));
-        }
+    fn push_record<S: AsRef<str>>(&mut self, fields: &mut dyn Iterator<Item = Option<S>>) -> Result<()> {
+        push_fields(&mut self.builders, &mut self.bytes, self.line, fields)?;
         self.rows += 1;
         Ok(())
     }
@@ -251,6 +234,111 @@ impl CopyParser {
     }
 
     fn parse_csv(&mut self, text: &str) -> Result<()> {
+        if self.spec.delimiter.is_ascii() && self.spec.quote.is_ascii() {
+            return self.parse_csv_bytes(text);
+        }
+        self.parse_csv_chars(text)
+    }
+
+    /// CSV with single-byte delimiter and quote (PostgreSQL requires them): fields are cut
+    /// out of the data as slices and appended to the builders without allocating per field.
+    fn parse_csv_bytes(&mut self, text: &str) -> Result<()> {
+        let b = text.as_bytes();
+        let (delim, quote) = (self.spec.delimiter as u8, self.spec.quote as u8);
+        let width = self.spec.columns.len();
+        // One reusable buffer per field of the current record, and whether each was quoted.
+        let mut fields: Vec<String> = Vec::with_capacity(width + 1);
+        let mut quoted: Vec<bool> = Vec::with_capacity(width + 1);
+        let mut pos = 0;
+        while pos < b.len() {
+            let mut nf = 0;
+            let mut lines = 1;
+            // One record: fields until an unquoted newline or the end of the data.
+            let at_end = loop {
+                if nf == fields.len() {
+                    fields.push(String::new());
+                    quoted.push(false);
+                }
+                let f = &mut fields[nf];
+                f.clear();
+                quoted[nf] = false;
+                nf += 1;
+                let mut in_quotes = false;
+                // A field: unquoted runs and quoted runs, as many as it has.
+                let end = loop {
+                    if in_quotes {
+                        let Some(q) = b[pos..].iter().position(|c| *c == quote) else {
+                            return Err(bad_copy(self.line, "unterminated CSV quoted field"));
+                        };
+                        let part = &text[pos..pos + q];
+                        lines += part.bytes().filter(|c| *c == b'\n').count();
+                        f.push_str(part);
+                        pos += q + 1;
+                        if b.get(pos) == Some(&quote) {
+                            f.push(quote as char);
+                            pos += 1;
+                        } else {
+                            in_quotes = false;
+                        }
+                        continue;
+                    }
+                    let run = b[pos..].iter().position(|c| *c == delim || *c == quote || *c == b'\n' || *c == b'\r');
+                    let stop = run.map_or(b.len(), |r| pos + r);
+                    f.push_str(&text[pos..stop]);
+                    pos = stop;
+                    match b.get(pos) {
+                        None => break None,
+                        Some(c) if *c == quote => {
+                            in_quotes = true;
+                            quoted[nf - 1] = true;
+                            pos += 1;
+                        }
+                        Some(c) if *c == delim => {
+                            pos += 1;
+                            break Some(false);
+                        }
+                        Some(_) => {
+                            // A newline ends the record (\r\n counts as one).
+                            if b[pos] == b'\r' && b.get(pos + 1) == Some(&b'\n') {
+                                pos += 1;
+                            }
+                            pos += 1;
+                            break Some(true);
+                        }
+                    }
+                };
+                match end {
+                    Some(false) => continue,
+                    Some(true) => break false,
+                    None => break true,
+                }
+            };
+            if nf == 1 && !quoted[0] && fields[0] == "\\." {
+                self.ended = true;
+                self.line += lines;
+                return Ok(());
+            }
+            if std::mem::take(&mut self.skip_header) {
+                self.line += lines;
+                if at_end {
+                    break;
+                }
+                continue;
+            }
+            let null = self.spec.null.as_str();
+            let mut record = (0..nf).map(|i| if !quoted[i] && fields[i] == null { None } else { Some(fields[i].as_str()) });
+            push_fields(&mut self.builders, &mut self.bytes, self.line, &mut record)?;
+            self.rows += 1;
+            self.line += lines;
+            if at_end {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    /// CSV with multi-byte delimiter or quote characters.
+    fn parse_csv_chars(&mut self, text: &str) -> Result<()> {
         let (delim, quote) = (self.spec.delimiter, self.spec.quote);
         let null = self.spec.null.clone();
         let mut record: Vec<Option<String>> = Vec::with_capacity(self.spec.columns.len());
@@ -318,6 +406,7 @@ impl CopyParser {
     }
 
     fn csv_record(&mut self, record: Vec<Option<String>>) -> Result<()> {
+        // (parse_csv_chars only)
         if record.len() == 1 && record[0].as_deref() == Some("\\.") {
             self.ended = true;
             return Ok(());
@@ -328,6 +417,31 @@ impl CopyParser {
         // An empty line is a record of one NULL field, as in PostgreSQL.
         self.push_record(&mut record.into_iter())
     }
+}
+
+/// Appends one record's fields to the builders (one per column); counts their bytes.
+fn push_fields<S: AsRef<str>>(builders: &mut [StringBuilder], bytes: &mut usize, line: usize, fields: &mut dyn Iterator<Item = Option<S>>) -> Result<()> {
+    let width = builders.len();
+    let mut n = 0;
+    for f in fields {
+        if n < width {
+            match f {
+                Some(v) => {
+                    let v = v.as_ref();
+                    *bytes += v.len();
+                    builders[n].append_value(v);
+                }
+                None => builders[n].append_null(),
+            }
+        }
+        n += 1;
+    }
+    if n != width {
+        // The COPY fails as a whole: the builders' partial row is dropped with them.
+        let what = if n < width { "missing data for column" } else { "extra data after last expected column" };
+        return Err(bad_copy(line, format!("{what} (expected {width} fields, found {n})")));
+    }
+    Ok(())
 }
 
 /// The end of the last complete CSV record in `data` (after a newline outside quotes).
@@ -420,6 +534,35 @@ mod tests {
         let e = p.feed(b"1\t2\n3\n").unwrap_err();
         assert_eq!(e.sqlstate, sqlstate::BAD_COPY_FILE_FORMAT);
         assert!(e.message.contains("line 2"), "{}", e.message);
+    }
+
+    #[test]
+    fn the_byte_csv_parser_agrees_with_the_char_parser_on_random_input() {
+        // Small alphabet so quotes, delimiters, newlines and NULL markers collide often.
+        let alphabet = [b'a', b',', b'"', b'\n', b'\r', b'x', b' ', b'\\', b'.'];
+        let mut seed = 0x2545_f491_4f6c_dd1du64;
+        let mut next = || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        for _ in 0..3000 {
+            let len = (next() % 24) as usize;
+            let text: String = (0..len).map(|_| alphabet[(next() % alphabet.len() as u64) as usize] as char).collect();
+            let header = next() % 4 == 0;
+            let run = |bytes: bool| {
+                let mut p = CopyParser::new(spec(CopyFormat::Csv, header));
+                let r = if bytes { p.parse_csv_bytes(&text) } else { p.parse_csv_chars(&text) };
+                let ok = r.is_ok();
+                (r.map_err(|e| e.message), if ok { values(&mut p) } else { vec![] }, p.ended, p.line)
+            };
+            let (fast, slow) = (run(true), run(false));
+            assert_eq!(fast.0.is_ok(), slow.0.is_ok(), "{text:?}: {:?} vs {:?}", fast.0, slow.0);
+            if fast.0.is_ok() {
+                assert_eq!(fast, slow, "{text:?}");
+            }
+        }
     }
 
     #[test]

@@ -11,14 +11,13 @@ use eddy_storage::{EpochBatch, StateStore, StateTable};
 
 use super::eval::RowErrors;
 use super::Operator;
-use crate::write_set::SPILL_BYTES;
 
 /// The last operator of every view.
 pub struct Materialize {
     /// Where the view's rows live.
     table: Arc<StateTable>,
-    /// Changes of the current epoch, not yet handed to a barrier (spilled to runs beyond
-    /// [`SPILL_BYTES`], so an epoch of any size stays within bounded memory).
+    /// Changes of the current epoch, not yet handed to a barrier (spilled to runs when the
+    /// store's write budget says so, so an epoch of any size stays within bounded memory).
     pending: EpochBatch,
 }
 
@@ -38,7 +37,7 @@ impl fmt::Display for Materialize {
 #[async_trait]
 impl Operator for Materialize {
     async fn prefetch(&mut self, _chunk: &StreamChunk, store: &StateStore) -> Result<()> {
-        self.pending.spill_if_over(store, SPILL_BYTES).await
+        store.spill_if_needed(&mut self.pending).await
     }
 
     fn process(&mut self, chunk: StreamChunk, _errors: &mut RowErrors) -> Result<Vec<StreamChunk>> {
