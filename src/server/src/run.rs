@@ -24,7 +24,7 @@ pub(crate) async fn guarded_sql<T>(sql: &str, fut: impl std::future::Future<Outp
 /// The source text of `stmt`, for logs.
 pub(crate) fn statement_text(stmt: &EddyStatement) -> String {
     match stmt {
-        EddyStatement::Sql(_, text) => text.clone(),
+        EddyStatement::Sql(_, text) | EddyStatement::CreateSource(_, _, text) => text.clone(),
         other => format!("{other:?}"),
     }
 }
@@ -38,8 +38,8 @@ pub(crate) fn read_only(stmt: &EddyStatement) -> bool {
             s.as_ref(),
             Statement::Query(_) | Statement::Explain { .. } | Statement::ShowVariable { .. } | Statement::ShowVariables { .. }
         ),
-        EddyStatement::Verify(_) | EddyStatement::ShowViews | EddyStatement::ShowCreateView(_) => true,
-        EddyStatement::Flush => false,
+        EddyStatement::Verify(_) | EddyStatement::ShowViews | EddyStatement::ShowCreateView(_) | EddyStatement::ShowSources => true,
+        EddyStatement::Flush | EddyStatement::CreateSource(..) | EddyStatement::DropSource(_) => false,
     }
 }
 

@@ -23,6 +23,8 @@ pub struct Mutation {
     pub add_outputs: HashMap<u32, Vec<Output>>,
     /// Actors that stop after this barrier (their upstreams drop them as outputs).
     pub stop: Vec<ActorId>,
+    /// Source readers that start producing after this barrier (see `crate::source`).
+    pub start: Vec<ActorId>,
 }
 
 /// A barrier: everything before it on a channel belongs to `epoch` or earlier.

@@ -25,6 +25,7 @@ mod recovery;
 mod replay;
 mod resource_limits;
 mod slt;
+mod sources;
 mod soak;
 mod sqlfuzz;
 mod wire_fuzz;

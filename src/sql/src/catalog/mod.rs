@@ -64,6 +64,9 @@ pub enum RelationKind {
     MaterializedView,
     /// A (plain) view: a stored query, expanded where it is read.
     View,
+    /// A source (`CREATE SOURCE`): rows a connector produces, not stored; each materialized
+    /// view reading it runs its own reader of the connector.
+    Source,
 }
 
 /// What an INSERT into a table does with a row whose primary key exists (RisingWave's
@@ -129,6 +132,10 @@ pub struct TableCatalog {
     /// refused).
     #[serde(default)]
     pub append_only: bool,
+    /// For sources: the `WITH (...)` options (keys lower-cased), with `FORMAT` and `ENCODE`
+    /// under the keys `format` and `encode`.
+    #[serde(default)]
+    pub with_options: BTreeMap<String, String>,
     /// What is derived from this entry and worth building once (entries are immutable: a DDL
     /// change replaces the whole entry, and with it this cache).
     #[serde(skip)]
@@ -169,7 +176,7 @@ impl TableCatalog {
 
     /// True when rows are keyed by a hidden row id (tables without a primary key).
     pub fn has_row_id(&self) -> bool {
-        self.pk.is_empty() && self.kind == RelationKind::Table
+        self.pk.is_empty() && matches!(self.kind, RelationKind::Table | RelationKind::Source)
     }
 
     /// Schema DataFusion plans against: every column nullable, so NOT NULL is enforced by
@@ -205,6 +212,7 @@ impl TableCatalog {
             RelationKind::Table => "table",
             RelationKind::MaterializedView => "materialized view",
             RelationKind::View => "view",
+            RelationKind::Source => "source",
         }
     }
 

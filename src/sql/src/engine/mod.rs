@@ -16,7 +16,7 @@ use eddy_common::{EddyError, Result};
 use eddy_storage::{EpochBatch, ReadSnapshot, StateStore, StoreOptions};
 use eddy_stream::operator::{Operator, Side};
 use eddy_stream::BarrierManager;
-use eddy_stream::{Branch, Output, Stage, SourceMsg, TableActor, TableWrite, TxnId, ViewActor, WriteOutcome, CHANNEL_CAPACITY};
+use eddy_stream::{Branch, Output, ReaderPosition, SourceMsg, SourceReader, Stage, TableActor, TableWrite, TxnId, ViewActor, WriteOutcome, CHANNEL_CAPACITY};
 use parking_lot::{Mutex, RwLock};
 use tokio::sync::{mpsc, oneshot};
 
@@ -35,7 +35,17 @@ pub struct ViewOperators {
 
 /// One input of a view: the relation it reads, the operators applied to it alone, and the
 /// stage it feeds (as which input).
-pub type ViewBranch = (Arc<TableCatalog>, Vec<Box<dyn Operator>>, (usize, Side));
+pub struct ViewBranch {
+    /// The relation read.
+    pub upstream: Arc<TableCatalog>,
+    /// Operators, starting at the upstream's rows.
+    pub operators: Vec<Box<dyn Operator>>,
+    /// The stage this input feeds, and as which input.
+    pub parent: (usize, Side),
+    /// For an input reading a source: the id of the view's own reader of it (also the key
+    /// space of the reader's committed position).
+    pub reader: Option<u32>,
+}
 
 /// Re-plans a view at recovery. Implemented above the engine (the frontend plans SQL).
 ///
@@ -305,10 +315,12 @@ impl Engine {
                 }
             };
             let mut branches = Vec::new();
-            for (upstream, operators, parent) in planned.branches {
-                let (tx, rx) = mpsc::channel(CHANNEL_CAPACITY);
-                outputs.entry(upstream.id).or_default().push(Output { actor: v.id, tx });
-                branches.push(Branch { input: rx, operators, upstream: upstream.state_table()?, parent });
+            for b in planned.branches {
+                let (branch, output) = self.wire_branch(v.id, b, Some(&snapshot)).await?;
+                if let Some((upstream, o)) = output {
+                    outputs.entry(upstream).or_default().push(o);
+                }
+                branches.push(branch);
             }
             views.push((v.id, branches, planned.stages));
         }
@@ -325,6 +337,46 @@ impl Engine {
             self.barrier.commit_writes(newly_failed).await?;
         }
         Ok(())
+    }
+
+    /// Wires input `branch` of view `view`: its channel, and either the output the upstream
+    /// relation must add (returned with the upstream's id, for the caller to register at the
+    /// right barrier) or, for a source, the view's own reader of it, spawned and registered
+    /// with the barrier manager. A reader restored at recovery (`restore` is the committed
+    /// snapshot) resumes at its committed position and produces at once; a new one starts at
+    /// the source's beginning once the barrier that subscribes the view names it in
+    /// `Mutation::start`.
+    pub async fn wire_branch(&self, view: u32, branch: ViewBranch, restore: Option<&eddy_storage::ReadSnapshot>) -> Result<(Branch, Option<(u32, Output)>)> {
+        let (tx, rx) = mpsc::channel(CHANNEL_CAPACITY);
+        let upstream = branch.upstream.clone();
+        let wired = Branch { input: rx, operators: branch.operators, upstream: upstream.state_table()?, parent: branch.parent };
+        let Some(reader) = branch.reader else {
+            return Ok((wired, Some((upstream.id, Output { actor: view, tx }))));
+        };
+        let position = match restore {
+            Some(snapshot) => match snapshot.get(&eddy_stream::source::position_key(reader)).await? {
+                Some(bytes) => Some(ReaderPosition::decode(&bytes)?),
+                None => None,
+            },
+            None => None,
+        };
+        let options = eddy_connector::Options(upstream.with_options.clone());
+        let splits = eddy_connector::open_splits(&options, &upstream.user_schema(), position.as_ref())?;
+        let (source_tx, source_rx) = mpsc::channel(CHANNEL_CAPACITY);
+        let actor = SourceReader::new(
+            reader,
+            upstream.name.clone(),
+            source_rx,
+            splits,
+            &position.unwrap_or_default(),
+            upstream.storage_schema(),
+            Output { actor: view, tx },
+            self.barrier.collector(),
+            restore.is_some(),
+        );
+        self.barrier.add_source(reader, source_tx).await;
+        self.spawn_actor(actor.run());
+        Ok((wired, None))
     }
 
     /// Recovery: each serial column of `table` continues after its largest value.

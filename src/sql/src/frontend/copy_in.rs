@@ -486,6 +486,7 @@ mod tests {
             comments: Default::default(),
             on_conflict: Default::default(),
             append_only: false,
+            with_options: Default::default(),
             derived: Default::default(),
         };
         let (delimiter, null) = if format == CopyFormat::Csv { (',', String::new()) } else { ('\t', "\\N".to_string()) };

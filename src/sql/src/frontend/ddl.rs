@@ -21,6 +21,29 @@ impl Session {
         if let Some(q) = &ct.query {
             return self.create_table_as(ct, q, sql).await.map(|_| ());
         }
+        let (columns, pk) = self.column_definitions(ct, &name)?;
+        let on_conflict = match crate::frontend::split::take_table_conflict_clause(sql) {
+            None => ConflictPolicy::Error,
+            Some(_) if pk.is_empty() => {
+                return Err(user_err!(sqlstate::INVALID_TABLE_DEFINITION, "ON CONFLICT needs a primary key: a table without one has no conflicts"))
+            }
+            Some((_, words)) => match words.iter().map(String::as_str).collect::<Vec<_>>().as_slice() {
+                ["OVERWRITE"] | ["DO", "UPDATE", "FULL"] => ConflictPolicy::Overwrite,
+                ["IGNORE"] | ["DO", "NOTHING"] => ConflictPolicy::Ignore,
+                _ => ConflictPolicy::UpdateIfNotNull,
+            },
+        };
+        let definition = sql.trim().trim_end_matches(';').to_string();
+        let append_only = crate::frontend::split::take_append_only(sql).is_some();
+        let mut table = new_relation(schema, name, RelationKind::Table, columns, pk, definition);
+        table.on_conflict = on_conflict;
+        table.append_only = append_only;
+        self.commit_new_table(table, ct.if_not_exists).await?;
+        Ok(())
+    }
+
+    /// The columns and primary key a `CREATE TABLE` (or `CREATE SOURCE`) declares for `name`.
+    pub(crate) fn column_definitions(&self, ct: &CreateTable, name: &str) -> Result<(Vec<ColumnCatalog>, Vec<usize>)> {
         let mut columns = Vec::with_capacity(ct.columns.len());
         let mut pk_names: Vec<String> = Vec::new();
         let mut seen = HashSet::new();
@@ -46,7 +69,7 @@ impl Session {
                 None => parse_type_name(&col.data_type.to_string())?,
             };
             let mut not_null = serial.is_some();
-            let mut default = serial.map(|_| crate::catalog::sequence::serial_default(&name, &cname));
+            let mut default = serial.map(|_| crate::catalog::sequence::serial_default(name, &cname));
             for opt in &col.options {
                 match &opt.option {
                     ColumnOption::NotNull => not_null = true,
@@ -76,7 +99,7 @@ impl Session {
                             ));
                         }
                         not_null = true;
-                        default = Some(crate::catalog::sequence::serial_default(&name, &cname));
+                        default = Some(crate::catalog::sequence::serial_default(name, &cname));
                     }
                     ColumnOption::Unique(_) => {
                         return Err(not_supported!("UNIQUE constraints are not supported (column \"{cname}\"); use PRIMARY KEY"));
@@ -113,66 +136,25 @@ impl Session {
             columns[idx].not_null = true;
             pk.push(idx);
         }
-        let on_conflict = match crate::frontend::split::take_table_conflict_clause(sql) {
-            None => ConflictPolicy::Error,
-            Some(_) if pk.is_empty() => {
-                return Err(user_err!(sqlstate::INVALID_TABLE_DEFINITION, "ON CONFLICT needs a primary key: a table without one has no conflicts"))
-            }
-            Some((_, words)) => match words.iter().map(String::as_str).collect::<Vec<_>>().as_slice() {
-                ["OVERWRITE"] | ["DO", "UPDATE", "FULL"] => ConflictPolicy::Overwrite,
-                ["IGNORE"] | ["DO", "NOTHING"] => ConflictPolicy::Ignore,
-                _ => ConflictPolicy::UpdateIfNotNull,
-            },
-        };
-        let definition = sql.trim().trim_end_matches(';').to_string();
-        let append_only = crate::frontend::split::take_append_only(sql).is_some();
-        self.commit_new_table(schema, name, columns, pk, definition, ct.if_not_exists, on_conflict, append_only).await?;
-        Ok(())
+        Ok((columns, pk))
     }
 
-    /// Commits a new table's catalog entry and starts its source actor; `None` when it already
-    /// existed and `if_not_exists` said to skip.
-    #[allow(clippy::too_many_arguments)]
-    async fn commit_new_table(
-        &mut self,
-        schema: String,
-        name: String,
-        columns: Vec<ColumnCatalog>,
-        pk: Vec<usize>,
-        definition: String,
-        if_not_exists: bool,
-        on_conflict: ConflictPolicy,
-        append_only: bool,
-    ) -> Result<Option<std::sync::Arc<TableCatalog>>> {
-        let (schema_name, table_name) = (schema.clone(), name.clone());
+    /// Commits a new relation's catalog entry (with a fresh id) and, for a table, starts its
+    /// source actor; `None` when it already existed and `if_not_exists` said to skip.
+    pub(crate) async fn commit_new_table(&mut self, template: TableCatalog, if_not_exists: bool) -> Result<Option<std::sync::Arc<TableCatalog>>> {
+        let (schema_name, table_name) = (template.schema.clone(), template.name.clone());
         let mut created = true;
         self.engine
             .ddl(|cat| {
-                cat.require_schema(&schema)?;
-                if cat.table(&schema, &name).is_some() {
+                cat.require_schema(&template.schema)?;
+                if cat.table(&template.schema, &template.name).is_some() {
                     if if_not_exists {
                         created = false;
                         return Ok((vec![], EpochBatch::default()));
                     }
-                    return Err(user_err!(sqlstate::DUPLICATE_TABLE, "relation \"{name}\" already exists"));
+                    return Err(user_err!(sqlstate::DUPLICATE_TABLE, "relation \"{}\" already exists", template.name));
                 }
-                let id = cat.allocate_id();
-                let table = TableCatalog {
-                    id,
-                    schema,
-                    name,
-                    kind: RelationKind::Table,
-                    columns,
-                    pk,
-                    definition,
-                    query: None,
-                    dependencies: vec![],
-                    internal_tables: vec![],
-                    comments: Default::default(),
-                    on_conflict,
-                    append_only,
-                    derived: Default::default(),
-                };
+                let table = TableCatalog { id: cat.allocate_id(), ..template.clone() };
                 Ok((vec![CatalogChange::CreateTable(table)], EpochBatch::default()))
             })
             .await?;
@@ -186,7 +168,9 @@ impl Session {
             .table(&schema_name, &table_name)
             .cloned()
             .ok_or_else(|| eddy_common::internal_err!("created table vanished"))?;
-        self.engine.start_table_actor(&table, vec![]).await?;
+        if table.kind == RelationKind::Table {
+            self.engine.start_table_actor(&table, vec![]).await?;
+        }
         Ok(Some(table))
     }
 
@@ -215,7 +199,7 @@ impl Session {
         }
         let definition = sql.trim().trim_end_matches(';').to_string();
         crate::frontend::session::unique_column_names(columns.iter().map(|c| c.name.as_str()))?;
-        let Some(table) = self.commit_new_table(schema, name, columns, vec![], definition, ct.if_not_exists, ConflictPolicy::Error, false).await? else {
+        let Some(table) = self.commit_new_table(new_relation(schema, name, RelationKind::Table, columns, vec![], definition), ct.if_not_exists).await? else {
             return Ok(0);
         };
         let target = table.planning_schema(false);
@@ -229,46 +213,34 @@ impl Session {
         Ok(n)
     }
 
+    /// `DROP TABLE | MATERIALIZED VIEW | VIEW | SOURCE names`: the command tag.
+    pub(crate) async fn drop_relations(&mut self, want: RelationKind, names: &[ObjectName], if_exists: bool, cascade: bool) -> Result<&'static str> {
+        let kind = relation_kind_name(want);
+        for n in names {
+            let (schema, name) = resolve_name(self, n)?;
+            let existing = self.engine.catalog().table(&schema, &name).cloned();
+            let Some(rel) = existing else {
+                if if_exists {
+                    self.notice(&format!("{kind} \"{name}\" does not exist, skipping"));
+                    continue;
+                }
+                return Err(user_err!(sqlstate::UNDEFINED_TABLE, "{kind} \"{name}\" does not exist"));
+            };
+            if rel.kind != want {
+                let hint = drop_tag(rel.kind);
+                return Err(user_err!(sqlstate::WRONG_OBJECT_TYPE, "\"{name}\" is not a {kind}; use {hint}"));
+            }
+            self.drop_relation(rel, cascade).await?;
+        }
+        Ok(drop_tag(want))
+    }
+
     /// `DROP TABLE` / `DROP SCHEMA`.
     pub(crate) async fn drop_objects(&mut self, object_type: ObjectType, names: &[ObjectName], if_exists: bool, cascade: bool) -> Result<&'static str> {
         match object_type {
-            ObjectType::Table | ObjectType::MaterializedView | ObjectType::View => {
-                let want = match object_type {
-                    ObjectType::MaterializedView => RelationKind::MaterializedView,
-                    ObjectType::View => RelationKind::View,
-                    _ => RelationKind::Table,
-                };
-                let kind = match want {
-                    RelationKind::MaterializedView => "materialized view",
-                    RelationKind::View => "view",
-                    RelationKind::Table => "table",
-                };
-                for n in names {
-                    let (schema, name) = resolve_name(self, n)?;
-                    let existing = self.engine.catalog().table(&schema, &name).cloned();
-                    let Some(rel) = existing else {
-                        if if_exists {
-                            self.notice(&format!("{kind} \"{name}\" does not exist, skipping"));
-                            continue;
-                        }
-                        return Err(user_err!(sqlstate::UNDEFINED_TABLE, "{kind} \"{name}\" does not exist"));
-                    };
-                    if rel.kind != want {
-                        let hint = match rel.kind {
-                            RelationKind::MaterializedView => "DROP MATERIALIZED VIEW",
-                            RelationKind::View => "DROP VIEW",
-                            RelationKind::Table => "DROP TABLE",
-                        };
-                        return Err(user_err!(sqlstate::WRONG_OBJECT_TYPE, "\"{name}\" is not a {kind}; use {hint}"));
-                    }
-                    self.drop_relation(rel, cascade).await?;
-                }
-                Ok(match want {
-                    RelationKind::MaterializedView => "DROP MATERIALIZED VIEW",
-                    RelationKind::View => "DROP VIEW",
-                    RelationKind::Table => "DROP TABLE",
-                })
-            }
+            ObjectType::Table => self.drop_relations(RelationKind::Table, names, if_exists, cascade).await,
+            ObjectType::MaterializedView => self.drop_relations(RelationKind::MaterializedView, names, if_exists, cascade).await,
+            ObjectType::View => self.drop_relations(RelationKind::View, names, if_exists, cascade).await,
             ObjectType::Type => {
                 self.drop_enums(names, if_exists).await?;
                 Ok("DROP TYPE")
@@ -352,5 +324,46 @@ impl Session {
             self.notice(&format!("schema \"{name}\" already exists, skipping"));
         }
         Ok(())
+    }
+}
+
+/// A catalog entry for a new relation (its id is assigned when it commits).
+pub(crate) fn new_relation(schema: String, name: String, kind: RelationKind, columns: Vec<ColumnCatalog>, pk: Vec<usize>, definition: String) -> TableCatalog {
+    TableCatalog {
+        id: 0,
+        schema,
+        name,
+        kind,
+        columns,
+        pk,
+        definition,
+        query: None,
+        dependencies: vec![],
+        internal_tables: vec![],
+        comments: Default::default(),
+        on_conflict: ConflictPolicy::Error,
+        append_only: false,
+        with_options: Default::default(),
+        derived: Default::default(),
+    }
+}
+
+/// How messages name a relation kind.
+fn relation_kind_name(kind: RelationKind) -> &'static str {
+    match kind {
+        RelationKind::MaterializedView => "materialized view",
+        RelationKind::View => "view",
+        RelationKind::Table => "table",
+        RelationKind::Source => "source",
+    }
+}
+
+/// The statement that drops a relation of `kind` (also its command tag).
+fn drop_tag(kind: RelationKind) -> &'static str {
+    match kind {
+        RelationKind::MaterializedView => "DROP MATERIALIZED VIEW",
+        RelationKind::View => "DROP VIEW",
+        RelationKind::Table => "DROP TABLE",
+        RelationKind::Source => "DROP SOURCE",
     }
 }

@@ -39,7 +39,10 @@ impl Session {
             EddyStatement::ShowCreateView(_) => {
                 return Ok(Described { params: vec![], declared: vec![], schema: Some(text_schema(&["Name", "Create Sql"])) })
             }
-            EddyStatement::Flush => return Ok(Described { params: vec![], declared: vec![], schema: None }),
+            EddyStatement::ShowSources => return Ok(Described { params: vec![], declared: vec![], schema: Some(text_schema(&["Name"])) }),
+            EddyStatement::Flush | EddyStatement::CreateSource(..) | EddyStatement::DropSource(_) => {
+                return Ok(Described { params: vec![], declared: vec![], schema: None })
+            }
         };
         match stmt.as_ref() {
             Statement::Query(_) | Statement::Insert(_) | Statement::Update(_) | Statement::Delete(_) | Statement::Explain { .. } => {
@@ -103,6 +106,32 @@ impl Session {
             EddyStatement::ShowCreateView(name) => {
                 let v = self.lookup_view(name)?;
                 return text_rows(&["Name", "Create Sql"], vec![vec![format!("{}.{}", v.schema, v.name), v.definition.clone()]]);
+            }
+            EddyStatement::ShowSources => {
+                let schema = self.default_schema();
+                let rows = self
+                    .engine
+                    .catalog()
+                    .tables_in(&schema)
+                    .into_iter()
+                    .filter(|t| t.kind == crate::catalog::RelationKind::Source)
+                    .map(|t| vec![t.name.clone()])
+                    .collect();
+                return text_rows(&["Name"], rows);
+            }
+            EddyStatement::CreateSource(stmt, clauses, sql) => {
+                let Statement::CreateTable(ct) = stmt.as_ref() else {
+                    return Err(eddy_common::internal_err!("CREATE SOURCE parsed into something else"));
+                };
+                self.create_source(ct, clauses, sql).await?;
+                return Ok(command("CREATE SOURCE"));
+            }
+            EddyStatement::DropSource(stmt) => {
+                let Statement::Drop { names, if_exists, cascade, .. } = stmt.as_ref() else {
+                    return Err(eddy_common::internal_err!("DROP SOURCE parsed into something else"));
+                };
+                let tag = self.drop_relations(crate::catalog::RelationKind::Source, names, *if_exists, *cascade).await?;
+                return Ok(command(tag));
             }
             EddyStatement::Sql(s, sql) => (s.as_ref(), sql.as_str()),
         };

@@ -19,8 +19,8 @@ use eddy_common::error::sqlstate;
 use eddy_common::{internal_err, user_err, Result};
 use eddy_storage::{EpochBatch, ReadSnapshot};
 use eddy_stream::operator::Materialize;
-use eddy_stream::{Backfill, Branch, Mutation, Output, ViewActor, BACKFILL_EPOCH_ROWS, CHANNEL_CAPACITY};
-use tokio::sync::{mpsc, oneshot};
+use eddy_stream::{Backfill, Mutation, Output, ViewActor, BACKFILL_EPOCH_ROWS};
+use tokio::sync::oneshot;
 
 use crate::catalog::{CatalogChange, RelationKind, TableCatalog};
 use crate::engine::clear_prefix;
@@ -112,6 +112,7 @@ impl Session {
             comments: Default::default(),
             on_conflict: Default::default(),
             append_only: false,
+            with_options: Default::default(),
             derived: Default::default(),
         };
         let root = planned.stages.last_mut().ok_or_else(|| internal_err!("a view plan without a root stage"))?;
@@ -122,14 +123,17 @@ impl Session {
         let backfill = Backfill { epoch: epoch_rx, barrier: self.engine.barrier.clone(), done: done_tx, rows_per_epoch };
         let mut add_outputs: HashMap<u32, Vec<Output>> = HashMap::new();
         let mut branches = Vec::new();
+        let readers: Vec<u32> = planned.branches.iter().filter_map(|b| b.reader).collect();
         for b in planned.branches {
-            let (tx, rx) = mpsc::channel(CHANNEL_CAPACITY);
-            add_outputs.entry(b.upstream.id).or_default().push(Output { actor: id, tx });
-            branches.push(Branch { input: rx, operators: b.operators, upstream: b.upstream.state_table()?, parent: b.parent });
+            let (branch, output) = self.engine.wire_branch(id, b, None).await?;
+            if let Some((upstream, o)) = output {
+                add_outputs.entry(upstream).or_default().push(o);
+            }
+            branches.push(branch);
         }
         let actor = ViewActor::new(id, branches, planned.stages, vec![], self.engine.barrier.collector(), self.engine.store.clone(), Some(backfill));
         self.engine.spawn_actor(actor.run());
-        let mutation = Mutation { add_outputs, stop: vec![] };
+        let mutation = Mutation { add_outputs, start: readers.clone(), ..Default::default() };
         let epoch = self.engine.barrier.inject(mutation, vec![id]).await?;
         // Fails only if the actor already ended; its failure is reported (view_failure below).
         let _ = epoch_tx.send(epoch);
@@ -143,6 +147,11 @@ impl Session {
             let err = self.engine.view_failure(&view).unwrap_or_else(|| {
                 user_err!(sqlstate::SERIALIZATION_FAILURE, "the backfill of materialized view \"{}\" was interrupted by a server recovery; retry the statement", view.name)
             });
+            if !readers.is_empty() {
+                if let Err(e) = self.engine.barrier.inject(Mutation { stop: readers.clone(), ..Default::default() }, vec![]).await {
+                    tracing::warn!("cannot stop the source readers of abandoned view {}: {e}", view.name);
+                }
+            }
             self.discard_view_state(&view).await;
             return Err(err);
         }
@@ -159,7 +168,7 @@ impl Session {
             })
             .await;
         if let Err(e) = result {
-            if let Err(stop) = self.engine.barrier.inject(Mutation { add_outputs: HashMap::new(), stop: vec![id] }, vec![]).await {
+            if let Err(stop) = self.engine.barrier.inject(Mutation { stop: std::iter::once(id).chain(readers.iter().copied()).collect(), ..Default::default() }, vec![]).await {
                 tracing::warn!("cannot stop the actor of abandoned view {}: {stop}", view.name);
             }
             return Err(e);
@@ -228,7 +237,7 @@ impl Session {
             return self.drop_plain_view(rel).await;
         }
         // Stop the actor first: after this barrier nothing writes the relation any more.
-        self.engine.barrier.inject(Mutation { add_outputs: HashMap::new(), stop: vec![rel.id] }, vec![]).await?;
+        self.engine.barrier.inject(Mutation { stop: std::iter::once(rel.id).chain(rel.internal_tables.iter().copied()).collect(), ..Default::default() }, vec![]).await?;
         self.engine.remove_source(rel.id);
         let batch = self.state_deletes(&rel).await?;
         self.engine.barrier.forget_failure(rel.id);

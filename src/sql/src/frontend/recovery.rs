@@ -24,7 +24,7 @@ impl ViewPlanner for SessionPlanner {
         let mut session = Session::new(engine, "root", 0);
         let planned = session.view_operators(view, Some(snapshot)).await?;
         Ok(ViewOperators {
-            branches: planned.branches.into_iter().map(|b| (b.upstream, b.operators, b.parent)).collect(),
+            branches: planned.branches,
             stages: planned.stages,
         })
     }

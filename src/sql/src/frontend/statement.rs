@@ -59,6 +59,13 @@ pub enum EddyStatement {
     ShowViews,
     /// `SHOW CREATE MATERIALIZED VIEW name`.
     ShowCreateView(String),
+    /// `CREATE SOURCE name (columns) WITH (connector = ..., ...) [FORMAT .. ENCODE ..]`: the
+    /// column list parsed as a `CREATE TABLE`, the connector clauses, the source text.
+    CreateSource(Box<Statement>, crate::frontend::with_options::ConnectorClauses, String),
+    /// `DROP SOURCE [IF EXISTS] names [CASCADE]` (parsed as a `DROP TABLE`).
+    DropSource(Box<Statement>),
+    /// `SHOW SOURCES`.
+    ShowSources,
 }
 
 
@@ -84,6 +91,25 @@ impl Session {
                 out.push(EddyStatement::ShowCreateView(piece.rest_after(4).to_string()));
                 continue;
             }
+            if piece.starts_with(&["SHOW", "SOURCES"]) && piece.rest_after(2).is_empty() {
+                out.push(EddyStatement::ShowSources);
+                continue;
+            }
+            if piece.starts_with(&["CREATE", "SOURCE"]) {
+                let clauses = crate::frontend::with_options::take_connector_clauses(&piece.text)?
+                    .ok_or_else(|| user_err!(sqlstate::SYNTAX_ERROR, "CREATE SOURCE needs WITH (connector = '...', ...)"))?;
+                let as_table = format!("CREATE TABLE {}", rest_after_words(&clauses.text, 2));
+                let mut stmts = parse_bounded(&as_table)?;
+                let stmt = stmts.pop().filter(|_| stmts.is_empty()).ok_or_else(|| user_err!(sqlstate::SYNTAX_ERROR, "syntax error in CREATE SOURCE"))?;
+                out.push(EddyStatement::CreateSource(Box::new(stmt), clauses, piece.text.clone()));
+                continue;
+            }
+            if piece.starts_with(&["DROP", "SOURCE"]) {
+                let mut stmts = parse_bounded(&format!("DROP TABLE {}", piece.rest_after(2)))?;
+                let stmt = stmts.pop().filter(|_| stmts.is_empty()).ok_or_else(|| user_err!(sqlstate::SYNTAX_ERROR, "syntax error in DROP SOURCE"))?;
+                out.push(EddyStatement::DropSource(Box::new(stmt)));
+                continue;
+            }
             if piece.depth > MAX_STATEMENT_DEPTH {
                 return Err(too_complex(piece.depth));
             }
@@ -104,6 +130,11 @@ impl Session {
         }
         Ok(out)
     }
+}
+
+/// `text` after its first `n` words (whitespace and comments skipped).
+fn rest_after_words(text: &str, n: usize) -> String {
+    split_statements(text).into_iter().next().map(|p| p.rest_after(n).to_string()).unwrap_or_default()
 }
 
 /// An identifier as PostgreSQL stores it: folded to lower case unless quoted.

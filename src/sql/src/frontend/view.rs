@@ -278,6 +278,7 @@ impl Session {
             comments: Default::default(),
             on_conflict: Default::default(),
             append_only: false,
+            with_options: Default::default(),
             derived: Default::default(),
         };
         let replacing = existing.is_some();

@@ -40,6 +40,8 @@ pub fn relkind(kind: RelationKind) -> char {
         RelationKind::Table => 'r',
         RelationKind::MaterializedView => 'm',
         RelationKind::View => 'v',
+        // PostgreSQL's foreign tables are the closest kind: rows that live elsewhere.
+        RelationKind::Source => 'f',
     }
 }
 

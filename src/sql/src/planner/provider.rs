@@ -228,6 +228,12 @@ impl TableProvider for EddyTable {
                 return Err(DataFusionError::External(Box::new(err)));
             }
         }
+        if self.catalog.kind == crate::catalog::RelationKind::Source {
+            return Err(DataFusionError::External(Box::new(eddy_common::not_supported!(
+                "source \"{}\" cannot be queried directly: its rows are not stored; create a materialized view that reads it",
+                self.catalog.name
+            ))));
+        }
         if self.catalog.kind == crate::catalog::RelationKind::View {
             // Views are expanded before planning; a reference that was not expanded (e.g. in
             // an UPDATE's subquery) is refused rather than read as empty.

@@ -37,18 +37,11 @@ use eddy_stream::operator::{
 };
 use eddy_stream::Stage;
 
-use crate::catalog::{ColumnCatalog, TableCatalog};
+use crate::catalog::ColumnCatalog;
 use crate::planner::provider::EddyTable;
 
-/// The operators applied to one input of a view.
-pub struct BranchPlan {
-    /// Operators, starting at the upstream's rows.
-    pub operators: Vec<Box<dyn Operator>>,
-    /// The relation this input reads.
-    pub upstream: Arc<TableCatalog>,
-    /// The stage this input feeds, and as which input.
-    pub parent: (usize, Side),
-}
+/// The operators applied to one input of a view (and, for a source, its reader's id).
+pub use crate::engine::ViewBranch as BranchPlan;
 
 /// A view's stream plan, ready to run.
 pub struct PlannedView {
@@ -361,7 +354,16 @@ fn build<'a>(
                     .collect();
                 let schema = Arc::new(Schema::new(fields));
                 let ops: Vec<Box<dyn Operator>> = vec![Box::new(Project::try_new(exprs, schema.clone())?)];
-                let branch = BranchPlan { operators: ops, upstream: rel, parent: (OPEN, Side::Left) };
+                // A source is read by the view's own reader, whose position is state of the view.
+                let reader = match rel.kind {
+                    crate::catalog::RelationKind::Source => {
+                        let id = ids.next()?;
+                        internal.push(id);
+                        Some(id)
+                    }
+                    _ => None,
+                };
+                let branch = BranchPlan { operators: ops, upstream: rel, parent: (OPEN, Side::Left), reader };
                 Ok(Built { branches: vec![branch], stages: vec![], join: None, ops: vec![], schema, key })
             }
             LogicalPlan::SubqueryAlias(a) => build(&a.input, ids, restore, internal).await,

@@ -1,0 +1,163 @@
+//! Sources (issue 14): `CREATE SOURCE` with the datagen and nexmark connectors, views over
+//! them, exact resume after a restart and after SIGKILL of a real process (every event counted
+//! once), errors for bad options and direct queries, and DROP.
+
+use std::time::Duration;
+
+use tokio_postgres::Client;
+
+use crate::support::{bounded, connect, eventually, rows, server, spawn_eddy, temp_dir};
+
+const STEP: Duration = Duration::from_secs(120);
+
+async fn exec(c: &Client, sql: &str) {
+    bounded(STEP, sql, c.batch_execute(sql)).await.unwrap_or_else(|e| panic!("{sql}: {e:?}"));
+}
+
+/// The one-row result of `sql`, polled until it equals `want`.
+async fn until(c: &Client, sql: &str, want: &[&str]) {
+    let want: Vec<String> = want.iter().map(|s| s.to_string()).collect();
+    eventually(STEP, || async {
+        let r = rows(c, sql).await.ok()?;
+        (r.first() == Some(&want)).then_some(())
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_datagen_sequence_feeds_every_view_once_and_resumes_exactly_after_a_restart() {
+    let dir = temp_dir("source-restart");
+    let url = format!("file://{}", dir.display());
+    {
+        let srv = server(&url).await;
+        let c = connect(srv.addr).await;
+        exec(
+            &c,
+            "CREATE SOURCE seq (id BIGINT, g INT, name VARCHAR) WITH (connector = 'datagen', fields.id.kind = 'sequence', \
+             fields.id.start = '1', fields.id.end = '30000', fields.g.min = '0', fields.g.max = '9', fields.name.length = '4', \
+             datagen.rows.per.second = '20000')",
+        )
+        .await;
+        exec(&c, "CREATE MATERIALIZED VIEW totals AS SELECT count(*) AS n, sum(id) AS s, count(DISTINCT id) AS d FROM seq").await;
+        exec(&c, "CREATE MATERIALIZED VIEW per_g AS SELECT g, count(*) AS n FROM seq GROUP BY g").await;
+        // Stop part-way through: the readers' positions are committed with the views' state.
+        eventually(STEP, || async {
+            let r = rows(&c, "SELECT n FROM totals").await.ok()?;
+            let n: i64 = r.first()?.first()?.parse().ok()?;
+            (n > 0).then_some(())
+        })
+        .await;
+        srv.shutdown().await.unwrap();
+    }
+    let srv = server(&url).await;
+    let c = connect(srv.addr).await;
+    until(&c, "SELECT n, s, d FROM totals", &["30000", "450015000", "30000"]).await;
+    until(&c, "SELECT sum(n), count(*) FROM per_g", &["30000", "10"]).await;
+    let out = rows(&c, "SHOW SOURCES").await.unwrap();
+    assert_eq!(out, vec![vec!["seq".to_string()]]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigkill_mid_stream_loses_and_repeats_no_event() {
+    let dir = temp_dir("source-kill");
+    let url = format!("file://{}", dir.display());
+    let (proc, addr) = spawn_eddy(&url);
+    let c = connect(addr).await;
+    exec(
+        &c,
+        "CREATE SOURCE s (id BIGINT) WITH (connector = 'datagen', fields.id.kind = 'sequence', fields.id.start = '1', \
+         fields.id.end = '40000', datagen.rows.per.second = '10000')",
+    )
+    .await;
+    exec(&c, "CREATE MATERIALIZED VIEW v AS SELECT count(*) AS n, sum(id) AS s, count(DISTINCT id) AS d FROM s").await;
+    eventually(STEP, || async {
+        let r = rows(&c, "SELECT n FROM v").await.ok()?;
+        let n: i64 = r.first()?.first()?.parse().ok()?;
+        (n >= 5000).then_some(())
+    })
+    .await;
+    drop(c);
+    drop(proc); // SIGKILL
+    let (_proc, addr) = spawn_eddy(&url);
+    let c = connect(addr).await;
+    until(&c, "SELECT n, s, d FROM v", &["40000", "800020000", "40000"]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nexmark_sources_run_the_standard_queries() {
+    let srv = server("memory://").await;
+    let c = connect(srv.addr).await;
+    let n = 20_000;
+    exec(
+        &c,
+        &format!(
+            "CREATE SOURCE bid (auction BIGINT, bidder BIGINT, price BIGINT, channel VARCHAR, url VARCHAR, date_time TIMESTAMP, extra VARCHAR) \
+             WITH (connector = 'nexmark', nexmark.table.type = 'Bid', nexmark.event.num = '{n}', nexmark.split.num = '2');
+             CREATE SOURCE auction (id BIGINT, item_name VARCHAR, description VARCHAR, initial_bid BIGINT, reserve BIGINT, date_time TIMESTAMP, \
+             expires TIMESTAMP, seller BIGINT, category BIGINT, extra VARCHAR) \
+             WITH (connector = 'nexmark', nexmark.table.type = 'Auction', nexmark.event.num = '{n}');
+             CREATE SOURCE person (id BIGINT, name VARCHAR, email_address VARCHAR, credit_card VARCHAR, city VARCHAR, state VARCHAR, \
+             date_time TIMESTAMP, extra VARCHAR) WITH (connector = 'nexmark', nexmark.table.type = 'Person', nexmark.event.num = '{n}')"
+        ),
+    )
+    .await;
+    // q1, q2, a keyed aggregate and q3's join of auctions and persons.
+    exec(&c, "CREATE MATERIALIZED VIEW q1 AS SELECT auction, bidder, 0.908 * price AS price, date_time FROM bid").await;
+    exec(&c, "CREATE MATERIALIZED VIEW q2 AS SELECT auction, price FROM bid WHERE auction % 123 = 0").await;
+    exec(&c, "CREATE MATERIALIZED VIEW agg AS SELECT auction, count(*) AS n, max(price) AS top FROM bid GROUP BY auction").await;
+    exec(
+        &c,
+        "CREATE MATERIALIZED VIEW q3 AS SELECT p.name, p.city, p.state, a.id FROM auction a JOIN person p ON a.seller = p.id \
+         WHERE a.category = 10 AND (p.state = 'OR' OR p.state = 'ID' OR p.state = 'CA')",
+    )
+    .await;
+    // 46 of every 50 events are bids, 3 auctions, 1 a person.
+    until(&c, "SELECT count(*) FROM q1", &["18400"]).await;
+    until(&c, "SELECT sum(n) FROM agg", &["18400"]).await;
+    let q2 = rows(&c, "SELECT count(*) FROM q2 WHERE auction % 123 <> 0").await.unwrap();
+    assert_eq!(q2, vec![vec!["0".to_string()]]);
+    let top = rows(&c, "SELECT count(*) FROM agg WHERE top IS NULL OR n <= 0").await.unwrap();
+    assert_eq!(top, vec![vec!["0".to_string()]]);
+    eventually(STEP, || async {
+        let r = rows(&c, "SELECT count(*) FROM q3").await.ok()?;
+        (r.first()?.first()?.parse::<i64>().ok()? > 0).then_some(())
+    })
+    .await;
+    // Each view reads its own copy of the stream: a later view sees all of it too.
+    exec(&c, "CREATE MATERIALIZED VIEW late AS SELECT count(*) AS n FROM bid").await;
+    until(&c, "SELECT n FROM late", &["18400"]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_sources_are_refused_with_clear_errors_and_sources_drop() {
+    let srv = server("memory://").await;
+    let c = connect(srv.addr).await;
+    let err = |sql: &'static str| {
+        let c = &c;
+        async move { rows(c, sql).await.expect_err(sql) }
+    };
+    let e = err("CREATE SOURCE s (a INT) WITH (connector = 'nosuch')").await;
+    assert!(e.starts_with("0A000") && e.contains("nosuch"), "{e}");
+    let e = err("CREATE SOURCE s (a INT) WITH (connector = 'datagen', fields.a.kind = 'zigzag')").await;
+    assert!(e.starts_with("22023") && e.contains("fields.a.kind"), "{e}");
+    let e = err("CREATE SOURCE s (colour VARCHAR) WITH (connector = 'nexmark', nexmark.table.type = 'Bid')").await;
+    assert!(e.contains("colour"), "{e}");
+    let e = err("CREATE SOURCE s (a INT)").await;
+    assert!(e.starts_with("42601"), "{e}");
+    exec(&c, "CREATE SOURCE s (a INT) WITH (connector = 'datagen', datagen.rows.per.second = '5')").await;
+    let e = err("SELECT * FROM s").await;
+    assert!(e.starts_with("0A000") && e.contains("materialized view"), "{e}");
+    let e = err("INSERT INTO s VALUES (1)").await;
+    assert!(e.starts_with("42809"), "{e}");
+    exec(&c, "CREATE MATERIALIZED VIEW sv AS SELECT a FROM s").await;
+    let e = err("DROP SOURCE s").await;
+    assert!(e.starts_with("2BP01"), "{e}");
+    let e = err("DROP TABLE s").await;
+    assert!(e.starts_with("42809") && e.contains("DROP SOURCE"), "{e}");
+    exec(&c, "DROP SOURCE s CASCADE").await;
+    assert_eq!(rows(&c, "SHOW SOURCES").await.unwrap(), Vec::<Vec<String>>::new());
+    exec(&c, "DROP SOURCE IF EXISTS s").await;
+    // The server still cuts barriers and commits after the readers left.
+    exec(&c, "CREATE TABLE t (a INT); INSERT INTO t VALUES (1)").await;
+    assert_eq!(rows(&c, "SELECT count(*) FROM t").await.unwrap(), vec![vec!["1".to_string()]]);
+}

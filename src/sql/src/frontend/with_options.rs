@@ -1,0 +1,152 @@
+//! RisingWave's connector clauses, which sqlparser does not know, taken out of a statement's
+//! text before it is parsed: `WITH (key = value, ...)` after the column list (keys may be
+//! dotted, `fields.v.kind`, `properties.bootstrap.server`), and `FORMAT x ENCODE y [(...)]`.
+
+use datafusion::sql::sqlparser::tokenizer::Token;
+use eddy_common::error::sqlstate;
+use eddy_common::{user_err, Result};
+
+use crate::frontend::split::tokens_with_offsets;
+
+/// The connector clauses of a `CREATE SOURCE` / `CREATE TABLE` statement.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ConnectorClauses {
+    /// The statement without them.
+    pub text: String,
+    /// `WITH (...)` options, keys lower-cased, in order.
+    pub options: Vec<(String, String)>,
+    /// `FORMAT x ENCODE y`, upper-cased.
+    pub format: Option<(String, String)>,
+}
+
+/// The text of a value token (`'abc'`, `123`, `true`, an identifier).
+fn value_text(t: &Token) -> Option<String> {
+    match t {
+        Token::SingleQuotedString(s) | Token::DoubleQuotedString(s) | Token::EscapedStringLiteral(s) => Some(s.replace("''", "'")),
+        Token::Number(n, _) => Some(n.clone()),
+        Token::Word(w) => Some(w.value.clone()),
+        _ => None,
+    }
+}
+
+/// Takes the connector clauses out of `sql` (a `CREATE` statement whose column list, if any,
+/// comes first). `Ok(None)` when it has none.
+pub fn take_connector_clauses(sql: &str) -> Result<Option<ConnectorClauses>> {
+    let Some(tokens) = tokens_with_offsets(sql) else { return Ok(None) };
+    let code: Vec<&(Token, usize)> = tokens.iter().filter(|(t, _)| !matches!(t, Token::Whitespace(_))).collect();
+    let is = |i: usize, w: &str| matches!(code.get(i).map(|(t, _)| t), Some(Token::Word(x)) if x.quote_style.is_none() && x.value.eq_ignore_ascii_case(w));
+    let at = |i: usize| code.get(i).map(|(_, o)| *o).unwrap_or(sql.len());
+    let bad = |what: &str| user_err!(sqlstate::SYNTAX_ERROR, "syntax error in {what}");
+    let mut out = ConnectorClauses::default();
+    let mut cuts: Vec<(usize, usize)> = Vec::new();
+    let mut depth = 0i32;
+    let mut i = 0;
+    while i < code.len() {
+        match &code[i].0 {
+            Token::LParen => depth += 1,
+            Token::RParen => depth -= 1,
+            _ => {}
+        }
+        if depth == 0 && is(i, "WITH") && matches!(code.get(i + 1).map(|(t, _)| t), Some(Token::LParen)) {
+            let start = at(i);
+            let mut j = i + 2;
+            loop {
+                // key: words and numbers joined by dots
+                let mut key = String::new();
+                while let Some((t, _)) = code.get(j) {
+                    match t {
+                        Token::Word(w) => key.push_str(&w.value),
+                        Token::Number(n, _) => key.push_str(n),
+                        Token::Period => key.push('.'),
+                        Token::SingleQuotedString(s) if key.is_empty() => key.push_str(s),
+                        _ => break,
+                    }
+                    j += 1;
+                }
+                if key.is_empty() {
+                    return Err(bad("WITH options: expected an option name"));
+                }
+                if !matches!(code.get(j).map(|(t, _)| t), Some(Token::Eq)) {
+                    return Err(bad(&format!("WITH options: expected = after {key}")));
+                }
+                let value = code.get(j + 1).and_then(|(t, _)| value_text(t)).ok_or_else(|| bad(&format!("WITH options: expected a value for {key}")))?;
+                out.options.push((key.to_ascii_lowercase(), value));
+                j += 2;
+                match code.get(j).map(|(t, _)| t) {
+                    Some(Token::Comma) => j += 1,
+                    Some(Token::RParen) => break,
+                    _ => return Err(bad("WITH options: expected , or )")),
+                }
+            }
+            cuts.push((start, at(j + 1)));
+            i = j + 1;
+            continue;
+        }
+        if depth == 0 && is(i, "FORMAT") && is(i + 2, "ENCODE") {
+            let start = at(i);
+            let word = |k: usize| match code.get(k).map(|(t, _)| t) {
+                Some(Token::Word(w)) => Some(w.value.to_ascii_uppercase()),
+                _ => None,
+            };
+            let (format, encode) = (word(i + 1).ok_or_else(|| bad("FORMAT"))?, word(i + 3).ok_or_else(|| bad("ENCODE"))?);
+            out.format = Some((format, encode));
+            let mut j = i + 4;
+            // ENCODE x (options): skipped (no encoding takes options yet).
+            if matches!(code.get(j).map(|(t, _)| t), Some(Token::LParen)) {
+                let mut d = 0;
+                while let Some((t, _)) = code.get(j) {
+                    match t {
+                        Token::LParen => d += 1,
+                        Token::RParen => d -= 1,
+                        _ => {}
+                    }
+                    j += 1;
+                    if d == 0 {
+                        break;
+                    }
+                }
+            }
+            cuts.push((start, at(j)));
+            i = j;
+            continue;
+        }
+        i += 1;
+    }
+    if cuts.is_empty() {
+        return Ok(None);
+    }
+    let mut text = String::with_capacity(sql.len());
+    let mut from = 0;
+    for (a, b) in cuts {
+        text.push_str(&sql[from..a]);
+        from = b;
+    }
+    text.push_str(&sql[from..]);
+    out.text = text;
+    Ok(Some(out))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dotted_options_and_format_come_out_and_the_rest_parses() {
+        let c = take_connector_clauses(
+            "CREATE SOURCE s (a INT, b VARCHAR) WITH (connector = 'datagen', fields.a.kind = 'sequence', datagen.rows.per.second = 100) FORMAT PLAIN ENCODE JSON",
+        )
+        .unwrap()
+        .unwrap();
+        assert_eq!(c.text.trim(), "CREATE SOURCE s (a INT, b VARCHAR)");
+        assert_eq!(c.options[1], ("fields.a.kind".to_string(), "sequence".to_string()));
+        assert_eq!(c.options[2].1, "100");
+        assert_eq!(c.format, Some(("PLAIN".into(), "JSON".into())));
+    }
+
+    #[test]
+    fn a_with_inside_the_column_list_or_a_query_is_not_taken() {
+        assert_eq!(take_connector_clauses("CREATE TABLE t (a INT)").unwrap(), None);
+        let e = take_connector_clauses("CREATE SOURCE s (a INT) WITH (connector 'x')").unwrap_err();
+        assert_eq!(e.sqlstate, sqlstate::SYNTAX_ERROR);
+    }
+}

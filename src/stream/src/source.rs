@@ -1,0 +1,250 @@
+//! [`SourceReader`]: the actor that reads a connector (a generator, later files and Kafka) for
+//! one materialized view, as RisingWave does for non-shared sources: every view reading a
+//! source gets its own reader, which starts at the source's beginning.
+//!
+//! Contract:
+//! * The reader takes part in barriers like a table's source actor (the barrier manager sends
+//!   it [`SourceMsg::Barrier`]s). Until the barrier whose [`Mutation::start`] names it, it only
+//!   reports empty epochs and forwards nothing: the view it feeds subscribes at that barrier
+//!   and expects its first rows in the following epoch.
+//! * Every row sent before barrier E belongs to epoch E. At each barrier the reader writes its
+//!   position (rows emitted so far and each split's own position) into its epoch report, so the
+//!   position commits atomically with the view state built from those rows. A reader restarted
+//!   from a committed position emits exactly the rows after it: nothing is lost or counted
+//!   twice (splits must be deterministic from their position, as generators are).
+//! * Each row carries a hidden row id, `reader id << 40 | row number`, unique and identical on
+//!   replay, which is the view's key for the source's rows.
+//! * Rows are produced only while the view consumes them (bounded channel), and never faster
+//!   than a split's rate limit ([`SplitReader::ready_at`]).
+
+use std::sync::Arc;
+
+use arrow::array::{ArrayRef, Int64Array, RecordBatch};
+use arrow::datatypes::SchemaRef;
+use eddy_common::codec::make_key;
+use eddy_common::{internal_err, Result, StreamChunk};
+use eddy_storage::EpochBatch;
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+
+use crate::barrier::{Collected, SourceMsg};
+use crate::message::{ActorId, Barrier, Dispatcher, Message, Output};
+
+/// Rows a reader emits per chunk at most.
+pub const SOURCE_CHUNK_ROWS: usize = 4096;
+
+/// One split of a source: a deterministic stream of rows that can resume from a position.
+pub trait SplitReader: Send {
+    /// The next rows (at most `max_rows`, in the source's user columns), `Ok(None)` once the
+    /// split is exhausted. Only called when [`SplitReader::ready_at`] is not in the future.
+    fn next_batch(&mut self, max_rows: usize) -> Result<Option<RecordBatch>>;
+    /// Where the split stands after the rows returned so far (opaque to the reader).
+    fn position(&self) -> Vec<u8>;
+    /// The earliest time the next rows may be read (a rate limit), `None`: now.
+    fn ready_at(&self) -> Option<Instant> {
+        None
+    }
+}
+
+/// Key of a reader's committed position in its own key space (`table_prefix(reader id)`).
+pub fn position_key(reader: ActorId) -> Vec<u8> {
+    make_key(reader, b"position")
+}
+
+/// A reader's position: rows emitted so far and each split's position.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ReaderPosition {
+    /// Rows emitted (the next row's number).
+    pub rows: u64,
+    /// Per split, in split order.
+    pub splits: Vec<Vec<u8>>,
+}
+
+impl ReaderPosition {
+    /// `rows (u64 BE) | n (u32 BE) | n × (len u32 BE | bytes)`.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(12 + self.splits.iter().map(|s| s.len() + 4).sum::<usize>());
+        out.extend_from_slice(&self.rows.to_be_bytes());
+        out.extend_from_slice(&(self.splits.len() as u32).to_be_bytes());
+        for s in &self.splits {
+            out.extend_from_slice(&(s.len() as u32).to_be_bytes());
+            out.extend_from_slice(s);
+        }
+        out
+    }
+
+    /// The inverse of [`ReaderPosition::encode`].
+    pub fn decode(bytes: &[u8]) -> Result<Self> {
+        let bad = || internal_err!("corrupt source position ({} bytes)", bytes.len());
+        let take = |at: &mut usize, n: usize| -> Result<&[u8]> {
+            let s = bytes.get(*at..*at + n).ok_or_else(bad)?;
+            *at += n;
+            Ok(s)
+        };
+        let mut at = 0;
+        let rows = u64::from_be_bytes(take(&mut at, 8)?.try_into().map_err(|_| bad())?);
+        let n = u32::from_be_bytes(take(&mut at, 4)?.try_into().map_err(|_| bad())?);
+        let mut splits = Vec::new();
+        for _ in 0..n {
+            let len = u32::from_be_bytes(take(&mut at, 4)?.try_into().map_err(|_| bad())?) as usize;
+            splits.push(take(&mut at, len)?.to_vec());
+        }
+        Ok(Self { rows, splits })
+    }
+}
+
+/// The reader of one source for one view.
+pub struct SourceReader {
+    /// Actor id (also the key space of its position).
+    id: ActorId,
+    /// Source name, for logs.
+    name: String,
+    /// Barriers.
+    rx: mpsc::Receiver<SourceMsg>,
+    /// The source's splits, positioned.
+    splits: Vec<Box<dyn SplitReader>>,
+    /// Splits that have no more rows.
+    exhausted: Vec<bool>,
+    /// The split to read next (round robin).
+    next_split: usize,
+    /// Rows emitted so far.
+    rows: u64,
+    /// Rows as the view reads them: the source's columns, then the row id.
+    schema: SchemaRef,
+    /// The view's input.
+    outputs: Dispatcher,
+    /// Where epoch reports go.
+    collector: mpsc::UnboundedSender<Collected>,
+    /// Rows flow only after the subscribing barrier.
+    started: bool,
+}
+
+impl SourceReader {
+    /// A reader with `splits` positioned at `position`; `started` for a reader restored at
+    /// recovery (a new one waits for the barrier that starts it).
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        id: ActorId,
+        name: String,
+        rx: mpsc::Receiver<SourceMsg>,
+        splits: Vec<Box<dyn SplitReader>>,
+        position: &ReaderPosition,
+        schema: SchemaRef,
+        output: Output,
+        collector: mpsc::UnboundedSender<Collected>,
+        started: bool,
+    ) -> Self {
+        let mut outputs = Dispatcher::default();
+        outputs.add(output);
+        let exhausted = vec![false; splits.len()];
+        Self { id, name, rx, splits, exhausted, next_split: 0, rows: position.rows, schema, outputs, collector, started }
+    }
+
+    /// Runs until stopped; failures are reported to the barrier manager.
+    pub async fn run(mut self) {
+        let (id, collector) = (self.id, self.collector.clone());
+        crate::actor::run_reporting(id, "source reader", collector, self.run_inner()).await;
+    }
+
+    fn position(&self) -> ReaderPosition {
+        ReaderPosition { rows: self.rows, splits: self.splits.iter().map(|s| s.position()).collect() }
+    }
+
+    /// The split to read now, or when the next one is due (`Err(None)`: none ever again).
+    fn due(&mut self) -> std::result::Result<usize, Option<Instant>> {
+        let n = self.splits.len();
+        let now = Instant::now();
+        let mut earliest: Option<Instant> = None;
+        for k in 0..n {
+            let i = (self.next_split + k) % n;
+            if self.exhausted[i] {
+                continue;
+            }
+            match self.splits[i].ready_at() {
+                Some(t) if t > now => earliest = Some(earliest.map_or(t, |e| e.min(t))),
+                _ => return Ok(i),
+            }
+        }
+        Err(earliest)
+    }
+
+    async fn run_inner(&mut self) -> Result<()> {
+        loop {
+            let due = if self.started && !self.outputs.is_empty() { self.due() } else { Err(None) };
+            let (now, at) = match due {
+                Ok(i) => (Some(i), None),
+                Err(at) => (None, at),
+            };
+            tokio::select! {
+                biased;
+                msg = self.rx.recv() => match msg {
+                    None => return Ok(()),
+                    Some(SourceMsg::Barrier(b)) => {
+                        if self.barrier(&b).await? {
+                            return Ok(());
+                        }
+                    }
+                    Some(_) => return Err(internal_err!("source {} received a write", self.name)),
+                },
+                _ = tokio::time::sleep_until(at.unwrap_or_else(Instant::now)), if at.is_some() => {}
+                _ = std::future::ready(()), if now.is_some() => {
+                    let i = now.unwrap_or_default();
+                    self.next_split = (i + 1) % self.splits.len().max(1);
+                    match self.splits[i].next_batch(SOURCE_CHUNK_ROWS)? {
+                        Some(batch) if batch.num_rows() > 0 => {
+                            let chunk = self.with_row_ids(batch)?;
+                            self.outputs.send(Message::Chunk(chunk)).await;
+                        }
+                        Some(_) => {}
+                        None => self.exhausted[i] = true,
+                    }
+                }
+            }
+        }
+    }
+
+    /// Appends the hidden row ids to a batch of the source's columns.
+    fn with_row_ids(&mut self, batch: RecordBatch) -> Result<StreamChunk> {
+        let n = batch.num_rows() as u64;
+        let base = (i64::from(self.id) << 40) + self.rows as i64;
+        self.rows += n;
+        let ids: ArrayRef = Arc::new(Int64Array::from_iter_values((0..n as i64).map(|k| base + k)));
+        let mut columns = batch.columns().to_vec();
+        columns.push(ids);
+        Ok(StreamChunk::inserts(RecordBatch::try_new(self.schema.clone(), columns)?))
+    }
+
+    /// Reports the epoch (with the position once started) and forwards the barrier. True if
+    /// the barrier stops this reader.
+    async fn barrier(&mut self, b: &Barrier) -> Result<bool> {
+        let mut batch = EpochBatch::default();
+        let starts_now = b.mutation.as_ref().is_some_and(|m| m.start.contains(&self.id));
+        if self.started {
+            batch.put(position_key(self.id), self.position().encode());
+        }
+        // The manager is gone only at shutdown; then nobody waits for this report.
+        let _ = self.collector.send(Collected { actor: self.id, epoch: b.epoch, batch, waiters: vec![], failed: None });
+        if self.started {
+            self.outputs.send_barrier(self.id, b).await;
+        }
+        if starts_now {
+            self.started = true;
+        }
+        Ok(b.stops(self.id))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn positions_round_trip_and_garbage_is_refused() {
+        let p = ReaderPosition { rows: 12345, splits: vec![vec![1, 2, 3], vec![], vec![9; 40]] };
+        assert_eq!(ReaderPosition::decode(&p.encode()).unwrap(), p);
+        assert!(ReaderPosition::decode(&[0, 1]).is_err());
+        let mut truncated = p.encode();
+        truncated.pop();
+        assert!(ReaderPosition::decode(&truncated).is_err());
+    }
+}
