@@ -23,7 +23,7 @@ pub struct Mutation {
     pub add_outputs: HashMap<u32, Vec<Output>>,
     /// Actors that stop after this barrier (their upstreams drop them as outputs).
     pub stop: Vec<ActorId>,
-    /// Source readers that start producing after this barrier (see `crate::source`).
+    /// Source readers that start producing after this barrier (see the source module).
     pub start: Vec<ActorId>,
 }
 
