@@ -6,10 +6,11 @@
 //! next event number), so a reader restarted from a committed position replays nothing twice
 //! and skips nothing.
 //!
-//! Connectors: [`datagen`] (sequence and random fields, a rate) and [`nexmark`] (the Nexmark
-//! benchmark's person/auction/bid streams).
+//! Connectors: [`datagen`] (sequence and random fields, a rate), [`nexmark`] (the Nexmark
+//! benchmark's person/auction/bid streams) and [`file`] (CSV or JSON lines from local files).
 
 pub mod datagen;
+pub mod file;
 pub mod nexmark;
 pub mod options;
 mod random;
@@ -32,10 +33,11 @@ pub fn open_splits(options: &Options, schema: &SchemaRef, position: Option<&Read
     let splits = match connector.as_str() {
         "datagen" => datagen::splits(options, schema)?,
         "nexmark" => nexmark::splits(options, schema)?,
+        "posix_fs" | "file" => file::splits(options, schema)?,
         other => {
             return Err(user_err!(
                 eddy_common::error::sqlstate::FEATURE_NOT_SUPPORTED,
-                "connector \"{other}\" is not supported (supported: datagen, nexmark)"
+                "connector \"{other}\" is not supported (supported: datagen, nexmark, posix_fs)"
             ))
         }
     };

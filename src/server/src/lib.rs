@@ -2,6 +2,7 @@
 //! (see `docs/architecture.md`). No planning logic lives here.
 
 pub mod auth;
+pub mod bench;
 pub mod config;
 pub mod conn;
 pub mod encode;

@@ -62,6 +62,43 @@ enum Command {
     SingleNode,
     /// A single-node server with in-memory state that is gone on exit.
     Playground,
+    /// Benchmarks (see benches/README.md).
+    Bench {
+        #[command(subcommand)]
+        what: BenchCommand,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+enum BenchCommand {
+    /// The Nexmark queries of sql/nexmark over nexmark sources (or bids from a CSV file),
+    /// each from a clean state with checkpoints every second.
+    Nexmark(NexmarkArgs),
+}
+
+#[derive(clap::Args, Debug, Clone)]
+struct NexmarkArgs {
+    /// Events in the generated stream (persons, auctions and bids together).
+    #[arg(long, default_value_t = 1_000_000)]
+    events: u64,
+    /// Comma-separated queries (q0 .. q22, agg = GROUP BY auction with count and max price), or all.
+    #[arg(long, default_value = "q0,q1,q2,q5,q7,agg")]
+    queries: String,
+    /// Read bids from this headerless CSV file (auction,bidder,price,channel,url,date_time,extra).
+    #[arg(long)]
+    csv: Option<PathBuf>,
+    /// One JSON object per query and line.
+    #[arg(long)]
+    json: bool,
+    /// Splits of each generated source.
+    #[arg(long, default_value_t = 1)]
+    splits: u64,
+    /// Where the per-query state directories go (default: the system temp dir).
+    #[arg(long)]
+    dir: Option<PathBuf>,
+    /// Internal: run this one query in this process.
+    #[arg(long, hide = true)]
+    single: Option<String>,
 }
 
 fn build_config(cli: &Cli) -> Result<ServerConfig, eddy_common::EddyError> {
@@ -89,6 +126,39 @@ fn build_config(cli: &Cli) -> Result<ServerConfig, eddy_common::EddyError> {
         config.state_store = "memory://".into();
     }
     Ok(config)
+}
+
+/// `eddy bench nexmark`: the parent runs each query in a child process (`--single`).
+async fn bench_nexmark(cli: &Cli, args: &NexmarkArgs, config: ServerConfig) -> Result<(), eddy_common::EddyError> {
+    let options = eddy_server::bench::NexmarkOptions {
+        events: args.events,
+        queries: args.queries.split(',').map(|q| q.trim().to_ascii_lowercase()).filter(|q| !q.is_empty()).collect(),
+        csv: args.csv.clone(),
+        json: args.json,
+        barrier_interval: std::time::Duration::from_millis(cli.barrier_interval_ms.unwrap_or(1000).max(1)),
+        memory_mb: cli.memory_mb,
+        splits: args.splits,
+        dir: args.dir.clone(),
+    };
+    if let Some(q) = &args.single {
+        return eddy_server::bench::run_one(&options, q, config).await;
+    }
+    let child_args = |q: &str| {
+        let mut a = vec!["bench".to_string(), "nexmark".into(), "--single".into(), q.to_string(), "--events".into(), args.events.to_string()];
+        a.extend(["--splits".into(), args.splits.to_string()]);
+        a.extend(["--barrier-interval-ms".into(), options.barrier_interval.as_millis().to_string()]);
+        if let Some(p) = &args.csv {
+            a.extend(["--csv".into(), p.display().to_string()]);
+        }
+        if let Some(d) = &args.dir {
+            a.extend(["--dir".into(), d.display().to_string()]);
+        }
+        if let Some(m) = cli.memory_mb {
+            a.extend(["--memory-mb".into(), m.to_string()]);
+        }
+        a
+    };
+    eddy_server::bench::run_nexmark(&options, &child_args)
 }
 
 async fn shutdown_signal() {
@@ -157,6 +227,15 @@ async fn run() {
             std::process::exit(2);
         }
     };
+    if let Some(Command::Bench { what: BenchCommand::Nexmark(args) }) = &cli.command {
+        std::process::exit(match bench_nexmark(&cli, args, config).await {
+            Ok(()) => 0,
+            Err(e) => {
+                eprintln!("eddy bench: {e}");
+                1
+            }
+        });
+    }
     let handle = match eddy_server::start(config.clone()).await {
         Ok(h) => h,
         Err(e) => {

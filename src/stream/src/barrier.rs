@@ -78,6 +78,27 @@ impl Collected {
     }
 }
 
+/// Timings of one committed epoch (the most recent are kept for metrics and benchmarks).
+#[derive(Debug, Clone, Copy)]
+pub struct EpochStats {
+    /// The epoch.
+    pub epoch: Epoch,
+    /// When the epoch began (the previous barrier was cut): a change made then became
+    /// visible at `committed`.
+    pub opened: std::time::Instant,
+    /// When its barrier was cut.
+    pub cut: std::time::Instant,
+    /// When every actor had reported.
+    pub collected: std::time::Instant,
+    /// When the commit was durable.
+    pub committed: std::time::Instant,
+    /// State changes committed (in memory and spilled).
+    pub ops: usize,
+}
+
+/// Epochs whose stats are kept.
+const RECENT_EPOCHS: usize = 4096;
+
 /// What the next barrier carries besides actor reports.
 #[derive(Default)]
 struct Pending {
@@ -128,6 +149,8 @@ pub struct BarrierManager {
     /// Set when a commit failed: no barrier is cut and writes are refused until the engine has
     /// rebuilt the graph from the last committed epoch ([`BarrierManager::reset`]).
     broken: watch::Sender<bool>,
+    /// Timings of recent epochs, oldest first, and when the current epoch began.
+    recent: Mutex<(std::collections::VecDeque<EpochStats>, std::time::Instant)>,
 }
 
 impl BarrierManager {
@@ -149,6 +172,7 @@ impl BarrierManager {
             failures: Mutex::new(HashMap::new()),
             commit_gate: tokio::sync::RwLock::new(()),
             broken: watch::channel(false).0,
+            recent: Mutex::new((std::collections::VecDeque::new(), std::time::Instant::now())),
         });
         let weak = Arc::downgrade(&mgr);
         tokio::spawn(async move {
@@ -169,6 +193,11 @@ impl BarrierManager {
             }
         });
         mgr
+    }
+
+    /// Timings of the most recent committed epochs, oldest first.
+    pub fn recent_epochs(&self) -> Vec<EpochStats> {
+        self.recent.lock().0.iter().copied().collect()
     }
 
     /// The store epochs are committed to.
@@ -291,6 +320,8 @@ impl BarrierManager {
     /// Cuts a barrier: injects it, collects every actor's report, commits.
     async fn cut_and_commit(&self, mutation: Option<(Mutation, Vec<ActorId>)>) -> Result<Epoch> {
         let mut graph = self.graph.lock().await;
+        let cut = std::time::Instant::now();
+        let opened = std::mem::replace(&mut self.recent.lock().1, cut);
         let gate = self.commit_gate.write().await;
         let Pending { batch: extra, waiters: mut all_waiters, .. } = std::mem::take(&mut *self.pending.lock());
         let epoch = graph.injected.next();
@@ -347,14 +378,23 @@ impl BarrierManager {
             }
         }
         drop(graph);
+        let collected = std::time::Instant::now();
         let mut batch = extra;
         batch.extend(failed);
         for (_, b) in batches {
             batch.extend(b);
         }
+        let ops = batch.len();
         let result = if batch.is_empty() { Ok(epoch) } else { self.store.commit(epoch, batch).await.map(|_| epoch) };
         let result = match result {
             Ok(e) => {
+                let stats = EpochStats { epoch, opened, cut, collected, committed: std::time::Instant::now(), ops };
+                let mut recent = self.recent.lock();
+                if recent.0.len() == RECENT_EPOCHS {
+                    recent.0.pop_front();
+                }
+                recent.0.push_back(stats);
+                drop(recent);
                 self.completed.send_replace(epoch);
                 Ok(e)
             }

@@ -15,8 +15,8 @@ pub mod table_write;
 pub mod write_set;
 
 pub use actor::{Backfill, Branch, Stage, ViewActor, BACKFILL_EPOCH_ROWS};
-pub use barrier::{BarrierManager, Collected, SourceMsg};
+pub use barrier::{BarrierManager, Collected, EpochStats, SourceMsg};
 pub use message::{ActorId, Barrier, Message, Mutation, Output, CHANNEL_CAPACITY};
-pub use source::{ReaderPosition, SourceReader, SplitReader};
+pub use source::{ReaderPosition, ReaderStats, SourceReader, SplitReader};
 pub use table_actor::TableActor;
 pub use table_write::{resolve, ConflictUpdate, OnConflict, TableWrite, TxnId, WriteOutcome};

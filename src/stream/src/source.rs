@@ -17,6 +17,7 @@
 //! * Rows are produced only while the view consumes them (bounded channel), and never faster
 //!   than a split's rate limit ([`SplitReader::ready_at`]).
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use arrow::array::{ArrayRef, Int64Array, RecordBatch};
@@ -44,6 +45,16 @@ pub trait SplitReader: Send {
     fn ready_at(&self) -> Option<Instant> {
         None
     }
+}
+
+/// A reader's progress, shared with whoever watches it (system views, benchmarks).
+#[derive(Debug, Default)]
+pub struct ReaderStats {
+    /// Rows emitted so far (committed or not).
+    pub rows: AtomicU64,
+    /// The first epoch reported after every split was exhausted (0: not yet): once it has
+    /// committed, the view has consumed the whole source.
+    pub finished_epoch: AtomicU64,
 }
 
 /// Key of a reader's committed position in its own key space (`table_prefix(reader id)`).
@@ -117,6 +128,8 @@ pub struct SourceReader {
     collector: mpsc::UnboundedSender<Collected>,
     /// Rows flow only after the subscribing barrier.
     started: bool,
+    /// Progress, for watchers.
+    stats: Arc<ReaderStats>,
 }
 
 impl SourceReader {
@@ -133,11 +146,13 @@ impl SourceReader {
         output: Output,
         collector: mpsc::UnboundedSender<Collected>,
         started: bool,
+        stats: Arc<ReaderStats>,
     ) -> Self {
         let mut outputs = Dispatcher::default();
         outputs.add(output);
         let exhausted = vec![false; splits.len()];
-        Self { id, name, rx, splits, exhausted, next_split: 0, rows: position.rows, schema, outputs, collector, started }
+        stats.rows.store(position.rows, Ordering::Relaxed);
+        Self { id, name, rx, splits, exhausted, next_split: 0, rows: position.rows, schema, outputs, collector, started, stats }
     }
 
     /// Runs until stopped; failures are reported to the barrier manager.
@@ -208,6 +223,7 @@ impl SourceReader {
         let n = batch.num_rows() as u64;
         let base = (i64::from(self.id) << 40) + self.rows as i64;
         self.rows += n;
+        self.stats.rows.store(self.rows, Ordering::Relaxed);
         let ids: ArrayRef = Arc::new(Int64Array::from_iter_values((0..n as i64).map(|k| base + k)));
         let mut columns = batch.columns().to_vec();
         columns.push(ids);
@@ -221,6 +237,10 @@ impl SourceReader {
         let starts_now = b.mutation.as_ref().is_some_and(|m| m.start.contains(&self.id));
         if self.started {
             batch.put(position_key(self.id), self.position().encode());
+            if self.exhausted.iter().all(|e| *e) {
+                // Only the first such epoch counts; a later one finds it set and changes nothing.
+                let _ = self.stats.finished_epoch.compare_exchange(0, b.epoch.0, Ordering::Relaxed, Ordering::Relaxed);
+            }
         }
         // The manager is gone only at shutdown; then nobody waits for this report.
         let _ = self.collector.send(Collected { actor: self.id, epoch: b.epoch, batch, waiters: vec![], failed: None });

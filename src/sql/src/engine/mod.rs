@@ -47,6 +47,17 @@ pub struct ViewBranch {
     pub reader: Option<u32>,
 }
 
+/// One source reader of a view (see [`Engine::source_readers`]).
+#[derive(Debug, Clone)]
+pub struct SourceReaderInfo {
+    /// The view it feeds.
+    pub view: u32,
+    /// The source's name.
+    pub source: String,
+    /// Its progress.
+    pub stats: Arc<eddy_stream::ReaderStats>,
+}
+
 /// Re-plans a view at recovery. Implemented above the engine (the frontend plans SQL).
 ///
 /// Implementers must build exactly the operators the view was created with, reusing its
@@ -106,6 +117,8 @@ pub struct Engine {
     tasks: Mutex<Vec<tokio::task::AbortHandle>>,
     /// Re-plans views for recovery (set by [`Engine::recover`]).
     planner: std::sync::OnceLock<Arc<dyn ViewPlanner>>,
+    /// Source readers of views, by reader id.
+    readers: Mutex<std::collections::BTreeMap<u32, SourceReaderInfo>>,
 }
 
 impl std::fmt::Debug for Engine {
@@ -135,6 +148,7 @@ impl Engine {
             config,
             tasks: Mutex::new(Vec::new()),
             planner: std::sync::OnceLock::new(),
+            readers: Mutex::new(Default::default()),
         });
         if !bootstrap.is_empty() {
             engine.commit_catalog(bootstrap, EpochBatch::default()).await?;
@@ -250,6 +264,7 @@ impl Engine {
             t.abort();
         }
         self.sources.lock().clear();
+        self.readers.lock().clear();
         let mut delay = std::time::Duration::from_millis(200);
         loop {
             let attempt = async {
@@ -363,6 +378,8 @@ impl Engine {
         let options = eddy_connector::Options(upstream.with_options.clone());
         let splits = eddy_connector::open_splits(&options, &upstream.user_schema(), position.as_ref())?;
         let (source_tx, source_rx) = mpsc::channel(CHANNEL_CAPACITY);
+        let stats = Arc::new(eddy_stream::ReaderStats::default());
+        self.readers.lock().insert(reader, SourceReaderInfo { view, source: upstream.name.clone(), stats: stats.clone() });
         let actor = SourceReader::new(
             reader,
             upstream.name.clone(),
@@ -373,10 +390,24 @@ impl Engine {
             Output { actor: view, tx },
             self.barrier.collector(),
             restore.is_some(),
+            stats.clone(),
         );
         self.barrier.add_source(reader, source_tx).await;
         self.spawn_actor(actor.run());
         Ok((wired, None))
+    }
+
+    /// The running source readers: reader id → what it reads for which view, and its progress.
+    pub fn source_readers(&self) -> Vec<(u32, SourceReaderInfo)> {
+        self.readers.lock().iter().map(|(k, v)| (*k, v.clone())).collect()
+    }
+
+    /// Forgets the readers of a dropped view.
+    pub fn forget_readers(&self, ids: &[u32]) {
+        let mut r = self.readers.lock();
+        for id in ids {
+            r.remove(id);
+        }
     }
 
     /// Recovery: each serial column of `table` continues after its largest value.

@@ -239,6 +239,7 @@ impl Session {
         // Stop the actor first: after this barrier nothing writes the relation any more.
         self.engine.barrier.inject(Mutation { stop: std::iter::once(rel.id).chain(rel.internal_tables.iter().copied()).collect(), ..Default::default() }, vec![]).await?;
         self.engine.remove_source(rel.id);
+        self.engine.forget_readers(&rel.internal_tables);
         let batch = self.state_deletes(&rel).await?;
         self.engine.barrier.forget_failure(rel.id);
         let id = rel.id;

@@ -29,12 +29,15 @@ impl Session {
             return Err(user_err!(sqlstate::INVALID_PARAMETER_VALUE, "CREATE SOURCE needs the option connector = '...'"));
         }
         if let Some((format, encode)) = &clauses.format {
-            // Generators produce typed rows: only the plain format means anything for them.
+            // Sources are append-only streams of rows: only the plain format means anything.
             if format != "PLAIN" {
-                return Err(not_supported!("FORMAT {format} for a {} source", options["connector"]));
+                return Err(not_supported!("FORMAT {format} for a {} source (only FORMAT PLAIN)", options["connector"]));
             }
             options.insert("format".into(), format.clone());
             options.insert("encode".into(), encode.clone());
+        }
+        for (k, v) in &clauses.encode_options {
+            options.insert(format!("encode.{k}"), v.clone());
         }
         // Generated timestamps count from the source's creation, the same on every replay.
         let now_us = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_micros() as i64).unwrap_or(0);

@@ -17,6 +17,8 @@ pub struct ConnectorClauses {
     pub options: Vec<(String, String)>,
     /// `FORMAT x ENCODE y`, upper-cased.
     pub format: Option<(String, String)>,
+    /// `ENCODE y (key = value, ...)` options, keys lower-cased.
+    pub encode_options: Vec<(String, String)>,
 }
 
 /// The text of a value token (`'abc'`, `123`, `true`, an identifier).
@@ -26,6 +28,45 @@ fn value_text(t: &Token) -> Option<String> {
         Token::Number(n, _) => Some(n.clone()),
         Token::Word(w) => Some(w.value.clone()),
         _ => None,
+    }
+}
+
+/// Parses `( key = value, ... )` starting at the `(` at `code[open]`: the options and the index
+/// of the closing `)`.
+fn option_list(code: &[&(Token, usize)], open: usize) -> Result<(Vec<(String, String)>, usize)> {
+    let bad = |what: &str| user_err!(sqlstate::SYNTAX_ERROR, "syntax error in options: {what}");
+    let mut out = Vec::new();
+    let mut j = open + 1;
+    if matches!(code.get(j).map(|(t, _)| t), Some(Token::RParen)) {
+        return Ok((out, j));
+    }
+    loop {
+        // A key: words and numbers joined by dots.
+        let mut key = String::new();
+        while let Some((t, _)) = code.get(j) {
+            match t {
+                Token::Word(w) => key.push_str(&w.value),
+                Token::Number(n, _) => key.push_str(n),
+                Token::Period => key.push('.'),
+                Token::SingleQuotedString(s) if key.is_empty() => key.push_str(s),
+                _ => break,
+            }
+            j += 1;
+        }
+        if key.is_empty() {
+            return Err(bad("expected an option name"));
+        }
+        if !matches!(code.get(j).map(|(t, _)| t), Some(Token::Eq)) {
+            return Err(bad(&format!("expected = after {key}")));
+        }
+        let value = code.get(j + 1).and_then(|(t, _)| value_text(t)).ok_or_else(|| bad(&format!("expected a value for {key}")))?;
+        out.push((key.to_ascii_lowercase(), value));
+        j += 2;
+        match code.get(j).map(|(t, _)| t) {
+            Some(Token::Comma) => j += 1,
+            Some(Token::RParen) => return Ok((out, j)),
+            _ => return Err(bad("expected , or )")),
+        }
     }
 }
 
@@ -49,35 +90,8 @@ pub fn take_connector_clauses(sql: &str) -> Result<Option<ConnectorClauses>> {
         }
         if depth == 0 && is(i, "WITH") && matches!(code.get(i + 1).map(|(t, _)| t), Some(Token::LParen)) {
             let start = at(i);
-            let mut j = i + 2;
-            loop {
-                // key: words and numbers joined by dots
-                let mut key = String::new();
-                while let Some((t, _)) = code.get(j) {
-                    match t {
-                        Token::Word(w) => key.push_str(&w.value),
-                        Token::Number(n, _) => key.push_str(n),
-                        Token::Period => key.push('.'),
-                        Token::SingleQuotedString(s) if key.is_empty() => key.push_str(s),
-                        _ => break,
-                    }
-                    j += 1;
-                }
-                if key.is_empty() {
-                    return Err(bad("WITH options: expected an option name"));
-                }
-                if !matches!(code.get(j).map(|(t, _)| t), Some(Token::Eq)) {
-                    return Err(bad(&format!("WITH options: expected = after {key}")));
-                }
-                let value = code.get(j + 1).and_then(|(t, _)| value_text(t)).ok_or_else(|| bad(&format!("WITH options: expected a value for {key}")))?;
-                out.options.push((key.to_ascii_lowercase(), value));
-                j += 2;
-                match code.get(j).map(|(t, _)| t) {
-                    Some(Token::Comma) => j += 1,
-                    Some(Token::RParen) => break,
-                    _ => return Err(bad("WITH options: expected , or )")),
-                }
-            }
+            let (options, j) = option_list(&code, i + 1)?;
+            out.options.extend(options);
             cuts.push((start, at(j + 1)));
             i = j + 1;
             continue;
@@ -91,20 +105,10 @@ pub fn take_connector_clauses(sql: &str) -> Result<Option<ConnectorClauses>> {
             let (format, encode) = (word(i + 1).ok_or_else(|| bad("FORMAT"))?, word(i + 3).ok_or_else(|| bad("ENCODE"))?);
             out.format = Some((format, encode));
             let mut j = i + 4;
-            // ENCODE x (options): skipped (no encoding takes options yet).
             if matches!(code.get(j).map(|(t, _)| t), Some(Token::LParen)) {
-                let mut d = 0;
-                while let Some((t, _)) = code.get(j) {
-                    match t {
-                        Token::LParen => d += 1,
-                        Token::RParen => d -= 1,
-                        _ => {}
-                    }
-                    j += 1;
-                    if d == 0 {
-                        break;
-                    }
-                }
+                let (options, end) = option_list(&code, j)?;
+                out.encode_options = options;
+                j = end + 1;
             }
             cuts.push((start, at(j)));
             i = j;
@@ -141,6 +145,11 @@ mod tests {
         assert_eq!(c.options[1], ("fields.a.kind".to_string(), "sequence".to_string()));
         assert_eq!(c.options[2].1, "100");
         assert_eq!(c.format, Some(("PLAIN".into(), "JSON".into())));
+        let c = take_connector_clauses("CREATE SOURCE s (a INT) WITH (connector = 'posix_fs') FORMAT PLAIN ENCODE CSV (without_header = 'true', delimiter = ',')")
+            .unwrap()
+            .unwrap();
+        assert_eq!(c.encode_options, vec![("without_header".into(), "true".into()), ("delimiter".into(), ",".into())]);
+        assert_eq!(c.text.trim(), "CREATE SOURCE s (a INT)");
     }
 
     #[test]
