@@ -122,7 +122,7 @@ pub struct SourceReader {
     rows: u64,
     /// Rows as the view reads them: the source's columns, then the row id.
     schema: SchemaRef,
-    /// The view's input.
+    /// The view's inputs that read this source (one per scan of it in the view's query).
     outputs: Dispatcher,
     /// Where epoch reports go.
     collector: mpsc::UnboundedSender<Collected>,
@@ -143,13 +143,16 @@ impl SourceReader {
         splits: Vec<Box<dyn SplitReader>>,
         position: &ReaderPosition,
         schema: SchemaRef,
-        output: Output,
+        outputs: Vec<Output>,
         collector: mpsc::UnboundedSender<Collected>,
         started: bool,
         stats: Arc<ReaderStats>,
     ) -> Self {
-        let mut outputs = Dispatcher::default();
-        outputs.add(output);
+        let mut dispatcher = Dispatcher::default();
+        for o in outputs {
+            dispatcher.add(o);
+        }
+        let outputs = dispatcher;
         let exhausted = vec![false; splits.len()];
         stats.rows.store(position.rows, Ordering::Relaxed);
         Self { id, name, rx, splits, exhausted, next_split: 0, rows: position.rows, schema, outputs, collector, started, stats }

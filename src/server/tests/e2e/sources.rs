@@ -40,6 +40,8 @@ async fn a_datagen_sequence_feeds_every_view_once_and_resumes_exactly_after_a_re
         .await;
         exec(&c, "CREATE MATERIALIZED VIEW totals AS SELECT count(*) AS n, sum(id) AS s, count(DISTINCT id) AS d FROM seq").await;
         exec(&c, "CREATE MATERIALIZED VIEW per_g AS SELECT g, count(*) AS n FROM seq GROUP BY g").await;
+        // Two scans of one source in a view share its reader: a self-join matches every row once.
+        exec(&c, "CREATE MATERIALIZED VIEW self_join AS SELECT count(*) AS n FROM seq a JOIN seq b ON a.id = b.id AND a.g = b.g").await;
         // Stop part-way through: the readers' positions are committed with the views' state.
         eventually(STEP, || async {
             let r = rows(&c, "SELECT n FROM totals").await.ok()?;
@@ -53,6 +55,10 @@ async fn a_datagen_sequence_feeds_every_view_once_and_resumes_exactly_after_a_re
     let c = connect(srv.addr).await;
     until(&c, "SELECT n, s, d FROM totals", &["30000", "450015000", "30000"]).await;
     until(&c, "SELECT sum(n), count(*) FROM per_g", &["30000", "10"]).await;
+    until(&c, "SELECT n FROM self_join", &["30000"]).await;
+    let readers = srv.engine.source_readers();
+    let self_join = srv.engine.catalog().tables().find(|t| t.name == "self_join").map(|t| t.id).unwrap();
+    assert_eq!(readers.iter().filter(|(_, r)| r.view == self_join).count(), 1, "one reader per source and view");
     let out = rows(&c, "SHOW SOURCES").await.unwrap();
     assert_eq!(out, vec![vec!["seq".to_string()]]);
 }

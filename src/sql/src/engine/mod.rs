@@ -329,13 +329,9 @@ impl Engine {
                     continue;
                 }
             };
-            let mut branches = Vec::new();
-            for b in planned.branches {
-                let (branch, output) = self.wire_branch(v.id, b, Some(&snapshot)).await?;
-                if let Some((upstream, o)) = output {
-                    outputs.entry(upstream).or_default().push(o);
-                }
-                branches.push(branch);
+            let (branches, upstream_outputs) = self.wire_branches(v.id, planned.branches, Some(&snapshot)).await?;
+            for (upstream, o) in upstream_outputs {
+                outputs.entry(upstream).or_default().push(o);
             }
             views.push((v.id, branches, planned.stages));
         }
@@ -354,20 +350,40 @@ impl Engine {
         Ok(())
     }
 
-    /// Wires input `branch` of view `view`: its channel, and either the output the upstream
-    /// relation must add (returned with the upstream's id, for the caller to register at the
-    /// right barrier) or, for a source, the view's own reader of it, spawned and registered
-    /// with the barrier manager. A reader restored at recovery (`restore` is the committed
-    /// snapshot) resumes at its committed position and produces at once; a new one starts at
-    /// the source's beginning once the barrier that subscribes the view names it in
-    /// `Mutation::start`.
-    pub async fn wire_branch(&self, view: u32, branch: ViewBranch, restore: Option<&eddy_storage::ReadSnapshot>) -> Result<(Branch, Option<(u32, Output)>)> {
-        let (tx, rx) = mpsc::channel(CHANNEL_CAPACITY);
-        let upstream = branch.upstream.clone();
-        let wired = Branch { input: rx, operators: branch.operators, upstream: upstream.state_table()?, parent: branch.parent };
-        let Some(reader) = branch.reader else {
-            return Ok((wired, Some((upstream.id, Output { actor: view, tx }))));
-        };
+    /// Wires the inputs of view `view`: a channel per input, and either the output each
+    /// upstream relation must add (returned with the upstream's id, for the caller to register
+    /// at the right barrier) or, for scans of a source, the view's own reader of it (one per
+    /// source, feeding every scan of it), spawned and registered with the barrier manager. A
+    /// reader restored at recovery (`restore` is the committed snapshot) resumes at its
+    /// committed position and produces at once; a new one starts at the source's beginning
+    /// once the barrier that subscribes the view names it in `Mutation::start`.
+    pub async fn wire_branches(
+        &self,
+        view: u32,
+        branches: Vec<ViewBranch>,
+        restore: Option<&eddy_storage::ReadSnapshot>,
+    ) -> Result<(Vec<Branch>, Vec<(u32, Output)>)> {
+        let mut wired = Vec::new();
+        let mut upstream_outputs = Vec::new();
+        let mut readers: std::collections::BTreeMap<u32, (Arc<TableCatalog>, Vec<Output>)> = Default::default();
+        for branch in branches {
+            let (tx, rx) = mpsc::channel(CHANNEL_CAPACITY);
+            let upstream = branch.upstream.clone();
+            wired.push(Branch { input: rx, operators: branch.operators, upstream: upstream.state_table()?, parent: branch.parent });
+            let output = Output { actor: view, tx };
+            match branch.reader {
+                Some(r) => readers.entry(r).or_insert_with(|| (upstream, Vec::new())).1.push(output),
+                None => upstream_outputs.push((upstream.id, output)),
+            }
+        }
+        for (reader, (source, outputs)) in readers {
+            self.start_reader(view, reader, &source, outputs, restore).await?;
+        }
+        Ok((wired, upstream_outputs))
+    }
+
+    /// Starts reader `reader` of `source` for `view` (see [`Engine::wire_branches`]).
+    async fn start_reader(&self, view: u32, reader: u32, source: &TableCatalog, outputs: Vec<Output>, restore: Option<&eddy_storage::ReadSnapshot>) -> Result<()> {
         let position = match restore {
             Some(snapshot) => match snapshot.get(&eddy_stream::source::position_key(reader)).await? {
                 Some(bytes) => Some(ReaderPosition::decode(&bytes)?),
@@ -375,26 +391,26 @@ impl Engine {
             },
             None => None,
         };
-        let options = eddy_connector::Options(upstream.with_options.clone());
-        let splits = eddy_connector::open_splits(&options, &upstream.user_schema(), position.as_ref())?;
+        let options = eddy_connector::Options(source.with_options.clone());
+        let splits = eddy_connector::open_splits(&options, &source.user_schema(), position.as_ref())?;
         let (source_tx, source_rx) = mpsc::channel(CHANNEL_CAPACITY);
         let stats = Arc::new(eddy_stream::ReaderStats::default());
-        self.readers.lock().insert(reader, SourceReaderInfo { view, source: upstream.name.clone(), stats: stats.clone() });
+        self.readers.lock().insert(reader, SourceReaderInfo { view, source: source.name.clone(), stats: stats.clone() });
         let actor = SourceReader::new(
             reader,
-            upstream.name.clone(),
+            source.name.clone(),
             source_rx,
             splits,
             &position.unwrap_or_default(),
-            upstream.storage_schema(),
-            Output { actor: view, tx },
+            source.storage_schema(),
+            outputs,
             self.barrier.collector(),
             restore.is_some(),
-            stats.clone(),
+            stats,
         );
         self.barrier.add_source(reader, source_tx).await;
         self.spawn_actor(actor.run());
-        Ok((wired, None))
+        Ok(())
     }
 
     /// The running source readers: reader id → what it reads for which view, and its progress.

@@ -122,14 +122,12 @@ impl Session {
         let rows_per_epoch = self.var("backfill_epoch_rows").and_then(|v| v.parse().ok()).unwrap_or(BACKFILL_EPOCH_ROWS);
         let backfill = Backfill { epoch: epoch_rx, barrier: self.engine.barrier.clone(), done: done_tx, rows_per_epoch };
         let mut add_outputs: HashMap<u32, Vec<Output>> = HashMap::new();
-        let mut branches = Vec::new();
-        let readers: Vec<u32> = planned.branches.iter().filter_map(|b| b.reader).collect();
-        for b in planned.branches {
-            let (branch, output) = self.engine.wire_branch(id, b, None).await?;
-            if let Some((upstream, o)) = output {
-                add_outputs.entry(upstream).or_default().push(o);
-            }
-            branches.push(branch);
+        let mut readers: Vec<u32> = planned.branches.iter().filter_map(|b| b.reader).collect();
+        readers.sort_unstable();
+        readers.dedup();
+        let (branches, upstream_outputs) = self.engine.wire_branches(id, planned.branches, None).await?;
+        for (upstream, o) in upstream_outputs {
+            add_outputs.entry(upstream).or_default().push(o);
         }
         let actor = ViewActor::new(id, branches, planned.stages, vec![], self.engine.barrier.collector(), self.engine.store.clone(), Some(backfill));
         self.engine.spawn_actor(actor.run());

@@ -277,7 +277,15 @@ pub async fn plan_view(plan: &LogicalPlan, ids: &mut TableIds<'_>, restore: Opti
     let mut internal = Vec::new();
     let built = build(plan, ids, restore, &mut internal).await?;
     let (schema, key) = (built.schema.clone(), built.key.clone());
-    let (branches, stages) = built.close(None, 0);
+    let (mut branches, stages) = built.close(None, 0);
+    // All scans of one source within the view share its first reader: they see the same rows
+    // at the same epochs (a self-join of a source stays consistent), read once.
+    let mut first_reader: std::collections::HashMap<u32, u32> = std::collections::HashMap::new();
+    for b in &mut branches {
+        if let Some(r) = b.reader {
+            b.reader = Some(*first_reader.entry(b.upstream.id).or_insert(r));
+        }
+    }
     let out = plan.schema();
     let visible = out.fields().len();
     let mut columns = Vec::with_capacity(schema.fields().len());
