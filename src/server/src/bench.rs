@@ -133,7 +133,7 @@ pub fn run_nexmark(options: &NexmarkOptions, child_args: &dyn Fn(&str) -> Vec<St
     for q in queries {
         let out = std::process::Command::new(&exe)
             .args(child_args(&q))
-            .env("EDDY_LOG", std::env::var("EDDY_LOG").unwrap_or_else(|_| "warn".into()))
+            .env("EDDY_LOG", std::env::var("EDDY_LOG").unwrap_or_else(|_| "warn,slatedb=error".into()))
             .stderr(std::process::Stdio::inherit())
             .output()
             .map_err(|e| EddyError::external(format!("cannot run the benchmark of {q}: {e}")))?;
