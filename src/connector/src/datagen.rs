@@ -183,7 +183,7 @@ impl DatagenSplit {
                 return Ok(arrow::compute::cast(&ts, dt)?);
             }
         };
-        Ok(eddy_common::cast::cast_checked(&col, dt)?)
+        eddy_common::cast::cast_checked(&col, dt)
     }
 }
 

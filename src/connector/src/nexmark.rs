@@ -216,7 +216,7 @@ impl NexmarkSplit {
     }
 
     fn generate(&self, event: u64, cols: &mut [Col], scratch: &mut String) {
-        let mut rng = Rng::new(0x6e65_786d_6172_6b, event);
+        let mut rng = Rng::new(0x006e_6578_6d61_726b, event);
         let ts = self.event_time_us(event);
         let names = self.schema.fields();
         // Values are drawn in one fixed order per type, whichever columns are declared.
