@@ -78,6 +78,14 @@ pub const FAILURES_PREFIX: &[u8] = b"\0\0\0\0failed/";
 /// crashed leaves state without a catalog entry), so they are never handed out again.
 pub const NEXT_ID_KEY: &[u8] = b"\0\0\0\0next_id";
 
+/// Key of the committed position of the connector that feeds table `table_id` (system key
+/// space: the table's own key space holds only its rows).
+pub fn ingest_position_key(table_id: u32) -> Vec<u8> {
+    let mut k = b"\0\0\0\0srcpos/".to_vec();
+    k.extend_from_slice(&table_id.to_be_bytes());
+    k
+}
+
 /// Key of the failure record of actor `id`.
 pub fn failure_key(id: u32) -> Vec<u8> {
     let mut k = FAILURES_PREFIX.to_vec();

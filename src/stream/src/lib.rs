@@ -18,5 +18,5 @@ pub use actor::{Backfill, Branch, Stage, ViewActor, BACKFILL_EPOCH_ROWS};
 pub use barrier::{BarrierManager, Collected, EpochStats, SourceMsg};
 pub use message::{ActorId, Barrier, Message, Mutation, Output, CHANNEL_CAPACITY};
 pub use source::{ReaderPosition, ReaderStats, SourceReader, SplitReader};
-pub use table_actor::TableActor;
+pub use table_actor::{Ingest, TableActor};
 pub use table_write::{resolve, ConflictUpdate, OnConflict, TableWrite, TxnId, WriteOutcome};

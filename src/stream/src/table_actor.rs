@@ -10,6 +10,12 @@
 //! (in arrival order) until it commits or aborts, so its staged decisions stay valid. A session
 //! stages the tables of a transaction in table-id order, so two transactions never wait for
 //! each other in a cycle. Barriers never wait.
+//!
+//! A table declared with a connector (`CREATE TABLE ... WITH (connector = ...)`) is also fed
+//! by the actor itself: between messages it reads the connector's splits ([`Ingest`]) and
+//! applies their rows like autocommitted inserts (never while a transaction holds the table),
+//! and at each barrier it writes the connector's position into the same epoch as the rows, so
+//! a restart resumes exactly after the last committed row.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
@@ -20,6 +26,7 @@ use eddy_storage::{StateStore, StateTable};
 use tokio::sync::{mpsc, watch};
 
 use crate::barrier::{Collected, SourceMsg, Waiter};
+use crate::source::{ReaderPosition, SplitReader};
 use crate::message::{ActorId, Dispatcher, Message, Output};
 use crate::table_write::{resolve, TableWrite, TxnId, WriteOutcome};
 use crate::write_set::WriteSet;
@@ -32,6 +39,54 @@ struct Staged {
     kv: WriteSet,
     /// Changes for downstream views, emitted at commit.
     changes: Vec<StreamChunk>,
+}
+
+/// A connector feeding a table (see the module docs).
+pub struct Ingest {
+    /// The connector's splits, positioned.
+    pub splits: Vec<Box<dyn SplitReader>>,
+    /// Rows ingested so far (the next row's number).
+    pub rows: u64,
+    /// Splits with no more rows.
+    exhausted: Vec<bool>,
+    /// Split to read next.
+    next: usize,
+}
+
+impl Ingest {
+    /// Ingestion from `splits`, `rows` rows in.
+    pub fn new(splits: Vec<Box<dyn SplitReader>>, rows: u64) -> Self {
+        let exhausted = vec![false; splits.len()];
+        Self { splits, rows, exhausted, next: 0 }
+    }
+
+    /// The split to read now, or when one is next due (`Err(None)`: never again).
+    fn due(&self) -> std::result::Result<usize, Option<tokio::time::Instant>> {
+        let n = self.splits.len();
+        let now = tokio::time::Instant::now();
+        let mut earliest: Option<tokio::time::Instant> = None;
+        for k in 0..n {
+            let i = (self.next + k) % n;
+            if self.exhausted[i] {
+                continue;
+            }
+            match self.splits[i].ready_at() {
+                Some(t) if t > now => earliest = Some(earliest.map_or(t, |e| e.min(t))),
+                _ => return Ok(i),
+            }
+        }
+        Err(earliest)
+    }
+
+    fn position(&self) -> ReaderPosition {
+        ReaderPosition { rows: self.rows, splits: self.splits.iter().map(|s| s.position()).collect() }
+    }
+}
+
+/// Row ids of ingested rows: `1 << 62 | table << 40 | row number`, apart from the ids DML
+/// allocates, and the same on every replay.
+fn ingest_row_id(table: u32, row: u64) -> i64 {
+    ((1u64 << 62) | (u64::from(table) << 40) | row) as i64
 }
 
 /// The source actor of one table.
@@ -69,6 +124,8 @@ pub struct TableActor {
     /// Whether the committed table was empty at this epoch's first lookup (then only this
     /// epoch's own writes can conflict); `None` until checked.
     committed_empty: Option<bool>,
+    /// The connector feeding the table, if it has one.
+    ingest: Option<Ingest>,
 }
 
 impl TableActor {
@@ -108,7 +165,44 @@ impl TableActor {
             waiters: Vec::new(),
             epoch,
             committed_empty: None,
+            ingest: None,
         })
+    }
+
+    /// Feeds the table from a connector as well (see [`Ingest`]).
+    pub fn with_ingest(mut self, ingest: Ingest) -> Self {
+        self.ingest = Some(ingest);
+        self
+    }
+
+    /// Reads and applies the next rows of the connector, if a split is due now.
+    async fn ingest_some(&mut self) -> Result<()> {
+        let Some(ingest) = self.ingest.as_mut() else { return Ok(()) };
+        let Ok(i) = ingest.due() else { return Ok(()) };
+        ingest.next = (i + 1) % ingest.splits.len().max(1);
+        let Some(batch) = ingest.splits[i].next_batch(crate::source::SOURCE_CHUNK_ROWS)? else {
+            ingest.exhausted[i] = true;
+            return Ok(());
+        };
+        let n = batch.num_rows() as u64;
+        if n == 0 {
+            return Ok(());
+        }
+        let mut columns = batch.columns().to_vec();
+        // A table keyed by hidden row ids gets fresh ones; a keyed table takes the newest row
+        // of a key (upsert), as RisingWave does for connector tables.
+        let on_conflict = if self.append_only_keys {
+            columns.push(Arc::new(arrow::array::Int64Array::from_iter_values((0..n).map(|k| ingest_row_id(self.id, ingest.rows + k)))));
+            Default::default()
+        } else {
+            crate::table_write::OnConflict::Overwrite
+        };
+        ingest.rows += n;
+        let rows = arrow::array::RecordBatch::try_new(self.table.schema().clone(), columns)?;
+        let write = TableWrite { chunk: StreamChunk::inserts(rows), on_conflict, returning: false };
+        let txn = TxnId::MAX;
+        self.stage(txn, write).await?;
+        self.commit(txn).await
     }
 
     /// Runs until the table is dropped; failures are reported to the barrier manager.
@@ -131,10 +225,29 @@ impl TableActor {
         loop {
             let msg = match self.staged.is_none().then(|| self.deferred.pop_front()).flatten() {
                 Some(m) => m,
-                None => match self.rx.recv().await {
-                    Some(m) => m,
-                    None => break,
-                },
+                None => {
+                    // Ingest only while no transaction holds the table.
+                    let due = match (&self.ingest, self.staged.is_none()) {
+                        (Some(i), true) => i.due(),
+                        _ => Err(None),
+                    };
+                    let (now, at) = match due {
+                        Ok(_) => (true, None),
+                        Err(at) => (false, at),
+                    };
+                    tokio::select! {
+                        biased;
+                        m = self.rx.recv() => match m {
+                            Some(m) => m,
+                            None => break,
+                        },
+                        _ = tokio::time::sleep_until(at.unwrap_or_else(tokio::time::Instant::now)), if at.is_some() => continue,
+                        _ = std::future::ready(()), if now => {
+                            self.ingest_some().await?;
+                            continue;
+                        }
+                    }
+                }
             };
             if self.must_wait(&msg) {
                 self.deferred.push_back(msg);
@@ -184,6 +297,9 @@ impl TableActor {
                     }
                 }
                 SourceMsg::Barrier(b) => {
+                    if let Some(ingest) = &self.ingest {
+                        self.pending.write(eddy_common::codec::ingest_position_key(self.id), Some(ingest.position().encode()));
+                    }
                     let report = Collected {
                         actor: self.id,
                         epoch: b.epoch,

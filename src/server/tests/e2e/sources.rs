@@ -167,3 +167,43 @@ async fn bad_sources_are_refused_with_clear_errors_and_sources_drop() {
     exec(&c, "CREATE TABLE t (a INT); INSERT INTO t VALUES (1)").await;
     assert_eq!(rows(&c, "SELECT count(*) FROM t").await.unwrap(), vec![vec!["1".to_string()]]);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_table_with_a_connector_stores_its_rows_once_across_restarts() {
+    let dir = temp_dir("connector-table");
+    let url = format!("file://{}", dir.display());
+    {
+        let srv = server(&url).await;
+        let c = connect(srv.addr).await;
+        exec(
+            &c,
+            "CREATE TABLE t (id BIGINT, v INT) WITH (connector = 'datagen', fields.id.kind = 'sequence', fields.id.start = '1', \
+             fields.id.end = '20000', fields.v.max = '3', datagen.rows.per.second = '10000') FORMAT PLAIN ENCODE JSON;
+             CREATE TABLE k (id INT PRIMARY KEY, v INT) WITH (connector = 'datagen', fields.id.max = '50', fields.v.max = '9', \
+             datagen.rows.per.second = '2000')",
+        )
+        .await;
+        exec(&c, "CREATE MATERIALIZED VIEW tv AS SELECT v, count(*) AS n FROM t GROUP BY v").await;
+        eventually(STEP, || async {
+            let r = rows(&c, "SELECT count(*) FROM t").await.ok()?;
+            (r.first()?.first()?.parse::<i64>().ok()? > 0).then_some(())
+        })
+        .await;
+        // DML still works on a connector table.
+        exec(&c, "INSERT INTO t VALUES (-1, 0)").await;
+        srv.shutdown().await.unwrap();
+    }
+    let srv = server(&url).await;
+    let c = connect(srv.addr).await;
+    until(&c, "SELECT count(*), count(DISTINCT id), sum(id) FROM t", &["20001", "20001", "200009999"]).await;
+    until(&c, "SELECT sum(n) FROM tv", &["20001"]).await;
+    // A keyed table keeps the newest row of each key: at most 51 rows, one per id.
+    eventually(STEP, || async {
+        let r = rows(&c, "SELECT count(*), count(DISTINCT id), max(id) <= 50 FROM k").await.ok()?;
+        let row = r.first()?;
+        (row[0] == row[1] && row[2] == "t" && row[0] != "0").then_some(())
+    })
+    .await;
+    // Dropping the table drops its connector's position too (nothing left under its id).
+    exec(&c, "DROP TABLE t CASCADE").await;
+}

@@ -463,6 +463,18 @@ impl Engine {
             self.store.clone(),
             self.barrier.completed(),
         )?;
+        // A table with a connector is fed by its actor from the committed position on.
+        let actor = if table.with_options.contains_key("connector") {
+            let position = match self.store.snapshot().get(&eddy_common::codec::ingest_position_key(table.id)).await? {
+                Some(bytes) => Some(ReaderPosition::decode(&bytes)?),
+                None => None,
+            };
+            let options = eddy_connector::Options(table.with_options.clone());
+            let splits = eddy_connector::open_splits(&options, &table.user_schema(), position.as_ref())?;
+            actor.with_ingest(eddy_stream::Ingest::new(splits, position.map_or(0, |p| p.rows)))
+        } else {
+            actor
+        };
         self.barrier.add_source(table.id, tx.clone()).await;
         self.sources.lock().insert(table.id, tx);
         self.spawn_actor(actor.run());

@@ -38,6 +38,12 @@ impl Session {
         let mut table = new_relation(schema, name, RelationKind::Table, columns, pk, definition);
         table.on_conflict = on_conflict;
         table.append_only = append_only;
+        if let Some(clauses) = crate::frontend::with_options::take_connector_clauses(sql)? {
+            if clauses.options.iter().any(|(k, _)| k == "connector") {
+                table.with_options = crate::frontend::with_options::connector_options(&clauses)?;
+                eddy_connector::validate(&eddy_connector::Options(table.with_options.clone()), &table.user_schema())?;
+            }
+        }
         self.commit_new_table(table, ct.if_not_exists).await?;
         Ok(())
     }

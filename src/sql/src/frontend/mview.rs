@@ -196,6 +196,7 @@ impl Session {
         }
         clear_prefix(&store, &snapshot, &eddy_common::codec::view_errors_prefix(rel.id), &mut batch).await?;
         batch.delete(eddy_common::codec::failure_key(rel.id));
+        batch.delete(eddy_common::codec::ingest_position_key(rel.id));
         Ok(batch)
     }
 

@@ -4,8 +4,7 @@
 //! source's beginning (RisingWave's non-shared sources). A source cannot be queried directly.
 
 use datafusion::sql::sqlparser::ast::CreateTable;
-use eddy_common::error::sqlstate;
-use eddy_common::{not_supported, user_err, Result};
+use eddy_common::{not_supported, Result};
 
 use crate::catalog::RelationKind;
 use crate::frontend::ddl::new_relation;
@@ -24,24 +23,7 @@ impl Session {
         if let Some(c) = columns.iter().find(|c| c.default.is_some()) {
             return Err(not_supported!("source column \"{}\" cannot have a DEFAULT", c.name));
         }
-        let mut options: std::collections::BTreeMap<String, String> = clauses.options.iter().cloned().collect();
-        if !options.contains_key("connector") {
-            return Err(user_err!(sqlstate::INVALID_PARAMETER_VALUE, "CREATE SOURCE needs the option connector = '...'"));
-        }
-        if let Some((format, encode)) = &clauses.format {
-            // Sources are append-only streams of rows: only the plain format means anything.
-            if format != "PLAIN" {
-                return Err(not_supported!("FORMAT {format} for a {} source (only FORMAT PLAIN)", options["connector"]));
-            }
-            options.insert("format".into(), format.clone());
-            options.insert("encode".into(), encode.clone());
-        }
-        for (k, v) in &clauses.encode_options {
-            options.insert(format!("encode.{k}"), v.clone());
-        }
-        // Generated timestamps count from the source's creation, the same on every replay.
-        let now_us = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_micros() as i64).unwrap_or(0);
-        options.entry(eddy_connector::datagen::BASE_TIME_OPTION.to_string()).or_insert_with(|| now_us.to_string());
+        let options = crate::frontend::with_options::connector_options(clauses)?;
         let definition = sql.trim().trim_end_matches(';').to_string();
         let mut source = new_relation(schema, name, RelationKind::Source, columns, vec![], definition);
         source.with_options = options;

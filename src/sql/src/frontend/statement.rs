@@ -118,8 +118,13 @@ impl Session {
             let stmts = if piece.starts_with(&["CREATE", "USER"]) || piece.starts_with(&["ALTER", "USER"]) {
                 parse_bounded(&format!("{} ROLE {}", piece.words[0], piece.rest_after(2)))?
             } else if piece.starts_with(&["CREATE", "TABLE"]) {
-                // RisingWave's table-level ON CONFLICT is read by CREATE TABLE from the text.
-                let text = take_table_conflict_clause(&piece.text).map(|(t, _)| t).unwrap_or_else(|| piece.text.clone());
+                // RisingWave's table-level ON CONFLICT and connector clauses are read by CREATE
+                // TABLE from the text.
+                let text = match crate::frontend::with_options::take_connector_clauses(&piece.text)? {
+                    Some(c) if c.options.iter().any(|(k, _)| k == "connector") => c.text,
+                    _ => piece.text.clone(),
+                };
+                let text = take_table_conflict_clause(&text).map(|(t, _)| t).unwrap_or(text);
                 parse_bounded(&take_append_only(&text).unwrap_or(text))?
             } else {
                 parse_bounded(&piece.text)?

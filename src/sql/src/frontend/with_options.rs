@@ -4,7 +4,7 @@
 
 use datafusion::sql::sqlparser::tokenizer::Token;
 use eddy_common::error::sqlstate;
-use eddy_common::{user_err, Result};
+use eddy_common::{not_supported, user_err, Result};
 
 use crate::frontend::split::tokens_with_offsets;
 
@@ -128,6 +128,30 @@ pub fn take_connector_clauses(sql: &str) -> Result<Option<ConnectorClauses>> {
     text.push_str(&sql[from..]);
     out.text = text;
     Ok(Some(out))
+}
+
+/// A connector's stored options: the `WITH` options, `FORMAT`/`ENCODE` under `format` and
+/// `encode`, `ENCODE (...)` options under `encode.`, and the creation time generators count
+/// their timestamps from (so a replay generates the same values).
+pub(crate) fn connector_options(clauses: &ConnectorClauses) -> Result<std::collections::BTreeMap<String, String>> {
+    let mut options: std::collections::BTreeMap<String, String> = clauses.options.iter().cloned().collect();
+    let Some(connector) = options.get("connector").cloned() else {
+        return Err(user_err!(sqlstate::INVALID_PARAMETER_VALUE, "a source needs the option connector = '...'"));
+    };
+    if let Some((format, encode)) = &clauses.format {
+        // Connectors produce append-only streams of rows: only the plain format means anything.
+        if format != "PLAIN" {
+            return Err(not_supported!("FORMAT {format} for a {connector} source (only FORMAT PLAIN)"));
+        }
+        options.insert("format".into(), format.clone());
+        options.insert("encode".into(), encode.clone());
+    }
+    for (k, v) in &clauses.encode_options {
+        options.insert(format!("encode.{k}"), v.clone());
+    }
+    let now_us = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_micros() as i64).unwrap_or(0);
+    options.entry(eddy_connector::datagen::BASE_TIME_OPTION.to_string()).or_insert_with(|| now_us.to_string());
+    Ok(options)
 }
 
 #[cfg(test)]
