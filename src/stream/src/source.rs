@@ -34,6 +34,11 @@ use crate::message::{ActorId, Barrier, Dispatcher, Message, Output};
 /// Rows a reader emits per chunk at most.
 pub const SOURCE_CHUNK_ROWS: usize = 4096;
 
+/// Rows a reader emits per epoch at most. Once there, it waits for the next barrier (and asks
+/// for it early): an epoch's state changes, and the memory that building and committing them
+/// takes, stay bounded however fast the source could produce.
+pub const SOURCE_EPOCH_ROWS: u64 = 65_536;
+
 /// One split of a source: a deterministic stream of rows that can resume from a position.
 pub trait SplitReader: Send {
     /// The next rows (at most `max_rows`, in the source's user columns), `Ok(None)` once the
@@ -130,6 +135,10 @@ pub struct SourceReader {
     started: bool,
     /// Progress, for watchers.
     stats: Arc<ReaderStats>,
+    /// Rows emitted in the current epoch.
+    epoch_rows: u64,
+    /// Asks for the next barrier early (when an epoch is full).
+    barrier: Option<Arc<crate::barrier::BarrierManager>>,
 }
 
 impl SourceReader {
@@ -155,7 +164,13 @@ impl SourceReader {
         let outputs = dispatcher;
         let exhausted = vec![false; splits.len()];
         stats.rows.store(position.rows, Ordering::Relaxed);
-        Self { id, name, rx, splits, exhausted, next_split: 0, rows: position.rows, schema, outputs, collector, started, stats }
+        Self { id, name, rx, splits, exhausted, next_split: 0, rows: position.rows, schema, outputs, collector, started, stats, epoch_rows: 0, barrier: None }
+    }
+
+    /// Asks `barrier` for an early barrier whenever an epoch is full ([`SOURCE_EPOCH_ROWS`]).
+    pub fn with_barrier_requests(mut self, barrier: Arc<crate::barrier::BarrierManager>) -> Self {
+        self.barrier = Some(barrier);
+        self
     }
 
     /// Runs until stopped; failures are reported to the barrier manager.
@@ -188,7 +203,8 @@ impl SourceReader {
 
     async fn run_inner(&mut self) -> Result<()> {
         loop {
-            let due = if self.started && !self.outputs.is_empty() { self.due() } else { Err(None) };
+            let full = self.epoch_rows >= SOURCE_EPOCH_ROWS;
+            let due = if self.started && !self.outputs.is_empty() && !full { self.due() } else { Err(None) };
             let (now, at) = match due {
                 Ok(i) => (Some(i), None),
                 Err(at) => (None, at),
@@ -210,8 +226,14 @@ impl SourceReader {
                     self.next_split = (i + 1) % self.splits.len().max(1);
                     match self.splits[i].next_batch(SOURCE_CHUNK_ROWS)? {
                         Some(batch) if batch.num_rows() > 0 => {
+                            self.epoch_rows += batch.num_rows() as u64;
                             let chunk = self.with_row_ids(batch)?;
                             self.outputs.send(Message::Chunk(chunk)).await;
+                            if self.epoch_rows >= SOURCE_EPOCH_ROWS {
+                                if let Some(b) = &self.barrier {
+                                    b.request_barrier();
+                                }
+                            }
                         }
                         Some(_) => {}
                         None => self.exhausted[i] = true,
@@ -236,6 +258,7 @@ impl SourceReader {
     /// Reports the epoch (with the position once started) and forwards the barrier. True if
     /// the barrier stops this reader.
     async fn barrier(&mut self, b: &Barrier) -> Result<bool> {
+        self.epoch_rows = 0;
         let mut batch = EpochBatch::default();
         let starts_now = b.mutation.as_ref().is_some_and(|m| m.start.contains(&self.id));
         if self.started {

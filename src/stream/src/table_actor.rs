@@ -51,17 +51,25 @@ pub struct Ingest {
     exhausted: Vec<bool>,
     /// Split to read next.
     next: usize,
+    /// Rows ingested in the current epoch (at most `SOURCE_EPOCH_ROWS`, as for readers).
+    epoch_rows: u64,
+    /// Asked for an early barrier when an epoch is full.
+    barrier: Arc<crate::barrier::BarrierManager>,
 }
 
 impl Ingest {
-    /// Ingestion from `splits`, `rows` rows in.
-    pub fn new(splits: Vec<Box<dyn SplitReader>>, rows: u64) -> Self {
+    /// Ingestion from `splits`, `rows` rows in; `barrier` is asked for an early barrier when
+    /// an epoch is full.
+    pub fn new(splits: Vec<Box<dyn SplitReader>>, rows: u64, barrier: Arc<crate::barrier::BarrierManager>) -> Self {
         let exhausted = vec![false; splits.len()];
-        Self { splits, rows, exhausted, next: 0 }
+        Self { splits, rows, exhausted, next: 0, epoch_rows: 0, barrier }
     }
 
     /// The split to read now, or when one is next due (`Err(None)`: never again).
     fn due(&self) -> std::result::Result<usize, Option<tokio::time::Instant>> {
+        if self.epoch_rows >= crate::source::SOURCE_EPOCH_ROWS {
+            return Err(None);
+        }
         let n = self.splits.len();
         let now = tokio::time::Instant::now();
         let mut earliest: Option<tokio::time::Instant> = None;
@@ -198,6 +206,10 @@ impl TableActor {
             crate::table_write::OnConflict::Overwrite
         };
         ingest.rows += n;
+        ingest.epoch_rows += n;
+        if ingest.epoch_rows >= crate::source::SOURCE_EPOCH_ROWS {
+            ingest.barrier.request_barrier();
+        }
         let rows = arrow::array::RecordBatch::try_new(self.table.schema().clone(), columns)?;
         let write = TableWrite { chunk: StreamChunk::inserts(rows), on_conflict, returning: false };
         let txn = TxnId::MAX;
@@ -297,8 +309,9 @@ impl TableActor {
                     }
                 }
                 SourceMsg::Barrier(b) => {
-                    if let Some(ingest) = &self.ingest {
+                    if let Some(ingest) = &mut self.ingest {
                         self.pending.write(eddy_common::codec::ingest_position_key(self.id), Some(ingest.position().encode()));
+                        ingest.epoch_rows = 0;
                     }
                     let report = Collected {
                         actor: self.id,

@@ -407,7 +407,8 @@ impl Engine {
             self.barrier.collector(),
             restore.is_some(),
             stats,
-        );
+        )
+        .with_barrier_requests(self.barrier.clone());
         self.barrier.add_source(reader, source_tx).await;
         self.spawn_actor(actor.run());
         Ok(())
@@ -471,7 +472,7 @@ impl Engine {
             };
             let options = eddy_connector::Options(table.with_options.clone());
             let splits = eddy_connector::open_splits(&options, &table.user_schema(), position.as_ref())?;
-            actor.with_ingest(eddy_stream::Ingest::new(splits, position.map_or(0, |p| p.rows)))
+            actor.with_ingest(eddy_stream::Ingest::new(splits, position.map_or(0, |p| p.rows), self.barrier.clone()))
         } else {
             actor
         };
