@@ -12,6 +12,7 @@ mod backfill;
 mod binary_types;
 mod concurrency;
 mod crash;
+mod crash_harness;
 mod differential;
 mod drivers;
 mod durability;
