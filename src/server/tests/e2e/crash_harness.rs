@@ -180,35 +180,36 @@ async fn random_sigkills_under_concurrent_dml_lose_duplicate_and_half_apply_noth
             .into_iter()
             .map(|r| (r[0].parse().unwrap(), r[1].parse().unwrap()))
             .collect();
-        let mut l = ledger.lock();
-        // A DELETE in flight at the kill may have committed: then the row is known deleted.
-        for id in std::mem::take(&mut l.deleting) {
-            if !stored.contains_key(&id) {
-                l.present.remove(&id);
-                l.deleted.insert(id);
-            }
-        }
-        for (id, amount) in &l.present {
-            match stored.get(id) {
-                Some(a) if a == amount => {}
-                Some(a) if *amount == -1 || *a == -1 => {} // an UPDATE in flight at the kill
-                _ => lost += 1,
-            }
-        }
-        lost += l.deleted.iter().filter(|id| stored.contains_key(id)).count();
-        for f in std::mem::take(&mut l.in_flight) {
-            let there = f.iter().filter(|id| stored.contains_key(id)).count();
-            if there != 0 && there != f.len() {
-                partial += 1;
-            }
-            // An unacknowledged statement that did commit: its rows are now known.
-            if there == f.len() {
-                for id in f {
-                    l.present.insert(id, stored[&id]);
+        {
+            let mut l = ledger.lock();
+            // A DELETE in flight at the kill may have committed: then the row is known deleted.
+            for id in std::mem::take(&mut l.deleting) {
+                if !stored.contains_key(&id) {
+                    l.present.remove(&id);
+                    l.deleted.insert(id);
                 }
             }
-        }
-        drop(l);
+            for (id, amount) in &l.present {
+                match stored.get(id) {
+                    Some(a) if a == amount => {}
+                    Some(a) if *amount == -1 || *a == -1 => {} // an UPDATE in flight at the kill
+                    _ => lost += 1,
+                }
+            }
+            lost += l.deleted.iter().filter(|id| stored.contains_key(id)).count();
+            for f in std::mem::take(&mut l.in_flight) {
+                let there = f.iter().filter(|id| stored.contains_key(id)).count();
+                if there != 0 && there != f.len() {
+                    partial += 1;
+                }
+                // An unacknowledged statement that did commit: its rows are now known.
+                if there == f.len() {
+                    for id in f {
+                        l.present.insert(id, stored[&id]);
+                    }
+                }
+            }
+}
         // No row twice: the views count what the table holds.
         let counted: i64 = rows(&c, "SELECT coalesce(sum(n), 0) FROM by_k").await.unwrap()[0][0].parse().unwrap();
         if counted != stored.len() as i64 {
