@@ -65,7 +65,8 @@ impl AnalyzerRule for PgAggregates {
 /// What a call becomes: its new form, and the type its output is rounded to above (avg).
 fn rewrite_call(e: &Expr, input: &datafusion::common::DFSchema) -> DfResult<Option<(Expr, Option<DataType>)>> {
     let Expr::AggregateFunction(AggregateFunction { func, params }) = e else { return Ok(None) };
-    if params.distinct || params.args.len() != 1 {
+    // DISTINCT too: the casts below are injective, so they keep the distinct values apart.
+    if params.args.len() != 1 {
         return Ok(None);
     }
     let name = func.name().to_ascii_lowercase();

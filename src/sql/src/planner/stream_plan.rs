@@ -203,6 +203,11 @@ fn agg_call(expr: &Expr, input: &DFSchema, output: DataType) -> Result<AggCall> 
         ("var_samp" | "var_sample" | "var" | "variance", false) => AggKind::Variance { sample: true, sqrt: false },
         ("var_pop" | "var_population", false) => AggKind::Variance { sample: false, sqrt: false },
         ("bool_or", _) => AggKind::BoolOr,
+        ("sum", true) => AggKind::SumDistinct { avg: false },
+        ("avg" | "mean", true) => AggKind::SumDistinct { avg: true },
+        ("bit_and", _) => AggKind::Bit(eddy_stream::operator::hash_agg::BitOp::And),
+        ("bit_or", _) => AggKind::Bit(eddy_stream::operator::hash_agg::BitOp::Or),
+        ("bit_xor", false) => AggKind::Bit(eddy_stream::operator::hash_agg::BitOp::Xor),
         ("first_value", false) if !p.order_by.is_empty() => AggKind::FirstValue,
         ("last_value", false) if !p.order_by.is_empty() => AggKind::LastValue,
         ("first_value" | "last_value", false) => {

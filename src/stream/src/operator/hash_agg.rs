@@ -55,6 +55,18 @@ pub enum AggKind {
     LastValue,
     /// `var_samp` / `var_pop` (`sample`), or their square roots `stddev_samp` / `stddev_pop`.
     Variance { sample: bool, sqrt: bool },
+    /// `sum(DISTINCT x)` / `avg(DISTINCT x)` (`avg`): over the group's distinct values.
+    SumDistinct { avg: bool },
+    /// `bit_and` / `bit_or` / `bit_xor` of integers.
+    Bit(BitOp),
+}
+
+/// Which bitwise aggregate.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum BitOp {
+    And,
+    Or,
+    Xor,
 }
 
 /// One aggregate call.
@@ -87,6 +99,9 @@ enum Acc {
     /// value the group saw (keeps the variance accurate for large values; fixed, so retraction
     /// is exact up to rounding).
     Moments { n: i64, shift: f64, sum: f64, sumsq: f64 },
+    /// Non-null values, and per bit (of the value as i64) how many have it set: enough to
+    /// retract from AND, OR and XOR exactly.
+    Bits { n: i64, ones: Vec<i64> },
 }
 
 /// State of one group.
@@ -143,7 +158,8 @@ fn initial_acc(kind: &AggKind, arg_type: Option<&DataType>) -> Acc {
         },
         AggKind::BoolAnd | AggKind::BoolOr => Acc::Bools { trues: 0, falses: 0 },
         AggKind::Variance { .. } => Acc::Moments { n: 0, shift: f64::NAN, sum: 0.0, sumsq: 0.0 },
-        AggKind::CountDistinct | AggKind::Min | AggKind::Max | AggKind::StringAgg(_) | AggKind::FirstValue | AggKind::LastValue => {
+        AggKind::Bit(_) => Acc::Bits { n: 0, ones: vec![0; 64] },
+        AggKind::SumDistinct { .. } | AggKind::CountDistinct | AggKind::Min | AggKind::Max | AggKind::StringAgg(_) | AggKind::FirstValue | AggKind::LastValue => {
             Acc::Values(BTreeMap::new())
         }
     }
@@ -170,7 +186,7 @@ impl HashAgg {
             .iter()
             .zip(&arg_types)
             .map(|(c, t)| match (&c.kind, t) {
-                (AggKind::CountDistinct | AggKind::Min | AggKind::Max | AggKind::StringAgg(_), Some(t)) => {
+                (AggKind::CountDistinct | AggKind::SumDistinct { .. } | AggKind::Min | AggKind::Max | AggKind::StringAgg(_), Some(t)) => {
                     Ok(Some(RowConverter::new(vec![SortField::new(t.clone())])?))
                 }
                 // Rows of (ORDER BY values..., x): their order is the call's order.
@@ -269,6 +285,33 @@ impl HashAgg {
                     let var = ((sumsq - sum * sum / nf) / denominator as f64).max(0.0);
                     ScalarValue::Float64(Some(if *sqrt { var.sqrt() } else { var }))
                 }
+            }
+            (AggKind::Bit(op), Acc::Bits { n, ones }) => {
+                if *n == 0 {
+                    null()
+                } else {
+                    let mut v = 0u64;
+                    for (bit, c) in ones.iter().enumerate() {
+                        let set = match op {
+                            BitOp::And => c == n,
+                            BitOp::Or => *c > 0,
+                            BitOp::Xor => c % 2 != 0,
+                        };
+                        if set {
+                            v |= 1 << bit;
+                        }
+                    }
+                    ScalarValue::Int64(Some(v as i64))
+                }
+            }
+            (AggKind::SumDistinct { avg }, Acc::Values(m)) => {
+                if m.is_empty() {
+                    return Ok(null());
+                }
+                let conv = self.value_converters[i].as_ref().ok_or_else(|| internal_err!("missing value converter"))?;
+                let parser = conv.parser();
+                let arr = conv.convert_rows(m.keys().map(|k| parser.parse(k)))?.pop().ok_or_else(|| internal_err!("empty value row"))?;
+                distinct_sum(&arr, *avg, m.len(), &call.output)?
             }
             (AggKind::BoolAnd, Acc::Bools { trues, falses }) => {
                 if trues + falses == 0 { null() } else { ScalarValue::Boolean(Some(*falses == 0)) }
@@ -526,6 +569,7 @@ impl ArgInput {
                 _ => ArgInput::Int(arrow::compute::cast(&arr, &DataType::Int64)?),
             },
             (AggKind::BoolAnd | AggKind::BoolOr, None) => ArgInput::Bool(arr.as_boolean().clone()),
+            (AggKind::Bit(_), None) => ArgInput::Int(arrow::compute::cast(&arr, &DataType::Int64)?),
             _ => ArgInput::Any(arr),
         })
     }
@@ -577,6 +621,17 @@ impl ArgInput {
                     *n += sign;
                 }
             }
+            (ArgInput::Int(a), Acc::Bits { n, ones }) => {
+                if a.is_valid(row) {
+                    let x = a.as_primitive::<Int64Type>().value(row) as u64;
+                    for (bit, c) in ones.iter_mut().enumerate() {
+                        if x & (1 << bit) != 0 {
+                            *c += sign;
+                        }
+                    }
+                    *n += sign;
+                }
+            }
             (ArgInput::Bool(a), Acc::Bools { trues, falses }) => {
                 if a.is_valid(row) {
                     if a.value(row) {
@@ -619,6 +674,42 @@ impl ArgInput {
             (_, acc) => return Err(internal_err!("aggregate input does not fit accumulator {acc:?}")),
         }
         Ok(())
+    }
+}
+
+/// `sum` (or `avg`) of the distinct values `arr` (`n` of them): exact for integers and
+/// decimals (as a 38-digit decimal), IEEE for floats. A decimal `avg` is computed at the scale
+/// of `output` and truncated, as the batch engine computes it; the caller casts to `output`.
+fn distinct_sum(arr: &ArrayRef, avg: bool, n: usize, output: &DataType) -> Result<ScalarValue> {
+    use arrow::array::AsArray;
+    match arr.data_type() {
+        DataType::Float16 | DataType::Float32 | DataType::Float64 => {
+            let f = arrow::compute::cast(arr, &DataType::Float64)?;
+            let total: f64 = f.as_primitive::<arrow::datatypes::Float64Type>().iter().flatten().sum();
+            Ok(ScalarValue::Float64(Some(if avg { total / n as f64 } else { total })))
+        }
+        dt => {
+            let scale = match dt {
+                DataType::Decimal128(_, s) => *s,
+                _ => 0,
+            };
+            let d = arrow::compute::cast(arr, &DataType::Decimal128(38, scale))?;
+            let mut total: i128 = 0;
+            for v in d.as_primitive::<arrow::datatypes::Decimal128Type>().iter().flatten() {
+                total = total.checked_add(v).ok_or_else(|| user_err!(sqlstate::NUMERIC_VALUE_OUT_OF_RANGE, "sum out of range"))?;
+            }
+            if !avg {
+                return Ok(ScalarValue::Decimal128(Some(total), 38, scale));
+            }
+            match output {
+                DataType::Decimal128(p, s_out) if *s_out >= scale => {
+                    let shift = 10i128.checked_pow((*s_out - scale) as u32).ok_or_else(|| internal_err!("avg scale"))?;
+                    let scaled = total.checked_mul(shift).ok_or_else(|| user_err!(sqlstate::NUMERIC_VALUE_OUT_OF_RANGE, "avg out of range"))?;
+                    Ok(ScalarValue::Decimal128(Some(scaled / n as i128), *p, *s_out))
+                }
+                _ => Ok(ScalarValue::Float64(Some(total as f64 / 10f64.powi(i32::from(scale)) / n as f64))),
+            }
+        }
     }
 }
 

@@ -55,6 +55,13 @@ pub(super) fn encode_group(g: &Group) -> Vec<u8> {
                     out.extend_from_slice(&f.to_be_bytes());
                 }
             }
+            Acc::Bits { n, ones } => {
+                out.push(7);
+                out.extend_from_slice(&n.to_be_bytes());
+                for c in ones {
+                    out.extend_from_slice(&c.to_be_bytes());
+                }
+            }
             Acc::Bools { trues, falses } => {
                 out.push(4);
                 out.extend_from_slice(&trues.to_be_bytes());
@@ -131,6 +138,11 @@ pub(super) fn decode_group(b: &[u8]) -> Result<Group> {
                 Acc::Values(map)
             }
             4 => Acc::Bools { trues: r.i64()?, falses: r.i64()? },
+            7 => {
+                let n = r.i64()?;
+                let ones = (0..64).map(|_| r.i64()).collect::<Result<Vec<_>>>()?;
+                Acc::Bits { n, ones }
+            }
             t => return Err(internal_err!("unknown accumulator tag {t}")),
         });
     }
