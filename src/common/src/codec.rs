@@ -86,6 +86,13 @@ pub fn ingest_position_key(table_id: u32) -> Vec<u8> {
     k
 }
 
+/// Key of the watermark generator state of table `table_id` (system key space).
+pub fn watermark_key(table_id: u32) -> Vec<u8> {
+    let mut k = b"\0\0\0\0watermark/".to_vec();
+    k.extend_from_slice(&table_id.to_be_bytes());
+    k
+}
+
 /// Key of the failure record of actor `id`.
 pub fn failure_key(id: u32) -> Vec<u8> {
     let mut k = FAILURES_PREFIX.to_vec();

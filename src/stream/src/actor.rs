@@ -32,6 +32,7 @@ use crate::barrier::{BarrierManager, Collected};
 use crate::merge::{Aligned, AlignedInputs};
 use crate::message::{ActorId, Barrier, Dispatcher, Message, Output};
 use crate::operator::{BinaryOperator, Operator, RowErrors, Side};
+use crate::watermark::Watermark;
 
 /// Runs an actor's main loop; an error or panic becomes a failure report to the barrier
 /// manager (which drops the actor from the graph) instead of taking the server down.
@@ -149,6 +150,8 @@ pub struct ViewActor {
     errors: RowErrors,
     /// The view's count of failing input rows, per (SQLSTATE, message).
     error_totals: BTreeMap<(String, String), i64>,
+    /// Each input's latest watermarks (mapped through the tree at every barrier).
+    watermarks: Vec<Vec<Watermark>>,
 }
 
 impl ViewActor {
@@ -170,6 +173,12 @@ impl ViewActor {
         let mut chains = Vec::new();
         let mut upstreams = Vec::new();
         let mut branch_parents = Vec::new();
+        let mut branches = branches;
+        let mut stages = stages;
+        for op in branches.iter_mut().flat_map(|b| b.operators.iter_mut()).chain(stages.iter_mut().flat_map(|s| s.operators.iter_mut())) {
+            op.attach_store(&store);
+        }
+        let watermarks = vec![Vec::new(); branches.len()];
         for b in branches {
             inputs.push(b.input);
             chains.push(b.operators);
@@ -189,7 +198,54 @@ impl ViewActor {
             store,
             errors: RowErrors::default(),
             error_totals: BTreeMap::new(),
+            watermarks,
         }
+    }
+
+    /// Records input `b`'s watermark (watermarks only advance).
+    fn watermark(&mut self, b: usize, w: Watermark) {
+        let Some(known) = self.watermarks.get_mut(b) else { return };
+        match known.iter_mut().find(|k| k.col == w.col) {
+            Some(k) => {
+                if w.value.partial_cmp(&k.value) == Some(std::cmp::Ordering::Greater) {
+                    *k = w;
+                }
+            }
+            None => known.push(w),
+        }
+    }
+
+    /// Maps the inputs' watermarks through the tree, children first (see
+    /// [`Operator::on_watermarks`]). A union stage is as far as its slowest input; a join stage
+    /// passes none.
+    fn propagate_watermarks(&mut self) -> Result<Vec<Watermark>> {
+        let mut into: Vec<Vec<Vec<Watermark>>> = vec![Vec::new(); self.stages.len()];
+        let mut root = Vec::new();
+        for b in 0..self.branches.len() {
+            let mut wms = self.watermarks[b].clone();
+            for op in &mut self.branches[b] {
+                wms = op.on_watermarks(&wms)?;
+            }
+            if let Some(slot) = into.get_mut(self.branch_parents[b].0) {
+                slot.push(wms);
+            }
+        }
+        for s in 0..self.stages.len() {
+            let inputs = std::mem::take(&mut into[s]);
+            let mut wms = if self.stages[s].join.is_some() { Vec::new() } else { crate::watermark::min_common(&inputs) };
+            for op in &mut self.stages[s].operators {
+                wms = op.on_watermarks(&wms)?;
+            }
+            match self.stages[s].parent {
+                Some((p, _)) => {
+                    if let Some(slot) = into.get_mut(p) {
+                        slot.push(wms);
+                    }
+                }
+                None => root = wms,
+            }
+        }
+        Ok(root)
     }
 
     /// Runs until the view is dropped; failures and panics are reported, not propagated.
@@ -305,6 +361,7 @@ impl ViewActor {
     /// Ends an epoch: flushes every operator's state into the epoch's batch, reports it and
     /// passes the barrier on. True if the barrier stops this actor.
     async fn barrier(&mut self, barrier: &Barrier) -> Result<bool> {
+        let watermarks = self.propagate_watermarks()?;
         let mut batch = EpochBatch::default();
         for b in 0..self.branches.len() {
             for i in 0..self.branches[b].len() {
@@ -327,6 +384,10 @@ impl ViewActor {
         let report = Collected { actor: self.id, epoch: barrier.epoch, batch, waiters: vec![], failed: None };
         // The manager is gone only at shutdown; then nobody waits for this report.
         let _ = self.collector.send(report);
+        // After the epoch's output: views on this one see the rows a watermark covers first.
+        for w in watermarks {
+            self.outputs.send(Message::Watermark(w)).await;
+        }
         self.outputs.send_barrier(self.id, barrier).await;
         Ok(barrier.stops(self.id))
     }
@@ -386,6 +447,9 @@ impl ViewActor {
                 Aligned::Chunk(b, c) if fills[b].done && fills[b].held.is_empty() => self.push(At::Branch(b, 0), vec![c]).await?,
                 Aligned::Chunk(b, c) => fills[b].held.push(c),
                 Aligned::Errors(_, d) => self.errors.merge(&d),
+                // Snapshot rows may be behind an input's watermark: windows close only once
+                // the backfill is done (the inputs send their watermark at every barrier).
+                Aligned::Watermark(..) => {}
                 Aligned::Barrier(barrier) => {
                     for (b, fill) in fills.iter_mut().enumerate() {
                         for c in std::mem::take(&mut fill.held) {
@@ -438,6 +502,7 @@ impl ViewActor {
             match item {
                 Aligned::Chunk(b, c) => self.push(At::Branch(b, 0), vec![c]).await?,
                 Aligned::Errors(_, d) => self.errors.merge(&d),
+                Aligned::Watermark(b, w) => self.watermark(b, w),
                 Aligned::Barrier(barrier) => {
                     if self.barrier(&barrier).await? {
                         break;

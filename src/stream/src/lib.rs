@@ -12,6 +12,7 @@ pub mod operator;
 pub mod source;
 pub mod table_actor;
 pub mod table_write;
+pub mod watermark;
 pub mod write_set;
 
 pub use actor::{Backfill, Branch, Stage, ViewActor, BACKFILL_EPOCH_ROWS};
@@ -19,4 +20,5 @@ pub use barrier::{BarrierManager, Collected, EpochStats, SourceMsg};
 pub use message::{ActorId, Barrier, Message, Mutation, Output, CHANNEL_CAPACITY};
 pub use source::{ReaderPosition, ReaderStats, SourceReader, SplitReader};
 pub use table_actor::{Ingest, TableActor};
+pub use watermark::{Watermark, WatermarkGen};
 pub use table_write::{resolve, ConflictUpdate, OnConflict, TableWrite, TxnId, WriteOutcome};

@@ -29,6 +29,8 @@ pub enum Aligned {
     Barrier(Barrier),
     /// Changes to the count of failing rows, from input `.0`.
     Errors(usize, Vec<crate::operator::ErrorDelta>),
+    /// The watermark of input `.0`.
+    Watermark(usize, crate::watermark::Watermark),
 }
 
 impl AlignedInputs {
@@ -82,6 +84,7 @@ impl AlignedInputs {
             match msg {
                 Message::Chunk(c) => return Ok(Some(Aligned::Chunk(i, c))),
                 Message::Errors(d) => return Ok(Some(Aligned::Errors(i, d))),
+                Message::Watermark(w) => return Ok(Some(Aligned::Watermark(i, w))),
                 Message::Barrier(b) => self.blocked[i] = Some(b),
             }
         }

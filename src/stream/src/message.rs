@@ -1,5 +1,5 @@
 //! What flows between actors (docs/architecture.md, "Messages"): chunks of changes, barriers that cut
-//! epochs, and (later) watermarks. A barrier may carry a [`Mutation`] that changes the graph
+//! epochs, and event-time watermarks. A barrier may carry a [`Mutation`] that changes the graph
 //! exactly at that epoch boundary.
 
 use std::collections::HashMap;
@@ -52,6 +52,8 @@ pub enum Message {
     Barrier(Barrier),
     /// Changes to the upstream view's count of failing input rows (they count for this view too).
     Errors(Vec<crate::operator::ErrorDelta>),
+    /// The sender's current event-time watermark (sent before each barrier once it has one).
+    Watermark(crate::watermark::Watermark),
 }
 
 /// A downstream output: the receiving actor's id and channel.

@@ -30,6 +30,7 @@ use tokio::time::Instant;
 
 use crate::barrier::{Collected, SourceMsg};
 use crate::message::{ActorId, Barrier, Dispatcher, Message, Output};
+use crate::watermark::WatermarkGen;
 
 /// Rows a reader emits per chunk at most.
 pub const SOURCE_CHUNK_ROWS: usize = 4096;
@@ -65,6 +66,11 @@ pub struct ReaderStats {
 /// Key of a reader's committed position in its own key space (`table_prefix(reader id)`).
 pub fn position_key(reader: ActorId) -> Vec<u8> {
     make_key(reader, b"position")
+}
+
+/// Key of a reader's watermark generator state (next to its position).
+pub fn watermark_state_key(reader: ActorId) -> Vec<u8> {
+    make_key(reader, b"watermark")
 }
 
 /// A reader's position: rows emitted so far and each split's position.
@@ -139,6 +145,8 @@ pub struct SourceReader {
     epoch_rows: u64,
     /// Asks for the next barrier early (when an epoch is full).
     barrier: Option<Arc<crate::barrier::BarrierManager>>,
+    /// The source's event-time watermark (`WATERMARK FOR`), if it has one.
+    watermark: Option<WatermarkGen>,
 }
 
 impl SourceReader {
@@ -164,12 +172,19 @@ impl SourceReader {
         let outputs = dispatcher;
         let exhausted = vec![false; splits.len()];
         stats.rows.store(position.rows, Ordering::Relaxed);
-        Self { id, name, rx, splits, exhausted, next_split: 0, rows: position.rows, schema, outputs, collector, started, stats, epoch_rows: 0, barrier: None }
+        Self { id, name, rx, splits, exhausted, next_split: 0, rows: position.rows, schema, outputs, collector, started, stats, epoch_rows: 0, barrier: None, watermark: None }
     }
 
     /// Asks `barrier` for an early barrier whenever an epoch is full ([`SOURCE_EPOCH_ROWS`]).
     pub fn with_barrier_requests(mut self, barrier: Arc<crate::barrier::BarrierManager>) -> Self {
         self.barrier = Some(barrier);
+        self
+    }
+
+    /// Drops late rows and sends the source's watermark to the view (see [`crate::watermark`]);
+    /// its state commits under [`watermark_state_key`] with the position.
+    pub fn with_watermark(mut self, watermark: WatermarkGen) -> Self {
+        self.watermark = Some(watermark);
         self
     }
 
@@ -227,8 +242,14 @@ impl SourceReader {
                     match self.splits[i].next_batch(SOURCE_CHUNK_ROWS)? {
                         Some(batch) if batch.num_rows() > 0 => {
                             self.epoch_rows += batch.num_rows() as u64;
-                            let chunk = self.with_row_ids(batch)?;
-                            self.outputs.send(Message::Chunk(chunk)).await;
+                            let batch = match &mut self.watermark {
+                                Some(w) => w.admit(batch)?,
+                                None => batch,
+                            };
+                            if batch.num_rows() > 0 {
+                                let chunk = self.with_row_ids(batch)?;
+                                self.outputs.send(Message::Chunk(chunk)).await;
+                            }
                             if self.epoch_rows >= SOURCE_EPOCH_ROWS {
                                 if let Some(b) = &self.barrier {
                                     b.request_barrier();
@@ -263,6 +284,11 @@ impl SourceReader {
         let starts_now = b.mutation.as_ref().is_some_and(|m| m.start.contains(&self.id));
         if self.started {
             batch.put(position_key(self.id), self.position().encode());
+            if let Some(w) = &mut self.watermark {
+                if w.take_dirty() {
+                    batch.put(watermark_state_key(self.id), w.encode_state());
+                }
+            }
             if self.exhausted.iter().all(|e| *e) {
                 // Only the first such epoch counts; a later one finds it set and changes nothing.
                 let _ = self.stats.finished_epoch.compare_exchange(0, b.epoch.0, Ordering::Relaxed, Ordering::Relaxed);
@@ -271,6 +297,9 @@ impl SourceReader {
         // The manager is gone only at shutdown; then nobody waits for this report.
         let _ = self.collector.send(Collected { actor: self.id, epoch: b.epoch, batch, waiters: vec![], failed: None });
         if self.started {
+            if let Some(w) = self.watermark.as_ref().and_then(WatermarkGen::current) {
+                self.outputs.send(Message::Watermark(w)).await;
+            }
             self.outputs.send_barrier(self.id, b).await;
         }
         if starts_now {

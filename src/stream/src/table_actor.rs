@@ -29,6 +29,7 @@ use crate::barrier::{Collected, SourceMsg, Waiter};
 use crate::source::{ReaderPosition, SplitReader};
 use crate::message::{ActorId, Dispatcher, Message, Output};
 use crate::table_write::{resolve, TableWrite, TxnId, WriteOutcome};
+use crate::watermark::WatermarkGen;
 use crate::write_set::WriteSet;
 
 /// A transaction's staged, not yet visible, changes to this table.
@@ -39,6 +40,8 @@ struct Staged {
     kv: WriteSet,
     /// Changes for downstream views, emitted at commit.
     changes: Vec<StreamChunk>,
+    /// The watermark generator as it will be once the transaction commits.
+    watermark: Option<WatermarkGen>,
 }
 
 /// A connector feeding a table (see the module docs).
@@ -134,6 +137,8 @@ pub struct TableActor {
     committed_empty: Option<bool>,
     /// The connector feeding the table, if it has one.
     ingest: Option<Ingest>,
+    /// The table's event-time watermark (`WATERMARK FOR`), if it has one.
+    watermark: Option<WatermarkGen>,
 }
 
 impl TableActor {
@@ -174,7 +179,14 @@ impl TableActor {
             epoch,
             committed_empty: None,
             ingest: None,
+            watermark: None,
         })
+    }
+
+    /// Drops late rows and sends the table's watermark downstream (see [`crate::watermark`]).
+    pub fn with_watermark(mut self, watermark: WatermarkGen) -> Self {
+        self.watermark = Some(watermark);
+        self
     }
 
     /// Feeds the table from a connector as well (see [`Ingest`]).
@@ -309,6 +321,11 @@ impl TableActor {
                     }
                 }
                 SourceMsg::Barrier(b) => {
+                    if let Some(w) = &mut self.watermark {
+                        if w.take_dirty() {
+                            self.pending.write(eddy_common::codec::watermark_key(self.id), Some(w.encode_state()));
+                        }
+                    }
                     if let Some(ingest) = &mut self.ingest {
                         self.pending.write(eddy_common::codec::ingest_position_key(self.id), Some(ingest.position().encode()));
                         ingest.epoch_rows = 0;
@@ -322,6 +339,9 @@ impl TableActor {
                     };
                     // The manager may be gone at shutdown; then nothing waits for this report.
                     let _ = self.collector.send(report);
+                    if let Some(w) = self.watermark.as_ref().and_then(WatermarkGen::current) {
+                        self.outputs.send(Message::Watermark(w)).await;
+                    }
                     self.outputs.send_barrier(self.id, &b).await;
                     self.committed_empty = None;
                     self.epoch = b.epoch.next();
@@ -335,11 +355,26 @@ impl TableActor {
     }
 
     /// Resolves `write` against current state plus `txn`'s earlier parts and stages it.
-    async fn stage(&mut self, txn: TxnId, write: TableWrite) -> Result<WriteOutcome> {
+    async fn stage(&mut self, txn: TxnId, mut write: TableWrite) -> Result<WriteOutcome> {
+        if let Some(w) = &self.watermark {
+            // Late rows are dropped as the transaction's generator sees them (its earlier parts
+            // count); the generator takes effect at commit.
+            let staged = self.staged.get_or_insert_with(|| Staged { txn, kv: WriteSet::default(), changes: vec![], watermark: None });
+            if staged.txn == txn {
+                let gen = staged.watermark.get_or_insert_with(|| w.clone());
+                let n = write.chunk.len();
+                let kept = gen.admit(write.chunk.batch)?;
+                if kept.num_rows() != n {
+                    write.chunk = StreamChunk::inserts(kept);
+                } else {
+                    write.chunk = StreamChunk::try_new(kept, write.chunk.ops)?;
+                }
+            }
+        }
         let keys = self.codec.encode_keys(self.table.table_id(), &write.chunk.batch)?;
         let current = self.current_values(txn, &keys, &write).await?;
         let resolved = resolve(&write, &keys, &current, &self.codec, &self.name, self.append_only_keys)?;
-        let staged = self.staged.get_or_insert_with(|| Staged { txn, kv: WriteSet::default(), changes: vec![] });
+        let staged = self.staged.get_or_insert_with(|| Staged { txn, kv: WriteSet::default(), changes: vec![], watermark: None });
         if staged.txn != txn {
             return Err(internal_err!("table {} is staged by another transaction", self.name));
         }
@@ -361,6 +396,9 @@ impl TableActor {
         if staged.txn != txn {
             self.staged = Some(staged);
             return Err(internal_err!("commit of a transaction that does not hold table {}", self.name));
+        }
+        if staged.watermark.is_some() {
+            self.watermark = staged.watermark;
         }
         self.pending.absorb(&self.store, staged.kv).await?;
         self.pending.spill_if_large(&self.store).await?;

@@ -136,10 +136,26 @@ pub struct TableCatalog {
     /// under the keys `format` and `encode`.
     #[serde(default)]
     pub with_options: BTreeMap<String, String>,
+    /// `WATERMARK FOR column AS column - delay` (append-only tables and sources).
+    #[serde(default)]
+    pub watermark: Option<WatermarkDef>,
+    /// For materialized views: `EMIT ON WINDOW CLOSE`.
+    #[serde(default)]
+    pub emit_on_window_close: bool,
     /// What is derived from this entry and worth building once (entries are immutable: a DDL
     /// change replaces the whole entry, and with it this cache).
     #[serde(skip)]
     pub derived: Derived,
+}
+
+/// A relation's event-time watermark: rows whose `column` is more than `delay_us` behind the
+/// largest seen so far are late (see `eddy_stream::watermark`).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct WatermarkDef {
+    /// The event-time column (a timestamp).
+    pub column: String,
+    /// How far the watermark trails the largest event time, in microseconds.
+    pub delay_us: i64,
 }
 
 /// Values derived from a [`TableCatalog`] on first use. Never persisted; equal whatever it holds.

@@ -26,4 +26,9 @@ pub trait Relations: Send + Sync + std::fmt::Debug {
 
     /// The counters of serial columns.
     fn sequences(&self) -> &Arc<Sequences>;
+
+    /// The running source readers: (reader id, view id, source name).
+    fn source_readers(&self) -> Vec<(u32, u32, String)> {
+        Vec::new()
+    }
 }

@@ -409,6 +409,14 @@ impl Engine {
             stats,
         )
         .with_barrier_requests(self.barrier.clone());
+        let state = match restore {
+            Some(snapshot) => snapshot.get(&eddy_stream::source::watermark_state_key(reader)).await?,
+            None => None,
+        };
+        let actor = match watermark_gen(source, state.as_deref())? {
+            Some(w) => actor.with_watermark(w),
+            None => actor,
+        };
         self.barrier.add_source(reader, source_tx).await;
         self.spawn_actor(actor.run());
         Ok(())
@@ -473,6 +481,15 @@ impl Engine {
             let options = eddy_connector::Options(table.with_options.clone());
             let splits = eddy_connector::open_splits(&options, &table.user_schema(), position.as_ref())?;
             actor.with_ingest(eddy_stream::Ingest::new(splits, position.map_or(0, |p| p.rows), self.barrier.clone()))
+        } else {
+            actor
+        };
+        let actor = if table.watermark.is_some() {
+            let state = self.store.snapshot().get(&eddy_common::codec::watermark_key(table.id)).await?;
+            match watermark_gen(table, state.as_deref())? {
+                Some(w) => actor.with_watermark(w),
+                None => actor,
+            }
         } else {
             actor
         };
@@ -615,6 +632,10 @@ impl Relations for Engine {
     fn sequences(&self) -> &Arc<Sequences> {
         &self.sequences
     }
+
+    fn source_readers(&self) -> Vec<(u32, u32, String)> {
+        self.readers.lock().iter().map(|(id, r)| (*id, r.view, r.source.clone())).collect()
+    }
 }
 
 /// Adds deletes of every entry under `prefix` to `batch`, which spills to the store as it grows
@@ -633,4 +654,13 @@ pub(crate) async fn clear_prefix(store: &StateStore, snapshot: &ReadSnapshot, pr
         store.spill_if_needed(batch).await?;
     }
     Ok(())
+}
+
+/// The watermark generator of `rel` (a table or source declared with `WATERMARK FOR`), resumed
+/// from its committed `state`.
+fn watermark_gen(rel: &TableCatalog, state: Option<&[u8]>) -> Result<Option<eddy_stream::WatermarkGen>> {
+    let Some(def) = &rel.watermark else { return Ok(None) };
+    let schema = rel.storage_schema();
+    let col = schema.index_of(&def.column).map_err(|_| eddy_common::internal_err!("watermark column {} of {} is gone", def.column, rel.name))?;
+    Ok(Some(eddy_stream::WatermarkGen::try_new(col, schema.field(col).data_type().clone(), def.delay_us, state)?))
 }

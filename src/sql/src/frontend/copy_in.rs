@@ -486,6 +486,8 @@ mod tests {
             comments: Default::default(),
             on_conflict: Default::default(),
             append_only: false,
+            watermark: None,
+            emit_on_window_close: false,
             with_options: Default::default(),
             derived: Default::default(),
         };

@@ -38,6 +38,13 @@ impl Session {
         let mut table = new_relation(schema, name, RelationKind::Table, columns, pk, definition);
         table.on_conflict = on_conflict;
         table.append_only = append_only;
+        table.watermark = watermark_definition(sql, &table.columns)?;
+        if table.watermark.is_some() && !append_only {
+            return Err(not_supported!(
+                "a watermark on table \"{}\" needs an APPEND ONLY table: rows behind the watermark are dropped, which only inserts allow",
+                table.name
+            ));
+        }
         if let Some(clauses) = crate::frontend::with_options::take_connector_clauses(sql)? {
             if clauses.options.iter().any(|(k, _)| k == "connector") {
                 table.with_options = crate::frontend::with_options::connector_options(&clauses)?;
@@ -349,6 +356,8 @@ pub(crate) fn new_relation(schema: String, name: String, kind: RelationKind, col
         comments: Default::default(),
         on_conflict: ConflictPolicy::Error,
         append_only: false,
+            watermark: None,
+            emit_on_window_close: false,
         with_options: Default::default(),
         derived: Default::default(),
     }
@@ -372,4 +381,39 @@ fn drop_tag(kind: RelationKind) -> &'static str {
         RelationKind::Table => "DROP TABLE",
         RelationKind::Source => "DROP SOURCE",
     }
+}
+
+/// The `WATERMARK FOR column AS expr` clause of a `CREATE TABLE` or `CREATE SOURCE` text, checked
+/// against `columns`: `expr` is the column itself or the column minus a constant interval.
+pub(crate) fn watermark_definition(sql: &str, columns: &[ColumnCatalog]) -> Result<Option<crate::catalog::WatermarkDef>> {
+    use datafusion::sql::sqlparser::ast::{BinaryOperator, Expr};
+    let Some((_, column, expr)) = crate::frontend::split::take_watermark(sql) else { return Ok(None) };
+    let col = columns
+        .iter()
+        .find(|c| c.name == column)
+        .ok_or_else(|| user_err!(sqlstate::UNDEFINED_COLUMN, "column \"{column}\" named in WATERMARK FOR does not exist"))?;
+    if !matches!(col.ty, ColumnType::Timestamp | ColumnType::Timestamptz) {
+        return Err(user_err!(
+            sqlstate::DATATYPE_MISMATCH,
+            "the watermark column \"{column}\" has type {}; it must be a timestamp or timestamptz",
+            col.ty.pg_name()
+        ));
+    }
+    let parsed = datafusion::sql::sqlparser::parser::Parser::new(&datafusion::sql::sqlparser::dialect::PostgreSqlDialect {})
+        .try_with_sql(&expr)
+        .and_then(|mut p| p.parse_expr())
+        .map_err(|e| user_err!(sqlstate::SYNTAX_ERROR, "WATERMARK FOR {column} AS {expr}: {e}"))?;
+    let is_column = |e: &Expr| matches!(e, Expr::Identifier(i) if crate::frontend::statement::ident_name(i) == column);
+    let shape = || not_supported!("WATERMARK FOR {column} AS {expr}: the watermark must be {column} or {column} - INTERVAL '...'");
+    let delay_us = match &parsed {
+        e if is_column(e) => 0,
+        Expr::BinaryOp { left, op: BinaryOperator::Minus, right } if is_column(left) => {
+            crate::pg::rewrite::interval_micros(right).map_err(|_| shape())?
+        }
+        _ => return Err(shape()),
+    };
+    if delay_us < 0 {
+        return Err(user_err!(sqlstate::INVALID_PARAMETER_VALUE, "WATERMARK FOR {column}: the delay must not be negative"));
+    }
+    Ok(Some(crate::catalog::WatermarkDef { column, delay_us }))
 }

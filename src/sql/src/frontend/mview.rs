@@ -58,7 +58,7 @@ impl Session {
         let query = Self::parse_query(text)?;
         let (_, plan) = self.view_plan(&query).await?;
         let mut ids = TableIds::Reuse(view.internal_tables.iter());
-        let mut planned = plan_view(&plan, &mut ids, snapshot).await?;
+        let mut planned = plan_view(&plan, &mut ids, snapshot, view.emit_on_window_close).await?;
         let st = view.state_table()?;
         planned.root_mut()?.operators.push(Box::new(Materialize::new(st)));
         Ok(planned)
@@ -88,7 +88,8 @@ impl Session {
         let engine = self.engine.clone();
         let mut alloc = || engine.allocate_id();
         let mut ids = TableIds::Allocate(&mut alloc);
-        let mut planned = plan_view(&plan, &mut ids, None).await?;
+        let emit_on_window_close = crate::frontend::split::take_emit_on_window_close(sql).is_some();
+        let mut planned = plan_view(&plan, &mut ids, None, emit_on_window_close).await?;
         let id = self.engine.allocate_id();
         // The ids just taken are durable before any state is written under them: a crash
         // during the backfill must not let a later relation reuse them (and find that state).
@@ -112,6 +113,8 @@ impl Session {
             comments: Default::default(),
             on_conflict: Default::default(),
             append_only: false,
+            watermark: None,
+            emit_on_window_close,
             with_options: Default::default(),
             derived: Default::default(),
         };
@@ -197,6 +200,7 @@ impl Session {
         clear_prefix(&store, &snapshot, &eddy_common::codec::view_errors_prefix(rel.id), &mut batch).await?;
         batch.delete(eddy_common::codec::failure_key(rel.id));
         batch.delete(eddy_common::codec::ingest_position_key(rel.id));
+        batch.delete(eddy_common::codec::watermark_key(rel.id));
         Ok(batch)
     }
 
@@ -353,7 +357,7 @@ impl Session {
             next
         };
         let mut ids = TableIds::Allocate(&mut alloc);
-        let planned = plan_view(&plan, &mut ids, None).await?;
+        let planned = plan_view(&plan, &mut ids, None, false).await?;
         let mut lines = vec!["StreamPlan".to_string()];
         for (b, branch) in planned.branches.iter().enumerate() {
             lines.push(format!("  input {b}: reads {} -> stage {} ({:?})", branch.upstream.name, branch.parent.0, branch.parent.1));

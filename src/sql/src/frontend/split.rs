@@ -275,8 +275,92 @@ pub fn take_append_only(sql: &str) -> Option<String> {
     None
 }
 
+/// RisingWave's `EMIT ON WINDOW CLOSE` at the end of a `CREATE MATERIALIZED VIEW`: the
+/// statement without it, if it was there.
+pub fn take_emit_on_window_close(sql: &str) -> Option<String> {
+    let tokens = tokens_with_offsets(sql)?;
+    let code: Vec<&(Token, usize)> =
+        tokens.iter().filter(|(t, _)| !matches!(t, Token::Whitespace(_) | Token::SemiColon | Token::EOF)).collect();
+    let n = code.len();
+    let words = ["EMIT", "ON", "WINDOW", "CLOSE"];
+    if n < 4 {
+        return None;
+    }
+    let tail = &code[n - 4..];
+    let matches = tail.iter().zip(words).all(|((t, _), w)| matches!(t, Token::Word(x) if x.quote_style.is_none() && x.value.eq_ignore_ascii_case(w)));
+    matches.then(|| sql[..tail[0].1].trim_end().to_string())
+}
+
+/// RisingWave's `WATERMARK FOR col AS expr` in the column list of a `CREATE TABLE` or
+/// `CREATE SOURCE`: the statement without it, the column as written, and the expression's text.
+pub fn take_watermark(sql: &str) -> Option<(String, String, String)> {
+    let tokens = tokens_with_offsets(sql)?;
+    let code: Vec<&(Token, usize)> = tokens.iter().filter(|(t, _)| !matches!(t, Token::Whitespace(_))).collect();
+    let is = |i: usize, w: &str| matches!(code.get(i).map(|(t, _)| t), Some(Token::Word(x)) if x.quote_style.is_none() && x.value.eq_ignore_ascii_case(w));
+    let at = |i: usize| code.get(i).map(|(_, o)| *o).unwrap_or(sql.len());
+    let mut depth = 0i32;
+    let mut last_comma: Option<usize> = None;
+    for i in 0..code.len() {
+        match &code[i].0 {
+            Token::LParen => depth += 1,
+            Token::RParen => depth -= 1,
+            Token::Comma if depth == 1 => last_comma = Some(i),
+            _ => {}
+        }
+        if depth != 1 || !is(i, "WATERMARK") || !is(i + 1, "FOR") || !is(i + 3, "AS") {
+            continue;
+        }
+        let column = match code.get(i + 2).map(|(t, _)| t) {
+            Some(Token::Word(w)) if w.quote_style.is_some() => w.value.clone(),
+            Some(Token::Word(w)) => w.value.to_lowercase(),
+            _ => return None,
+        };
+        // The expression runs to the next comma or the list's closing parenthesis.
+        let mut d = 0i32;
+        let mut j = i + 4;
+        while j < code.len() {
+            match &code[j].0 {
+                Token::LParen => d += 1,
+                Token::RParen if d == 0 => break,
+                Token::RParen => d -= 1,
+                Token::Comma if d == 0 => break,
+                _ => {}
+            }
+            j += 1;
+        }
+        let expr = sql[at(i + 4)..at(j)].trim().to_string();
+        let (cut_start, cut_end) = match (last_comma, matches!(code.get(j).map(|(t, _)| t), Some(Token::Comma))) {
+            (Some(c), _) => (at(c), at(j)),
+            (None, true) => (at(i), at(j + 1)),
+            (None, false) => (at(i), at(j)),
+        };
+        return Some((format!("{}{}", &sql[..cut_start], &sql[cut_end..]), column, expr));
+    }
+    None
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn emit_on_window_close_is_taken_off_the_end() {
+        assert_eq!(
+            take_emit_on_window_close("CREATE MATERIALIZED VIEW v AS SELECT 1 FROM t GROUP BY x EMIT ON WINDOW CLOSE;").as_deref(),
+            Some("CREATE MATERIALIZED VIEW v AS SELECT 1 FROM t GROUP BY x")
+        );
+        assert!(take_emit_on_window_close("CREATE MATERIALIZED VIEW v AS SELECT 'EMIT ON WINDOW CLOSE'").is_none());
+    }
+
+    #[test]
+    fn a_watermark_clause_is_taken_out_of_the_column_list() {
+        let (sql, col, expr) =
+            take_watermark("CREATE TABLE t (v INT, ts TIMESTAMP, WATERMARK FOR ts AS ts - INTERVAL '5' SECOND) APPEND ONLY").unwrap();
+        assert_eq!(sql, "CREATE TABLE t (v INT, ts TIMESTAMP) APPEND ONLY");
+        assert_eq!((col.as_str(), expr.as_str()), ("ts", "ts - INTERVAL '5' SECOND"));
+        let (sql, col, expr) = take_watermark("create source s (watermark for \"T\" as \"T\", \"T\" timestamptz) with (x = 1)").unwrap();
+        assert_eq!((sql.as_str(), col.as_str(), expr.as_str()), ("create source s (\"T\" timestamptz) with (x = 1)", "T", "\"T\""));
+        assert!(take_watermark("CREATE TABLE t (watermark INT)").is_none());
+    }
+
     use super::*;
 
     fn texts(sql: &str) -> Vec<String> {

@@ -99,6 +99,7 @@ impl Session {
                 let clauses = crate::frontend::with_options::take_connector_clauses(&piece.text)?
                     .ok_or_else(|| user_err!(sqlstate::SYNTAX_ERROR, "CREATE SOURCE needs WITH (connector = '...', ...)"))?;
                 let as_table = format!("CREATE TABLE {}", rest_after_words(&clauses.text, 2));
+                let as_table = crate::frontend::split::take_watermark(&as_table).map(|(t, _, _)| t).unwrap_or(as_table);
                 let mut stmts = parse_bounded(&as_table)?;
                 let stmt = stmts.pop().filter(|_| stmts.is_empty()).ok_or_else(|| user_err!(sqlstate::SYNTAX_ERROR, "syntax error in CREATE SOURCE"))?;
                 out.push(EddyStatement::CreateSource(Box::new(stmt), clauses, piece.text.clone()));
@@ -125,7 +126,12 @@ impl Session {
                     _ => piece.text.clone(),
                 };
                 let text = take_table_conflict_clause(&text).map(|(t, _)| t).unwrap_or(text);
+                let text = crate::frontend::split::take_watermark(&text).map(|(t, _, _)| t).unwrap_or(text);
                 parse_bounded(&take_append_only(&text).unwrap_or(text))?
+            } else if piece.starts_with(&["CREATE", "MATERIALIZED", "VIEW"]) {
+                // RisingWave's EMIT ON WINDOW CLOSE is read by CREATE from the text.
+                let text = crate::frontend::split::take_emit_on_window_close(&piece.text).unwrap_or_else(|| piece.text.clone());
+                parse_bounded(&text)?
             } else {
                 parse_bounded(&piece.text)?
             };

@@ -278,6 +278,8 @@ impl Session {
             comments: Default::default(),
             on_conflict: Default::default(),
             append_only: false,
+            watermark: None,
+            emit_on_window_close: false,
             with_options: Default::default(),
             derived: Default::default(),
         };

@@ -41,6 +41,8 @@ mod datetime;
 mod quantified;
 mod time_windows;
 
+pub(crate) use time_windows::interval_micros;
+
 use ast::{base_name, unnamed_arg_exprs};
 pub use ast::{call, is_aggregate_call};
 pub use datetime::pg_datetime_pattern;

@@ -65,6 +65,72 @@ impl PlannedView {
     }
 }
 
+/// What planning a view collects besides its operators.
+struct PlanCtx {
+    /// State tables used by operators, in plan order.
+    tables: Vec<u32>,
+    /// The aggregation that emits on window close (its node's address), if the view does.
+    eowc: Option<usize>,
+}
+
+impl PlanCtx {
+    fn push(&mut self, table: u32) {
+        self.tables.push(table);
+    }
+}
+
+/// The aggregation `EMIT ON WINDOW CLOSE` applies to: the outermost one, with only
+/// projections, filters and aliases above it (they keep its output append-only).
+fn eowc_target(plan: &LogicalPlan) -> Option<&LogicalPlan> {
+    match plan {
+        LogicalPlan::Aggregate(_) => Some(plan),
+        LogicalPlan::Projection(p) => eowc_target(&p.input),
+        LogicalPlan::Filter(f) => eowc_target(&f.input),
+        LogicalPlan::SubqueryAlias(a) => eowc_target(&a.input),
+        LogicalPlan::Sort(s) if s.fetch.is_none() => eowc_target(&s.input),
+        _ => None,
+    }
+}
+
+fn eowc_refused() -> eddy_common::EddyError {
+    not_supported!(
+        "EMIT ON WINDOW CLOSE needs a GROUP BY on a column with a watermark, such as window_start of TUMBLE or HOP over a table or source declared with WATERMARK FOR"
+    )
+}
+
+/// The input column `e` is monotone (non-decreasing) in, if it depends on one column only
+/// through order-preserving steps: the column, `+`/`-` a constant, `date_bin`/`date_trunc`
+/// (the window starts of TUMBLE and HOP), casts between time types.
+fn monotone_in(e: &Expr, schema: &datafusion::common::DFSchema) -> Option<usize> {
+    use datafusion::logical_expr::Operator as BinOp;
+    fn constant(e: &Expr) -> bool {
+        match e {
+            Expr::Literal(..) => true,
+            Expr::Cast(c) => constant(&c.expr),
+            Expr::Alias(a) => constant(&a.expr),
+            _ => false,
+        }
+    }
+    match e {
+        Expr::Alias(a) => monotone_in(&a.expr, schema),
+        Expr::Column(c) => schema.index_of_column(c).ok(),
+        Expr::Cast(c) if matches!(c.field.data_type(), DataType::Timestamp(..) | DataType::Date32 | DataType::Date64) => monotone_in(&c.expr, schema),
+        Expr::BinaryExpr(b) => match b.op {
+            BinOp::Plus if constant(&b.right) => monotone_in(&b.left, schema),
+            BinOp::Plus if constant(&b.left) => monotone_in(&b.right, schema),
+            BinOp::Minus if constant(&b.right) => monotone_in(&b.left, schema),
+            _ => None,
+        },
+        Expr::ScalarFunction(f) => match (f.name(), f.args.as_slice()) {
+            ("date_bin", [step, ts]) if constant(step) => monotone_in(ts, schema),
+            ("date_bin", [step, ts, origin]) if constant(step) && constant(origin) => monotone_in(ts, schema),
+            ("date_trunc", [unit, ts]) if constant(unit) => monotone_in(ts, schema),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
 /// The parent index of inputs that feed the open stage of a [`Built`].
 const OPEN: usize = usize::MAX;
 
@@ -83,6 +149,9 @@ struct Built {
     schema: SchemaRef,
     /// Stream key.
     key: Vec<usize>,
+    /// Columns with a watermark (see `eddy_stream::watermark`): the runtime maps watermarks
+    /// to exactly these.
+    watermarks: Vec<usize>,
 }
 
 impl Built {
@@ -118,7 +187,7 @@ impl Built {
             branches.extend(b);
             stages.extend(s);
         }
-        Built { branches, stages, join, ops: vec![], schema, key }
+        Built { branches, stages, join, ops: vec![], schema, key, watermarks: vec![] }
     }
 }
 
@@ -278,9 +347,14 @@ fn node_name(plan: &LogicalPlan) -> String {
 
 /// Builds the chain for `plan`, allocating state tables from `ids` and restoring operator
 /// state from `restore` (recovery) or initializing it (new view).
-pub async fn plan_view(plan: &LogicalPlan, ids: &mut TableIds<'_>, restore: Option<&ReadSnapshot>) -> Result<PlannedView> {
-    let mut internal = Vec::new();
+pub async fn plan_view(plan: &LogicalPlan, ids: &mut TableIds<'_>, restore: Option<&ReadSnapshot>, emit_on_window_close: bool) -> Result<PlannedView> {
+    let eowc = match emit_on_window_close {
+        false => None,
+        true => Some(eowc_target(plan).ok_or_else(eowc_refused)? as *const LogicalPlan as usize),
+    };
+    let mut internal = PlanCtx { tables: Vec::new(), eowc };
     let built = build(plan, ids, restore, &mut internal).await?;
+    let internal = internal.tables;
     let (schema, key) = (built.schema.clone(), built.key.clone());
     let (mut branches, stages) = built.close(None, 0);
     // All scans of one source within the view share its first reader: they see the same rows
@@ -326,7 +400,7 @@ fn build<'a>(
     plan: &'a LogicalPlan,
     ids: &'a mut TableIds<'_>,
     restore: Option<&'a ReadSnapshot>,
-    internal: &'a mut Vec<u32>,
+    internal: &'a mut PlanCtx,
 ) -> futures::future::BoxFuture<'a, Result<Built>> {
     Box::pin(async move {
         match plan {
@@ -366,7 +440,14 @@ fn build<'a>(
                     })
                     .collect();
                 let schema = Arc::new(Schema::new(fields));
-                let ops: Vec<Box<dyn Operator>> = vec![Box::new(Project::try_new(exprs, schema.clone())?)];
+                // The relation's watermark column, where the scan puts it.
+                let watermark = rel
+                    .watermark
+                    .as_ref()
+                    .and_then(|w| storage.index_of(&w.column).ok())
+                    .and_then(|c| cols.iter().position(|&k| k == c).map(|pos| (pos, c)));
+                let project = Project::try_new(exprs, schema.clone())?.with_watermarks(watermark.into_iter().collect(), storage.clone());
+                let ops: Vec<Box<dyn Operator>> = vec![Box::new(project)];
                 // A source is read by the view's own reader, whose position is state of the view.
                 let reader = match rel.kind {
                     crate::catalog::RelationKind::Source => {
@@ -377,7 +458,8 @@ fn build<'a>(
                     _ => None,
                 };
                 let branch = BranchPlan { operators: ops, upstream: rel, parent: (OPEN, Side::Left), reader };
-                Ok(Built { branches: vec![branch], stages: vec![], join: None, ops: vec![], schema, key })
+                let watermarks = watermark.map(|(pos, _)| pos).into_iter().collect();
+                Ok(Built { branches: vec![branch], stages: vec![], join: None, ops: vec![], schema, key, watermarks })
             }
             LogicalPlan::SubqueryAlias(a) => build(&a.input, ids, restore, internal).await,
             // A view has no order (PostgreSQL and RisingWave accept ORDER BY in its definition
@@ -429,6 +511,7 @@ fn build<'a>(
                 b.ops.push(Box::new(op));
                 b.key = b.key.iter().map(|&k| if k < visible { k } else { k + n }).collect();
                 b.schema = schema;
+                b.watermarks.clear();
                 Ok(b)
             }
             LogicalPlan::Filter(f) => {
@@ -464,7 +547,14 @@ fn build<'a>(
                     }
                 }
                 let schema = Arc::new(Schema::new(fields));
-                b.ops.push(Box::new(Project::try_new(exprs, schema.clone())?));
+                let map: Vec<(usize, usize)> = p
+                    .expr
+                    .iter()
+                    .enumerate()
+                    .filter_map(|(i, e)| monotone_in(e, input_schema).filter(|c| b.watermarks.contains(c)).map(|c| (i, c)))
+                    .collect();
+                b.watermarks = map.iter().map(|&(o, _)| o).collect();
+                b.ops.push(Box::new(Project::try_new(exprs, schema.clone())?.with_watermarks(map, b.schema.clone())));
                 b.schema = schema;
                 b.key = key;
                 Ok(b)
@@ -483,14 +573,42 @@ fn build<'a>(
                     .collect::<Result<Vec<_>>>()?;
                 let fields: Vec<Field> =
                     a.schema.fields().iter().map(|f| Field::new(f.name(), f.data_type().clone(), true).with_metadata(f.metadata().clone())).collect();
-                let schema = Arc::new(Schema::new(fields));
+                let schema = Arc::new(Schema::new(fields.clone()));
+                // Group columns that carry a watermark; the first closes groups, so it leads
+                // the group key (groups are stored in its order) and a projection puts the
+                // columns back in the query's order.
+                let watermarked: Vec<usize> = (0..g)
+                    .filter(|&i| matches!(strip_alias(&a.group_expr[i]), Expr::Column(c) if input_df.index_of_column(c).is_ok_and(|k| b.watermarks.contains(&k))))
+                    .collect();
+                let eowc = internal.eowc == Some(plan as *const LogicalPlan as usize);
+                if eowc && watermarked.is_empty() {
+                    return Err(eowc_refused());
+                }
+                let mut order: Vec<usize> = (0..g).collect();
+                if let Some(&w) = watermarked.first() {
+                    order.retain(|&i| i != w);
+                    order.insert(0, w);
+                }
+                let agg_fields: Vec<Field> = order.iter().map(|&i| fields[i].clone()).chain(fields[g..].iter().cloned()).collect();
+                let agg_schema = Arc::new(Schema::new(agg_fields));
                 let table_id = ids.next()?;
                 internal.push(table_id);
-                let mut agg = HashAgg::try_new(table_id, &input_arrow, groups, calls, schema.clone())?;
+                let mut agg = HashAgg::try_new(table_id, &input_arrow, order.iter().map(|&i| groups[i].clone()).collect(), calls, agg_schema.clone())?;
+                if !watermarked.is_empty() {
+                    agg = agg.with_windows(eowc, &input_arrow)?;
+                }
                 agg.restore(restore).await?;
                 b.ops.push(Box::new(agg));
+                let at = |j: usize| if j < g { order.iter().position(|&o| o == j).unwrap_or(j) } else { j };
+                if order.iter().enumerate().any(|(k, &o)| k != o) {
+                    let exprs: Vec<Arc<dyn PhysicalExpr>> =
+                        (0..fields.len()).map(|j| Arc::new(PhysicalColumn::new(agg_schema.field(at(j)).name(), at(j))) as Arc<dyn PhysicalExpr>).collect();
+                    let map = watermarked.iter().map(|&j| (j, at(j))).collect();
+                    b.ops.push(Box::new(Project::try_new(exprs, schema.clone())?.with_watermarks(map, agg_schema.clone())));
+                }
                 b.schema = schema;
                 b.key = (0..g).collect();
+                b.watermarks = watermarked;
                 Ok(b)
             }
             LogicalPlan::Union(u) => {
@@ -513,6 +631,8 @@ fn build<'a>(
                     }
                 }
                 let schema = Arc::new(Schema::new(fields));
+                // A column has a watermark when every input has one on it (the minimum passes).
+                let watermarks: Vec<usize> = (0..visible).filter(|c| inputs.iter().all(|i| i.watermarks.contains(c))).collect();
                 let mut branches = Vec::new();
                 for (i, mut input) in inputs.into_iter().enumerate() {
                     let in_schema = input.schema.clone();
@@ -527,11 +647,14 @@ fn build<'a>(
                             Arc::new(Literal::new(ScalarValue::try_from(dt)?))
                         });
                     }
-                    input.ops.push(Box::new(Project::try_new(exprs, schema.clone())?));
+                    let map = watermarks.iter().map(|&c| (c, c)).collect();
+                    input.ops.push(Box::new(Project::try_new(exprs, schema.clone())?.with_watermarks(map, in_schema)));
                     branches.push((input, Side::Left));
                 }
                 let key = (visible..schema.fields().len()).collect();
-                Ok(Built::meet(branches, None, schema, key))
+                let mut built = Built::meet(branches, None, schema, key);
+                built.watermarks = watermarks;
+                Ok(built)
             }
             LogicalPlan::Join(j) => {
                 let left = build(&j.left, ids, restore, internal).await?;
@@ -550,7 +673,7 @@ async fn plan_join(
     right: Built,
     ids: &mut TableIds<'_>,
     restore: Option<&ReadSnapshot>,
-    internal: &mut Vec<u32>,
+    internal: &mut PlanCtx,
 ) -> Result<Built> {
     use datafusion::common::{JoinType, NullEquality};
     let kind = match j.join_type {
@@ -622,7 +745,7 @@ async fn plan_top_n(
     fetch: Option<usize>,
     ids: &mut TableIds<'_>,
     restore: Option<&ReadSnapshot>,
-    internal: &mut Vec<u32>,
+    internal: &mut PlanCtx,
 ) -> Result<Built> {
     let mut b = build(input, ids, restore, internal).await?;
     let order_by = sort
@@ -638,5 +761,6 @@ async fn plan_top_n(
     let mut op = OverWindow::try_new(table_id, WindowMode::TopN { skip, fetch }, vec![], order_by, b.schema.clone(), visible, b.schema.clone())?;
     op.restore(restore).await?;
     b.ops.push(Box::new(op));
+    b.watermarks.clear();
     Ok(b)
 }

@@ -35,6 +35,11 @@ impl fmt::Display for Filter {
 
 #[async_trait]
 impl Operator for Filter {
+    /// Dropping rows keeps every promise about the remaining ones.
+    fn on_watermarks(&mut self, input: &[crate::watermark::Watermark]) -> Result<Vec<crate::watermark::Watermark>> {
+        Ok(input.to_vec())
+    }
+
     fn process(&mut self, chunk: StreamChunk, errors: &mut RowErrors) -> Result<Vec<StreamChunk>> {
         let (chunk, values) = evaluate(std::slice::from_ref(&self.predicate), chunk, errors)?;
         let n = chunk.len();

@@ -135,6 +135,28 @@ pub struct HashAgg {
     output_converter: RowConverter,
     /// Groups (the cache tracks which changed in the current epoch).
     groups: StateCache<Group>,
+    /// Event-time handling, when the first group column carries a watermark.
+    windows: Option<Windows>,
+}
+
+/// How an aggregation grouped by a watermarked column (first in the group key, so groups are
+/// stored in its order) closes groups: a group whose value is below the watermark gets no
+/// more rows, so its state is dropped, and under `EMIT ON WINDOW CLOSE` it is emitted then,
+/// once and final, instead of at every epoch it changed.
+struct Windows {
+    /// Emit on window close (append-only output).
+    eowc: bool,
+    /// The input column the first group expression reads.
+    input_col: usize,
+    /// Encodes a value of the first group column (a prefix of the group key).
+    converter: RowConverter,
+    /// The watermark, encoded; groups with smaller keys are closed.
+    watermark: Option<Vec<u8>>,
+    /// The store, for closed groups that are not cached.
+    store: Option<Arc<StateStore>>,
+    /// The watermark up to which the store was last searched for closed groups (a group
+    /// evicted since is closed by then, or was loaded again by the rows that touched it).
+    scanned: Option<Vec<u8>>,
 }
 
 impl fmt::Display for HashAgg {
@@ -214,7 +236,110 @@ impl HashAgg {
             value_converters,
             output_converter,
             groups: StateCache::new(true),
+            windows: None,
         })
+    }
+
+    /// Closes groups by the watermark of the first group column, which must be an input
+    /// column (see [`Windows`]); `eowc`: emit each group once, when it closes.
+    pub fn with_windows(mut self, eowc: bool, input_schema: &Schema) -> Result<Self> {
+        let col = self
+            .group_exprs
+            .first()
+            .and_then(|e| (e.as_ref() as &dyn std::any::Any).downcast_ref::<datafusion::physical_expr::expressions::Column>())
+            .ok_or_else(|| internal_err!("a windowed aggregation's first group key must be a column"))?
+            .index();
+        let converter = RowConverter::new(vec![SortField::new(input_schema.field(col).data_type().clone())])?;
+        self.windows = Some(Windows { eowc, input_col: col, converter, watermark: None, store: None, scanned: None });
+        Ok(self)
+    }
+
+    /// Encoded output rows of the (existing) groups `keys`.
+    fn output_rows(&self, keys: &[&Vec<u8>]) -> Result<Vec<Vec<u8>>> {
+        if keys.is_empty() {
+            return Ok(vec![]);
+        }
+        let mut columns: Vec<ArrayRef> = Vec::with_capacity(self.schema.fields().len());
+        if !self.is_global() {
+            let parser = self.key_converter.parser();
+            columns.extend(self.key_converter.convert_rows(keys.iter().map(|k| parser.parse(k)))?);
+        }
+        for i in 0..self.calls.len() {
+            let values = keys
+                .iter()
+                .map(|k| {
+                    let g = self.groups.get(k).ok_or_else(|| internal_err!("group vanished"))?;
+                    self.output_value(i, &g.accs[i])
+                })
+                .collect::<Result<Vec<_>>>()?;
+            let arr = ScalarValue::iter_to_array(values)?;
+            let target = self.schema.field(columns.len()).data_type();
+            columns.push(if arr.data_type() == target { arr } else { arrow::compute::cast(&arr, target)? });
+        }
+        let encoded = self.output_converter.convert_columns(&columns)?;
+        Ok(encoded.iter().map(|r| r.as_ref().to_vec()).collect())
+    }
+
+    /// Writes group `key`'s state into `batch` (deleting it once it has no rows).
+    fn write_group(&mut self, key: &[u8], epoch: Epoch, batch: &mut EpochBatch) {
+        let state_key = make_key(self.table_id, key);
+        let encoded = match self.groups.get(key) {
+            Some(g) if g.rows > 0 || self.is_global() => Some(encode_group(g)),
+            _ => None,
+        };
+        match encoded {
+            Some(e) => {
+                self.groups.written(key, epoch, e.len() * 2);
+                batch.put(state_key, e);
+            }
+            None => {
+                self.groups.deleted(key, epoch);
+                batch.delete(state_key);
+            }
+        }
+    }
+
+    /// Closes the groups below the watermark: drops their state and, under `EMIT ON WINDOW
+    /// CLOSE`, returns their final rows.
+    async fn close_windows(&mut self, epoch: Epoch, batch: &mut EpochBatch) -> Result<Vec<(Op, Vec<u8>)>> {
+        let Some(w) = self.windows.as_ref() else { return Ok(vec![]) };
+        let Some(watermark) = w.watermark.clone() else { return Ok(vec![]) };
+        if !self.groups.is_complete() && w.scanned.as_ref() != Some(&watermark) {
+            // Closed groups evicted from the cache (their committed state is current): keys
+            // lead with a vnode, so each vnode's range below the watermark is read.
+            let store = w.store.clone().ok_or_else(|| internal_err!("windowed aggregation without its store"))?;
+            let snapshot = store.snapshot();
+            let prefix = eddy_common::codec::table_prefix(self.table_id);
+            for vnode in 0..eddy_common::codec::VNODE_COUNT {
+                let mut start = prefix.to_vec();
+                start.extend_from_slice(&vnode.to_be_bytes());
+                let mut end = start.clone();
+                end.extend_from_slice(&watermark);
+                let mut cursor = snapshot.scan_batches(std::ops::Bound::Included(start), std::ops::Bound::Excluded(end), 4096).await?;
+                while let Some(entries) = cursor.next_batch().await? {
+                    for (k, v) in entries {
+                        let key = k[eddy_common::codec::KEY_PREFIX_LEN..].to_vec();
+                        if !self.groups.knows(&key) {
+                            let bytes = v.len() * 2;
+                            self.groups.load(key, Some(decode_group(&v)?), bytes);
+                        }
+                    }
+                }
+            }
+        }
+        if let Some(w) = self.windows.as_mut() {
+            w.scanned = Some(watermark.clone());
+        }
+        let mut closed: Vec<Vec<u8>> =
+            self.groups.values().filter(|(k, g)| k.as_slice() < watermark.as_slice() && g.rows > 0).map(|(k, _)| k.clone()).collect();
+        closed.sort_unstable();
+        let eowc = self.windows.as_ref().is_some_and(|w| w.eowc);
+        let rows = if eowc { self.output_rows(&closed.iter().collect::<Vec<_>>())? } else { vec![] };
+        for key in &closed {
+            self.groups.deleted(key, epoch);
+            batch.delete(make_key(self.table_id, key));
+        }
+        Ok(rows.into_iter().map(|r| (Op::Insert, r)).collect())
     }
 
     fn is_global(&self) -> bool {
@@ -467,64 +592,37 @@ impl Operator for HashAgg {
 
     async fn on_barrier(&mut self, epoch: Epoch, batch: &mut EpochBatch, _errors: &mut RowErrors) -> Result<Vec<StreamChunk>> {
         let mut dirty = self.groups.take_dirty();
-        if dirty.is_empty() {
-            return Ok(vec![]);
-        }
         dirty.sort();
-        // New output rows of the groups that (still) exist.
-        let alive: Vec<&Vec<u8>> = dirty
-            .iter()
-            .filter(|k| self.is_global() || self.groups.get(k).is_some_and(|g| g.rows > 0))
-            .collect();
-        let mut new_rows: HashMap<Vec<u8>, Vec<u8>> = HashMap::new();
-        if !alive.is_empty() {
-            let mut columns: Vec<ArrayRef> = Vec::with_capacity(self.schema.fields().len());
-            if !self.is_global() {
-                let parser = self.key_converter.parser();
-                columns.extend(self.key_converter.convert_rows(alive.iter().map(|k| parser.parse(k)))?);
-            }
-            for i in 0..self.calls.len() {
-                let values = alive
-                    .iter()
-                    .map(|k| {
-                        let g = self.groups.get(k).ok_or_else(|| internal_err!("group vanished"))?;
-                        self.output_value(i, &g.accs[i])
-                    })
-                    .collect::<Result<Vec<_>>>()?;
-                let arr = ScalarValue::iter_to_array(values)?;
-                let target = self.schema.field(columns.len()).data_type();
-                columns.push(if arr.data_type() == target { arr } else { arrow::compute::cast(&arr, target)? });
-            }
-            let encoded = self.output_converter.convert_columns(&columns)?;
-            for (k, r) in alive.iter().zip(encoded.iter()) {
-                new_rows.insert((*k).clone(), r.as_ref().to_vec());
-            }
-        }
         let mut out: Vec<(Op, Vec<u8>)> = Vec::new();
-        let global = self.is_global();
-        for key in dirty {
-            let new = new_rows.remove(&key);
-            let Some(group) = self.groups.get_mut(&key) else { continue };
-            match (&group.emitted, &new) {
-                (None, Some(n)) => out.push((Op::Insert, n.clone())),
-                (Some(o), Some(n)) if o != n => {
-                    out.push((Op::UpdateDelete, o.clone()));
-                    out.push((Op::UpdateInsert, n.clone()));
-                }
-                (Some(o), None) => out.push((Op::Delete, o.clone())),
-                _ => {}
+        if self.windows.as_ref().is_some_and(|w| w.eowc) {
+            // Groups are emitted when they close, not when they change.
+            for key in &dirty {
+                self.write_group(key, epoch, batch);
             }
-            group.emitted = new;
-            let state_key = make_key(self.table_id, &key);
-            if group.rows == 0 && !global {
-                self.groups.deleted(&key, epoch);
-                batch.delete(state_key);
-            } else {
-                let encoded = encode_group(group);
-                self.groups.written(&key, epoch, encoded.len() * 2);
-                batch.put(state_key, encoded);
+        } else if !dirty.is_empty() {
+            // New output rows of the groups that (still) exist.
+            let alive: Vec<&Vec<u8>> = dirty
+                .iter()
+                .filter(|k| self.is_global() || self.groups.get(k).is_some_and(|g| g.rows > 0))
+                .collect();
+            let mut new_rows: HashMap<Vec<u8>, Vec<u8>> = alive.iter().map(|k| (*k).clone()).zip(self.output_rows(&alive)?).collect();
+            for key in dirty {
+                let new = new_rows.remove(&key);
+                let Some(group) = self.groups.get_mut(&key) else { continue };
+                match (&group.emitted, &new) {
+                    (None, Some(n)) => out.push((Op::Insert, n.clone())),
+                    (Some(o), Some(n)) if o != n => {
+                        out.push((Op::UpdateDelete, o.clone()));
+                        out.push((Op::UpdateInsert, n.clone()));
+                    }
+                    (Some(o), None) => out.push((Op::Delete, o.clone())),
+                    _ => {}
+                }
+                group.emitted = new;
+                self.write_group(&key, epoch, batch);
             }
         }
+        out.extend(self.close_windows(epoch, batch).await?);
         if out.is_empty() {
             return Ok(vec![]);
         }
@@ -532,6 +630,30 @@ impl Operator for HashAgg {
         let columns = self.output_converter.convert_rows(out.iter().map(|(_, r)| parser.parse(r)))?;
         let batch = RecordBatch::try_new(self.schema.clone(), columns)?;
         Ok(vec![StreamChunk::try_new(batch, out.into_iter().map(|(op, _)| op).collect())?])
+    }
+
+    fn on_watermarks(&mut self, input: &[crate::watermark::Watermark]) -> Result<Vec<crate::watermark::Watermark>> {
+        use datafusion::physical_expr::expressions::Column;
+        let mut out = Vec::new();
+        for (g, e) in self.group_exprs.iter().enumerate() {
+            let Some(c) = (e.as_ref() as &dyn std::any::Any).downcast_ref::<Column>() else { continue };
+            let Some(w) = input.iter().find(|w| w.col == c.index()) else { continue };
+            out.push(crate::watermark::Watermark { col: g, value: w.value.clone() });
+            if let Some(win) = self.windows.as_mut().filter(|win| g == 0 && win.input_col == c.index()) {
+                let arr = w.value.to_array_of_size(1)?;
+                let encoded = win.converter.convert_columns(&[arr])?.row(0).as_ref().to_vec();
+                if win.watermark.as_ref().is_none_or(|old| encoded > *old) {
+                    win.watermark = Some(encoded);
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    fn attach_store(&mut self, store: &Arc<StateStore>) {
+        if let Some(w) = self.windows.as_mut() {
+            w.store = Some(store.clone());
+        }
     }
 }
 

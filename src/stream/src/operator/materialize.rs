@@ -36,6 +36,11 @@ impl fmt::Display for Materialize {
 
 #[async_trait]
 impl Operator for Materialize {
+    /// The view's change stream is its input's.
+    fn on_watermarks(&mut self, input: &[crate::watermark::Watermark]) -> Result<Vec<crate::watermark::Watermark>> {
+        Ok(input.to_vec())
+    }
+
     async fn prefetch(&mut self, _chunk: &StreamChunk, store: &StateStore) -> Result<()> {
         store.spill_if_needed(&mut self.pending).await
     }

@@ -9,6 +9,7 @@
 //!   return the output that is due at the end of the epoch (stateful operators emit here), so
 //!   that after the barrier the operator's committed state and its emitted output agree.
 //! * Operators never see a barrier twice and never see chunks of an epoch after its barrier.
+//! * Watermarks are mapped through the tree once per epoch ([`Operator::on_watermarks`]).
 //! * Stateful operators keep their state in a bounded [`crate::cache::StateCache`] over their
 //!   state table: `prefetch` (awaited before every `process`) loads what the chunk touches.
 
@@ -23,6 +24,8 @@ pub mod project;
 use async_trait::async_trait;
 use eddy_common::{Epoch, Result, StreamChunk};
 use eddy_storage::{EpochBatch, StateStore};
+
+use crate::watermark::Watermark;
 
 pub use eval::{ErrorDelta, RowErrors};
 pub use filter::Filter;
@@ -49,6 +52,18 @@ pub trait Operator: Send + std::fmt::Display {
     /// Ends `epoch`: flushes state changes into `batch`, returns output due now (with rows that
     /// fail counted in `errors`, as for `process`).
     async fn on_barrier(&mut self, epoch: Epoch, batch: &mut EpochBatch, errors: &mut RowErrors) -> Result<Vec<StreamChunk>>;
+
+    /// The watermarks of the output given the input's (see [`crate::watermark`]): called once
+    /// per epoch, before any operator's `on_barrier`, with the input's latest watermarks (none
+    /// yet: empty). A stateful operator may act on them in its `on_barrier` (close windows,
+    /// drop state no later row can touch). Default: none pass.
+    fn on_watermarks(&mut self, _input: &[Watermark]) -> Result<Vec<Watermark>> {
+        Ok(vec![])
+    }
+
+    /// Gives the operator the store its state lives in, for reads outside `prefetch` (called
+    /// once, when its actor is built). Default: not needed.
+    fn attach_store(&mut self, _store: &std::sync::Arc<StateStore>) {}
 }
 
 /// One input of a two-input operator.

@@ -19,6 +19,12 @@ pub struct Project {
     exprs: Vec<Arc<dyn PhysicalExpr>>,
     /// Output schema.
     schema: SchemaRef,
+    /// Output columns monotone (non-decreasing) in one input column: `(output, input)`. A
+    /// watermark on the input column becomes one on the output column, the expression's value
+    /// at it.
+    watermark_map: Vec<(usize, usize)>,
+    /// Input schema (for evaluating an expression at a watermark).
+    input_schema: Option<SchemaRef>,
 }
 
 impl Project {
@@ -27,7 +33,33 @@ impl Project {
         if exprs.len() != schema.fields().len() {
             return Err(eddy_common::internal_err!("project has {} exprs for {} columns", exprs.len(), schema.fields().len()));
         }
-        Ok(Self { exprs, schema })
+        Ok(Self { exprs, schema, watermark_map: vec![], input_schema: None })
+    }
+
+    /// Carries watermarks of input columns to the output columns `map` names (`(output,
+    /// input)`; the planner checked that each such expression is monotone in its input column).
+    pub fn with_watermarks(mut self, map: Vec<(usize, usize)>, input_schema: SchemaRef) -> Self {
+        self.watermark_map = map;
+        self.input_schema = Some(input_schema);
+        self
+    }
+
+    /// The value of output column `out` for an input row whose column `col` is `value` (every
+    /// other column NULL: the expression depends on `col` only).
+    fn value_at(&self, out: usize, col: usize, value: &datafusion::scalar::ScalarValue) -> Result<datafusion::scalar::ScalarValue> {
+        let input = self.input_schema.as_ref().ok_or_else(|| eddy_common::internal_err!("project without an input schema"))?;
+        let fields: Vec<arrow::datatypes::Field> =
+            input.fields().iter().map(|f| arrow::datatypes::Field::new(f.name(), f.data_type().clone(), true)).collect();
+        let columns = input
+            .fields()
+            .iter()
+            .enumerate()
+            .map(|(i, f)| if i == col { Ok(value.to_array_of_size(1)?) } else { Ok(arrow::array::new_null_array(f.data_type(), 1)) })
+            .collect::<Result<Vec<_>>>()?;
+        let batch = RecordBatch::try_new(Arc::new(arrow::datatypes::Schema::new(fields)), columns)?;
+        let v = self.exprs[out].evaluate(&batch)?.into_array(1)?;
+        let v = if v.data_type() == self.schema.field(out).data_type() { v } else { arrow::compute::cast(&v, self.schema.field(out).data_type())? };
+        Ok(datafusion::scalar::ScalarValue::try_from_array(&v, 0)?)
     }
 }
 
@@ -58,6 +90,19 @@ impl Operator for Project {
 
     async fn on_barrier(&mut self, _epoch: Epoch, _batch: &mut EpochBatch, _errors: &mut RowErrors) -> Result<Vec<StreamChunk>> {
         Ok(vec![])
+    }
+
+    fn on_watermarks(&mut self, input: &[crate::watermark::Watermark]) -> Result<Vec<crate::watermark::Watermark>> {
+        let mut out = Vec::new();
+        for &(o, i) in &self.watermark_map {
+            if let Some(w) = input.iter().find(|w| w.col == i) {
+                let value = self.value_at(o, i, &w.value)?;
+                if !value.is_null() {
+                    out.push(crate::watermark::Watermark { col: o, value });
+                }
+            }
+        }
+        Ok(out)
     }
 }
 

@@ -86,6 +86,11 @@ fn start_expr(ts: &Expr, step: &Expr, offset: Option<&Expr>) -> String {
     }
 }
 
+/// A constant interval in microseconds (see [`micros`]), for other clauses that need one.
+pub(crate) fn interval_micros(e: &Expr) -> Result<i64> {
+    micros(e)
+}
+
 /// A constant interval in microseconds: `INTERVAL '10' SECOND`, `INTERVAL '1 minute 30 seconds'`,
 /// `'5 seconds'::interval`.
 fn micros(e: &Expr) -> Result<i64> {
