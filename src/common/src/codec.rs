@@ -164,8 +164,29 @@ impl RowCodec {
     pub fn decode_values<'a>(&self, values: impl IntoIterator<Item = &'a [u8]>) -> Result<RecordBatch> {
         let parser = self.value_converter.parser();
         let rows: Vec<_> = values.into_iter().map(|v| parser.parse(v)).collect();
-        let columns = self.value_converter.convert_rows(rows)?;
+        let columns = self.value_converter.convert_rows(rows)?.into_iter().map(zero_null_slots).collect();
         Ok(RecordBatch::try_new(self.schema.clone(), columns)?)
+    }
+}
+
+/// The row format decodes a NULL date or timestamp with the minimum value in its slot; casts
+/// that scale every slot (a date to a timestamp) would overflow on it, so such slots get zero.
+fn zero_null_slots(col: arrow::array::ArrayRef) -> arrow::array::ArrayRef {
+    use arrow::array::{Array, AsArray, PrimitiveArray};
+    use arrow::datatypes::{ArrowPrimitiveType, DataType, Date32Type, Date64Type, TimeUnit, TimestampMicrosecondType};
+    fn zeroed<T: ArrowPrimitiveType>(col: &arrow::array::ArrayRef) -> arrow::array::ArrayRef {
+        let p = col.as_primitive::<T>();
+        let values: Vec<T::Native> = p.iter().map(|v| v.unwrap_or_default()).collect();
+        std::sync::Arc::new(PrimitiveArray::<T>::new(values.into(), p.nulls().cloned()).with_data_type(p.data_type().clone()))
+    }
+    if col.null_count() == 0 {
+        return col;
+    }
+    match col.data_type() {
+        DataType::Date32 => zeroed::<Date32Type>(&col),
+        DataType::Date64 => zeroed::<Date64Type>(&col),
+        DataType::Timestamp(TimeUnit::Microsecond, _) => zeroed::<TimestampMicrosecondType>(&col),
+        _ => col,
     }
 }
 

@@ -29,4 +29,5 @@ mod slt;
 mod sources;
 mod soak;
 mod sqlfuzz;
+mod temporal;
 mod wire_fuzz;

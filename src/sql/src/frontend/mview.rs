@@ -33,6 +33,8 @@ impl Session {
     /// The optimized logical plan of a view's query.
     async fn view_plan(&self, query: &Query) -> Result<(datafusion::execution::SessionState, LogicalPlan)> {
         let (state, plan) = self.plan(&Statement::Query(Box::new(query.clone())), false).await?;
+        // `now()` in a filter is a temporal filter, kept out of constant folding.
+        let plan = crate::planner::temporal::rewrite_now(plan)?;
         check_deterministic(&plan)?;
         // A view keeps every subquery incremental: uncorrelated scalar subqueries become joins
         // too, instead of being left for a one-off physical evaluation.

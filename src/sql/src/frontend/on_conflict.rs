@@ -163,6 +163,7 @@ impl Session {
         let context = datafusion::logical_expr::simplify::SimplifyContext::builder()
             .with_schema(Arc::new(df_schema.clone()))
             .with_config_options(Arc::new(state.config_options().as_ref().clone()))
+            .with_current_time()
             .build();
         let simplifier = datafusion::optimizer::simplify_expressions::ExprSimplifier::new(context);
         let physical = |e: &datafusion::sql::sqlparser::ast::Expr| -> Result<Arc<dyn PhysicalExpr>> {

@@ -103,8 +103,16 @@ pub(crate) fn writer_update(state: &SessionState, input: &LogicalPlan, catalog: 
     }
     let df_schema = p.input.schema();
     let arrow_schema: SchemaRef = Arc::new(df_schema.as_arrow().clone());
+    // `now()` and friends are constants of the statement, folded as the optimizer would.
+    let context = datafusion::logical_expr::simplify::SimplifyContext::builder()
+        .with_schema(df_schema.clone())
+        .with_config_options(Arc::new(state.config_options().as_ref().clone()))
+        .with_current_time()
+        .build();
+    let simplifier = datafusion::optimizer::simplify_expressions::ExprSimplifier::new(context);
     let physical = |e: &Expr| -> Result<Arc<dyn PhysicalExpr>> {
-        let e = state.create_physical_expr(e.clone(), df_schema)?;
+        let e = simplifier.simplify(e.clone())?;
+        let e = state.create_physical_expr(e, df_schema)?;
         Ok(crate::planner::overflow::checked(e, &arrow_schema)?)
     };
     let exprs = p.expr.iter().map(|e| physical(match e {

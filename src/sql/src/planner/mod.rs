@@ -11,6 +11,7 @@ pub mod parse;
 pub mod pg_aggregates;
 pub mod provider;
 pub mod stream_plan;
+pub mod temporal;
 pub mod text_cast;
 pub mod udf;
 pub mod settings;

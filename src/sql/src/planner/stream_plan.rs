@@ -33,7 +33,8 @@ use eddy_common::error::sqlstate;
 use eddy_common::{not_supported, user_err, ColumnType, Result};
 use eddy_storage::ReadSnapshot;
 use eddy_stream::operator::{
-    AggCall, AggKind, BinaryOperator, Filter, HashAgg, HashJoin, JoinKind, JoinSpec, Operator, OverWindow, Project, Side, WindowMode,
+    AggCall, AggKind, BinaryOperator, Filter, HashAgg, HashJoin, JoinKind, JoinSpec, Operator, OverWindow, Project, Side, TemporalFilter,
+    WindowMode,
 };
 use eddy_stream::Stage;
 
@@ -219,6 +220,10 @@ pub fn check_deterministic(plan: &LogicalPlan) -> Result<()> {
             e.apply(|e| {
                 if let Expr::ScalarFunction(f) = e {
                     let name = f.name().to_ascii_lowercase();
+                    // A temporal filter's `now()` (see `planner::temporal`).
+                    if name == crate::planner::temporal::NOW_UDF {
+                        return Ok(TreeNodeRecursion::Continue);
+                    }
                     if TIME.contains(&name.as_str()) || f.func.signature().volatility == datafusion::logical_expr::Volatility::Volatile {
                         bad = Some(name);
                         return Ok(TreeNodeRecursion::Stop);
@@ -516,8 +521,25 @@ fn build<'a>(
             }
             LogicalPlan::Filter(f) => {
                 let mut b = build(&f.input, ids, restore, internal).await?;
-                let pred = physical(&f.predicate, f.input.schema())?;
-                b.ops.push(Box::new(Filter::new(pred)));
+                let input_df = f.input.schema();
+                let (temporal, rest): (Vec<&Expr>, Vec<&Expr>) =
+                    datafusion::logical_expr::utils::split_conjunction(&f.predicate).into_iter().partition(|c| crate::planner::temporal::contains_now(c));
+                if let Some(pred) = datafusion::logical_expr::utils::conjunction(rest.into_iter().cloned()) {
+                    b.ops.push(Box::new(Filter::new(physical(&pred, input_df)?)));
+                }
+                if !temporal.is_empty() {
+                    let bounds = temporal
+                        .iter()
+                        .map(|c| crate::planner::temporal::temporal_bound(c, input_df, |e| physical(e, input_df)))
+                        .collect::<Result<Vec<_>>>()?;
+                    let table_id = ids.next()?;
+                    internal.push(table_id);
+                    let mut op = TemporalFilter::try_new(table_id, bounds, b.schema.clone())?;
+                    op.restore(restore).await?;
+                    b.ops.push(Box::new(op));
+                    // Rows that appear later may be behind a watermark.
+                    b.watermarks.clear();
+                }
                 Ok(b)
             }
             LogicalPlan::Projection(p) => {

@@ -20,6 +20,7 @@ pub mod hash_join;
 pub mod materialize;
 pub mod over_window;
 pub mod project;
+pub mod temporal_filter;
 
 use async_trait::async_trait;
 use eddy_common::{Epoch, Result, StreamChunk};
@@ -34,6 +35,7 @@ pub use hash_join::{HashJoin, JoinKind, JoinSpec};
 pub use materialize::Materialize;
 pub use over_window::{OverWindow, WindowMode};
 pub use project::Project;
+pub use temporal_filter::{TemporalBound, TemporalFilter, TimeBound};
 
 /// One incremental operator.
 #[async_trait]
