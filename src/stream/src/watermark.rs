@@ -10,8 +10,8 @@
 //! the epoch's other writes.
 //!
 //! Before each barrier the producer sends its current watermark downstream as
-//! [`crate::Message::Watermark`]: a promise that no later row has a smaller `ts`. A view maps
-//! it through its operators once per epoch ([`crate::operator::Operator::on_watermarks`]):
+//! `Message::Watermark`: a promise that no later row has a smaller `ts`. A view maps
+//! it through its operators once per epoch ((`Operator::on_watermarks` in the operator module)):
 //! filters keep it, projections carry it to columns that are monotone in it (`window_start` of a
 //! TUMBLE or HOP), a union keeps the minimum over its inputs, and an aggregation grouped by
 //! such a column closes the groups below it (dropping their state, or emitting them once under
