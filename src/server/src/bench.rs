@@ -43,10 +43,22 @@ const QUERIES: &[(&str, &str)] = &[
     ("q21", include_str!("../../../sql/nexmark/q21.sql")),
     ("q22", include_str!("../../../sql/nexmark/q22.sql")),
     ("agg", "CREATE MATERIALIZED VIEW nexmark_agg AS SELECT auction, count(*) AS n, max(price) AS top FROM bid GROUP BY auction;"),
+    // A sliding-window aggregate (each bid in 5 windows); with --watermark-secs closed windows
+    // leave the operator's state, and `hop-eowc` emits each once.
+    (
+        "hop",
+        "CREATE MATERIALIZED VIEW nexmark_hop AS SELECT auction, window_start, count(*) AS n, max(price) AS top \
+         FROM HOP(bid, date_time, INTERVAL '2' SECOND, INTERVAL '10' SECOND) GROUP BY auction, window_start;",
+    ),
+    (
+        "hop-eowc",
+        "CREATE MATERIALIZED VIEW nexmark_hop AS SELECT auction, window_start, count(*) AS n, max(price) AS top \
+         FROM HOP(bid, date_time, INTERVAL '2' SECOND, INTERVAL '10' SECOND) GROUP BY auction, window_start EMIT ON WINDOW CLOSE;",
+    ),
 ];
 
 /// Queries that read only bids (the ones `--csv` can run).
-const BID_ONLY: &[&str] = &["q0", "q1", "q2", "q5", "q7", "q10", "q14", "q15", "q16", "q17", "q18", "q21", "q22", "agg"];
+const BID_ONLY: &[&str] = &["q0", "q1", "q2", "q5", "q7", "q10", "q14", "q15", "q16", "q17", "q18", "q21", "q22", "agg", "hop", "hop-eowc"];
 
 const BID_COLUMNS: &str = "auction BIGINT, bidder BIGINT, price BIGINT, channel VARCHAR, url VARCHAR, date_time TIMESTAMP, extra VARCHAR";
 
@@ -69,6 +81,8 @@ pub struct NexmarkOptions {
     pub splits: u64,
     /// Directory for the state directories (default: the system temp dir).
     pub dir: Option<PathBuf>,
+    /// A watermark `N` seconds behind `date_time` on every source.
+    pub watermark_secs: Option<u64>,
 }
 
 /// What one query measured.
@@ -272,6 +286,14 @@ pub async fn run_one(options: &NexmarkOptions, query: &str, base: ServerConfig) 
              CREATE TABLE side_input (key BIGINT PRIMARY KEY, value VARCHAR);
              INSERT INTO side_input SELECT i, 'value ' || i FROM generate_series(0, 9999) AS s(i)"
         ),
+    };
+    let sources = match options.watermark_secs {
+        // Each source's column list gains the clause before its closing parenthesis.
+        Some(w) => sources.replace(
+            "date_time TIMESTAMP, extra VARCHAR)",
+            &format!("date_time TIMESTAMP, extra VARCHAR, WATERMARK FOR date_time AS date_time - INTERVAL '{w}' SECOND)"),
+        ),
+        None => sources,
     };
     exec(&mut session, &sources).await?;
     let (t0, cpu0) = (Instant::now(), cpu_seconds());

@@ -93,6 +93,10 @@ struct NexmarkArgs {
     /// Splits of each generated source.
     #[arg(long, default_value_t = 1)]
     splits: u64,
+    /// Declare `WATERMARK FOR date_time AS date_time - INTERVAL 'N' SECOND` on the sources
+    /// (windowed aggregates then drop closed windows' state).
+    #[arg(long)]
+    watermark_secs: Option<u64>,
     /// Where the per-query state directories go (default: the system temp dir).
     #[arg(long)]
     dir: Option<PathBuf>,
@@ -139,6 +143,7 @@ async fn bench_nexmark(cli: &Cli, args: &NexmarkArgs, config: ServerConfig) -> R
         memory_mb: cli.memory_mb,
         splits: args.splits,
         dir: args.dir.clone(),
+        watermark_secs: args.watermark_secs,
     };
     if let Some(q) = &args.single {
         return eddy_server::bench::run_one(&options, q, config).await;
@@ -146,6 +151,9 @@ async fn bench_nexmark(cli: &Cli, args: &NexmarkArgs, config: ServerConfig) -> R
     let child_args = |q: &str| {
         let mut a = vec!["bench".to_string(), "nexmark".into(), "--single".into(), q.to_string(), "--events".into(), args.events.to_string()];
         a.extend(["--splits".into(), args.splits.to_string()]);
+        if let Some(w) = args.watermark_secs {
+            a.extend(["--watermark-secs".into(), w.to_string()]);
+        }
         a.extend(["--barrier-interval-ms".into(), options.barrier_interval.as_millis().to_string()]);
         if let Some(p) = &args.csv {
             a.extend(["--csv".into(), p.display().to_string()]);
