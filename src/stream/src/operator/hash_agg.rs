@@ -154,9 +154,11 @@ struct Windows {
     watermark: Option<Vec<u8>>,
     /// The store, for closed groups that are not cached.
     store: Option<Arc<StateStore>>,
-    /// The watermark up to which the store was last searched for closed groups (a group
-    /// evicted since is closed by then, or was loaded again by the rows that touched it).
-    scanned: Option<Vec<u8>>,
+    /// Every open group's key, in order (whether its state is cached or not): closing reads
+    /// only the groups below the watermark.
+    open: std::collections::BTreeSet<Vec<u8>>,
+    /// `open` holds every group in the state table (after a restore it is filled by one scan).
+    complete: bool,
 }
 
 impl fmt::Display for HashAgg {
@@ -250,7 +252,7 @@ impl HashAgg {
             .ok_or_else(|| internal_err!("a windowed aggregation's first group key must be a column"))?
             .index();
         let converter = RowConverter::new(vec![SortField::new(input_schema.field(col).data_type().clone())])?;
-        self.windows = Some(Windows { eowc, input_col: col, converter, watermark: None, store: None, scanned: None });
+        self.windows = Some(Windows { eowc, input_col: col, converter, watermark: None, store: None, open: Default::default(), complete: true });
         Ok(self)
     }
 
@@ -304,35 +306,35 @@ impl HashAgg {
     async fn close_windows(&mut self, epoch: Epoch, batch: &mut EpochBatch) -> Result<Vec<(Op, Vec<u8>)>> {
         let Some(w) = self.windows.as_ref() else { return Ok(vec![]) };
         let Some(watermark) = w.watermark.clone() else { return Ok(vec![]) };
-        if !self.groups.is_complete() && w.scanned.as_ref() != Some(&watermark) {
-            // Closed groups evicted from the cache (their committed state is current): keys
-            // lead with a vnode, so each vnode's range below the watermark is read.
-            let store = w.store.clone().ok_or_else(|| internal_err!("windowed aggregation without its store"))?;
-            let snapshot = store.snapshot();
-            let prefix = eddy_common::codec::table_prefix(self.table_id);
-            for vnode in 0..eddy_common::codec::VNODE_COUNT {
-                let mut start = prefix.to_vec();
-                start.extend_from_slice(&vnode.to_be_bytes());
-                let mut end = start.clone();
-                end.extend_from_slice(&watermark);
-                let mut cursor = snapshot.scan_batches(std::ops::Bound::Included(start), std::ops::Bound::Excluded(end), 4096).await?;
-                while let Some(entries) = cursor.next_batch().await? {
-                    for (k, v) in entries {
-                        let key = k[eddy_common::codec::KEY_PREFIX_LEN..].to_vec();
-                        if !self.groups.knows(&key) {
-                            let bytes = v.len() * 2;
-                            self.groups.load(key, Some(decode_group(&v)?), bytes);
-                        }
-                    }
-                }
+        let store = w.store.clone().ok_or_else(|| internal_err!("windowed aggregation without its store"))?;
+        let snapshot = store.snapshot();
+        if !w.complete {
+            // Restored: the open groups are the committed ones (the cache only holds groups
+            // loaded since, which are committed or in `open` already).
+            let prefix = eddy_common::codec::table_prefix(self.table_id).to_vec();
+            let (start, end) = eddy_storage::scan::prefix_bounds(&prefix);
+            let mut cursor = snapshot.scan_batches(start, end, 4096).await?;
+            let mut keys = Vec::new();
+            while let Some(entries) = cursor.next_batch().await? {
+                keys.extend(entries.into_iter().map(|(k, _)| k[eddy_common::codec::KEY_PREFIX_LEN..].to_vec()));
+            }
+            if let Some(w) = self.windows.as_mut() {
+                w.open.extend(keys);
+                w.complete = true;
             }
         }
-        if let Some(w) = self.windows.as_mut() {
-            w.scanned = Some(watermark.clone());
+        let Some(w) = self.windows.as_mut() else { return Ok(vec![]) };
+        let rest = w.open.split_off(&watermark);
+        let below = std::mem::replace(&mut w.open, rest);
+        // Closed groups evicted from the cache: their committed state is current.
+        for key in &below {
+            if !self.groups.knows(key) {
+                let stored = snapshot.get(&make_key(self.table_id, key)).await?;
+                let bytes = stored.as_ref().map_or(0, |v| v.len() * 2);
+                self.groups.load(key.clone(), stored.map(|v| decode_group(&v)).transpose()?, bytes);
+            }
         }
-        let mut closed: Vec<Vec<u8>> =
-            self.groups.values().filter(|(k, g)| k.as_slice() < watermark.as_slice() && g.rows > 0).map(|(k, _)| k.clone()).collect();
-        closed.sort_unstable();
+        let closed: Vec<Vec<u8>> = below.into_iter().filter(|k| self.groups.get(k).is_some_and(|g| g.rows > 0)).collect();
         let eowc = self.windows.as_ref().is_some_and(|w| w.eowc);
         let rows = if eowc { self.output_rows(&closed.iter().collect::<Vec<_>>())? } else { vec![] };
         for key in &closed {
@@ -360,6 +362,9 @@ impl HashAgg {
         if let Some(snapshot) = snapshot {
             // Groups load when first touched; only the global group is read now.
             self.groups = StateCache::new(false);
+            if let Some(w) = self.windows.as_mut() {
+                w.complete = false;
+            }
             if self.is_global() {
                 let stored = snapshot.get(&make_key(self.table_id, &[])).await?;
                 let bytes = stored.as_ref().map_or(0, |v| v.len() * 2);
@@ -578,6 +583,11 @@ impl Operator for HashAgg {
             };
             let group = self.groups.get_or_insert_with(key, || fresh.clone())?;
             group.rows += sign;
+            if group.rows == 1 && sign == 1 {
+                if let Some(w) = self.windows.as_mut() {
+                    w.open.insert(key.to_vec());
+                }
+            }
             if group.rows < 0 {
                 return Err(internal_err!("aggregation retracted a row it never saw"));
             }
