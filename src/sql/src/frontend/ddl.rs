@@ -38,6 +38,9 @@ impl Session {
         let mut table = new_relation(schema, name, RelationKind::Table, columns, pk, definition);
         table.on_conflict = on_conflict;
         table.append_only = append_only;
+        if append_only && matches!(on_conflict, ConflictPolicy::Overwrite | ConflictPolicy::UpdateIfNotNull) {
+            return Err(not_supported!("an APPEND ONLY table cannot update rows ON CONFLICT (table \"{}\"); use ON CONFLICT IGNORE", table.name));
+        }
         table.watermark = watermark_definition(sql, &table.columns)?;
         if table.watermark.is_some() && !append_only {
             return Err(not_supported!(
@@ -47,6 +50,12 @@ impl Session {
         }
         if let Some(clauses) = crate::frontend::with_options::take_connector_clauses(sql)? {
             if clauses.options.iter().any(|(k, _)| k == "connector") {
+                if append_only && !table.pk.is_empty() {
+                    return Err(not_supported!(
+                        "an APPEND ONLY table with a connector cannot have a primary key (table \"{}\"): its rows would be upserted",
+                        table.name
+                    ));
+                }
                 table.with_options = crate::frontend::with_options::connector_options(&clauses)?;
                 eddy_connector::validate(&eddy_connector::Options(table.with_options.clone()), &table.user_schema())?;
             }

@@ -117,6 +117,13 @@ impl Session {
             OnConflictAction::DoNothing => None,
             OnConflictAction::DoUpdate(u) => Some(u),
         };
+        if table.append_only && do_update.is_some() {
+            return Err(user_err!(
+                sqlstate::FEATURE_NOT_SUPPORTED,
+                "table \"{}\" is append-only: INSERT ... ON CONFLICT DO UPDATE is not allowed",
+                table.name
+            ));
+        }
         let no_constraint = || {
             user_err!("42P10", "there is no unique or exclusion constraint matching the ON CONFLICT specification")
         };

@@ -153,6 +153,9 @@ struct Built {
     /// Columns with a watermark (see `eddy_stream::watermark`): the runtime maps watermarks
     /// to exactly these.
     watermarks: Vec<usize>,
+    /// The output only ever inserts (append-only tables and sources through stateless
+    /// operators, inner joins, unions and window-closing aggregations).
+    append_only: bool,
 }
 
 impl Built {
@@ -188,7 +191,7 @@ impl Built {
             branches.extend(b);
             stages.extend(s);
         }
-        Built { branches, stages, join, ops: vec![], schema, key, watermarks: vec![] }
+        Built { branches, stages, join, ops: vec![], schema, key, watermarks: vec![], append_only: false }
     }
 }
 
@@ -462,9 +465,10 @@ fn build<'a>(
                     }
                     _ => None,
                 };
+                let append_only = rel.append_only || rel.kind == crate::catalog::RelationKind::Source;
                 let branch = BranchPlan { operators: ops, upstream: rel, parent: (OPEN, Side::Left), reader };
                 let watermarks = watermark.map(|(pos, _)| pos).into_iter().collect();
-                Ok(Built { branches: vec![branch], stages: vec![], join: None, ops: vec![], schema, key, watermarks })
+                Ok(Built { branches: vec![branch], stages: vec![], join: None, ops: vec![], schema, key, watermarks, append_only })
             }
             LogicalPlan::SubqueryAlias(a) => build(&a.input, ids, restore, internal).await,
             // A view has no order (PostgreSQL and RisingWave accept ORDER BY in its definition
@@ -517,6 +521,7 @@ fn build<'a>(
                 b.key = b.key.iter().map(|&k| if k < visible { k } else { k + n }).collect();
                 b.schema = schema;
                 b.watermarks.clear();
+                b.append_only = false;
                 Ok(b)
             }
             LogicalPlan::Filter(f) => {
@@ -537,8 +542,9 @@ fn build<'a>(
                     let mut op = TemporalFilter::try_new(table_id, bounds, b.schema.clone())?;
                     op.restore(restore).await?;
                     b.ops.push(Box::new(op));
-                    // Rows that appear later may be behind a watermark.
+                    // Rows that appear later may be behind a watermark; rows expire.
                     b.watermarks.clear();
+                    b.append_only = false;
                 }
                 Ok(b)
             }
@@ -619,6 +625,9 @@ fn build<'a>(
                 if !watermarked.is_empty() {
                     agg = agg.with_windows(eowc, &input_arrow)?;
                 }
+                if b.append_only {
+                    agg = agg.with_append_only();
+                }
                 agg.restore(restore).await?;
                 b.ops.push(Box::new(agg));
                 let at = |j: usize| if j < g { order.iter().position(|&o| o == j).unwrap_or(j) } else { j };
@@ -631,6 +640,7 @@ fn build<'a>(
                 b.schema = schema;
                 b.key = (0..g).collect();
                 b.watermarks = watermarked;
+                b.append_only = eowc;
                 Ok(b)
             }
             LogicalPlan::Union(u) => {
@@ -655,6 +665,7 @@ fn build<'a>(
                 let schema = Arc::new(Schema::new(fields));
                 // A column has a watermark when every input has one on it (the minimum passes).
                 let watermarks: Vec<usize> = (0..visible).filter(|c| inputs.iter().all(|i| i.watermarks.contains(c))).collect();
+                let append_only = inputs.iter().all(|i| i.append_only);
                 let mut branches = Vec::new();
                 for (i, mut input) in inputs.into_iter().enumerate() {
                     let in_schema = input.schema.clone();
@@ -676,6 +687,7 @@ fn build<'a>(
                 let key = (visible..schema.fields().len()).collect();
                 let mut built = Built::meet(branches, None, schema, key);
                 built.watermarks = watermarks;
+                built.append_only = append_only;
                 Ok(built)
             }
             LogicalPlan::Join(j) => {
@@ -756,7 +768,11 @@ async fn plan_join(
     };
     let mut join = HashJoin::try_new(table_id, spec)?;
     join.restore(restore).await?;
-    Ok(Built::meet(vec![(left, Side::Left), (right, Side::Right)], Some(Box::new(join)), schema, key))
+    // An inner join of inputs that only insert only ever emits new matches.
+    let append_only = kind == JoinKind::Inner && left.append_only && right.append_only;
+    let mut built = Built::meet(vec![(left, Side::Left), (right, Side::Right)], Some(Box::new(join)), schema, key);
+    built.append_only = append_only;
+    Ok(built)
 }
 
 /// Plans `ORDER BY sort LIMIT fetch OFFSET skip` over `input` (a top-N over one partition).
@@ -784,5 +800,6 @@ async fn plan_top_n(
     op.restore(restore).await?;
     b.ops.push(Box::new(op));
     b.watermarks.clear();
+    b.append_only = false;
     Ok(b)
 }

@@ -137,6 +137,9 @@ pub struct HashAgg {
     groups: StateCache<Group>,
     /// Event-time handling, when the first group column carries a watermark.
     windows: Option<Windows>,
+    /// The input only ever inserts: `min`/`max` (and `first_value`/`last_value`) keep just
+    /// their current value instead of the group's multiset.
+    append_only: bool,
 }
 
 /// How an aggregation grouped by a watermarked column (first in the group key, so groups are
@@ -239,7 +242,15 @@ impl HashAgg {
             output_converter,
             groups: StateCache::new(true),
             windows: None,
+            append_only: false,
         })
+    }
+
+    /// For an input that never retracts (append-only tables and sources, through stateless
+    /// operators and inner joins): extreme-value aggregates keep one value per group.
+    pub fn with_append_only(mut self) -> Self {
+        self.append_only = true;
+        self
     }
 
     /// Closes groups by the watermark of the first group column, which must be an input
@@ -575,6 +586,19 @@ impl Operator for HashAgg {
             })
             .collect::<Result<Vec<_>>>()?;
         let fresh = self.new_group();
+        // Append-only: which end of its multiset each call keeps (true: the smallest).
+        let keep_end: Vec<Option<bool>> = self
+            .calls
+            .iter()
+            .map(|c| match c.kind {
+                AggKind::Min | AggKind::FirstValue if self.append_only => Some(true),
+                AggKind::Max | AggKind::LastValue if self.append_only => Some(false),
+                _ => None,
+            })
+            .collect();
+        if self.append_only && chunk.ops.iter().any(|op| !op.is_insert()) {
+            return Err(internal_err!("an append-only aggregation received a retraction"));
+        }
         for row in 0..n {
             let sign: i64 = if chunk.ops[row].is_insert() { 1 } else { -1 };
             let key: &[u8] = match &key_rows {
@@ -591,9 +615,18 @@ impl Operator for HashAgg {
             if group.rows < 0 {
                 return Err(internal_err!("aggregation retracted a row it never saw"));
             }
-            for ((acc, input), mask) in group.accs.iter_mut().zip(&inputs).zip(&masks) {
+            for (((acc, input), mask), keep) in group.accs.iter_mut().zip(&inputs).zip(&masks).zip(&keep_end) {
                 if mask.as_ref().is_none_or(|m| m[row]) {
                     input.apply(acc, row, sign)?;
+                    if let (Some(smallest), Acc::Values(m)) = (keep, &mut *acc) {
+                        while m.len() > 1 {
+                            if *smallest {
+                                m.pop_last();
+                            } else {
+                                m.pop_first();
+                            }
+                        }
+                    }
                 }
             }
         }

@@ -186,3 +186,16 @@ fn group_state_survives_encoding() {
     };
     assert_eq!(decode_group(&encode_group(&g)).unwrap(), g);
 }
+
+#[tokio::test]
+async fn over_append_only_input_extremes_keep_one_value_and_retractions_are_refused() {
+    let mut a = agg(&[(AggKind::Min, DataType::Int32), (AggKind::Max, DataType::Int32)], true).with_append_only();
+    a.restore(None).await.unwrap();
+    let n = 500;
+    let vals: Vec<Option<i32>> = (0..n).map(|i| Some((i * 37) % 101)).collect();
+    a.process(chunk(&vec![Op::Insert; n as usize], &vec!["x"; n as usize], &vals), &mut RowErrors::default()).unwrap();
+    assert_eq!(barrier(&mut a).await, vec![(Op::Insert, vec!["x".into(), "0".into(), "100".into()])]);
+    let (_, group) = a.groups.values().next().unwrap();
+    assert!(group.accs.iter().all(|acc| matches!(acc, Acc::Values(m) if m.len() == 1)), "{:?}", group.accs);
+    assert!(a.process(chunk(&[Op::Delete], &["x"], &[Some(0)]), &mut RowErrors::default()).is_err());
+}
