@@ -62,8 +62,8 @@ fn refused(e: &Expr) -> eddy_common::EddyError {
 /// Microseconds of a constant interval (no months: their length varies).
 fn interval_us(v: &ScalarValue) -> Option<i64> {
     match v {
-        ScalarValue::IntervalMonthDayNano(Some(i)) if i.months == 0 => Some(i64::from(i.days) * 86_400_000_000 + i.nanoseconds / 1000),
-        ScalarValue::IntervalDayTime(Some(i)) => Some(i64::from(i.days) * 86_400_000_000 + i64::from(i.milliseconds) * 1000),
+        ScalarValue::IntervalMonthDayNano(Some(i)) if i.months == 0 => i64::from(i.days).checked_mul(86_400_000_000)?.checked_add(i.nanoseconds / 1000),
+        ScalarValue::IntervalDayTime(Some(i)) => i64::from(i.days).checked_mul(86_400_000_000)?.checked_add(i64::from(i.milliseconds) * 1000),
         ScalarValue::IntervalYearMonth(Some(0)) => Some(0),
         _ => None,
     }
@@ -87,10 +87,10 @@ fn now_shift(e: &Expr) -> Option<i64> {
             };
             match b.op {
                 BinOp::Plus => match (now_shift(&b.left), constant(&b.right)) {
-                    (Some(k), Some(c)) => Some(k + c),
-                    _ => Some(now_shift(&b.right)? + constant(&b.left)?),
+                    (Some(k), Some(c)) => k.checked_add(c),
+                    _ => now_shift(&b.right)?.checked_add(constant(&b.left)?),
                 },
-                BinOp::Minus => Some(now_shift(&b.left)? - constant(&b.right)?),
+                BinOp::Minus => now_shift(&b.left)?.checked_sub(constant(&b.right)?),
                 _ => None,
             }
         }
