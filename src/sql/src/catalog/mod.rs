@@ -129,14 +129,15 @@ pub struct TableCatalog {
     #[serde(default)]
     pub on_conflict: ConflictPolicy,
     /// RisingWave's `APPEND ONLY` table: rows are only ever inserted (UPDATE and DELETE are
-    /// refused).
+    /// refused); for a materialized view, its changes are only inserts.
     #[serde(default)]
     pub append_only: bool,
     /// For sources: the `WITH (...)` options (keys lower-cased), with `FORMAT` and `ENCODE`
     /// under the keys `format` and `encode`.
     #[serde(default)]
     pub with_options: BTreeMap<String, String>,
-    /// `WATERMARK FOR column AS column - delay` (append-only tables and sources).
+    /// `WATERMARK FOR column AS column - delay` (append-only tables and sources); for a
+    /// materialized view, the column whose watermark it passes on (delay 0, nothing generated).
     #[serde(default)]
     pub watermark: Option<WatermarkDef>,
     /// For materialized views: `EMIT ON WINDOW CLOSE`.

@@ -114,8 +114,9 @@ impl Session {
             internal_tables: planned.internal_tables,
             comments: Default::default(),
             on_conflict: Default::default(),
-            append_only: false,
-            watermark: None,
+            // Views on this one see its watermark and whether it only inserts.
+            append_only: planned.append_only,
+            watermark: planned.watermark_column.clone().map(|column| crate::catalog::WatermarkDef { column, delay_us: 0 }),
             emit_on_window_close,
             with_options: Default::default(),
             derived: Default::default(),

@@ -57,6 +57,10 @@ pub struct PlannedView {
     pub pk: Vec<usize>,
     /// State tables used by operators, in plan order.
     pub internal_tables: Vec<u32>,
+    /// A visible column whose watermark the view passes on to views on it.
+    pub watermark_column: Option<String>,
+    /// The view's changes are only inserts (views on it may use append-only operators).
+    pub append_only: bool,
 }
 
 impl PlannedView {
@@ -364,6 +368,7 @@ pub async fn plan_view(plan: &LogicalPlan, ids: &mut TableIds<'_>, restore: Opti
     let built = build(plan, ids, restore, &mut internal).await?;
     let internal = internal.tables;
     let (schema, key) = (built.schema.clone(), built.key.clone());
+    let (watermarked, append_only) = (built.watermarks.clone(), built.append_only);
     let (mut branches, stages) = built.close(None, 0);
     // All scans of one source within the view share its first reader: they see the same rows
     // at the same epochs (a self-join of a source stays consistent), read once.
@@ -386,7 +391,8 @@ pub async fn plan_view(plan: &LogicalPlan, ids: &mut TableIds<'_>, restore: Opti
             .ok_or_else(|| not_supported!("column \"{name}\" has type {} which a materialized view cannot store yet", f.data_type()))?;
         columns.push(ColumnCatalog { name, ty, not_null: false, default: None, hidden });
     }
-    Ok(PlannedView { branches, stages, columns, pk: key, internal_tables: internal })
+    let watermark_column = watermarked.iter().find(|&&c| c < visible).map(|&c| columns[c].name.clone());
+    Ok(PlannedView { branches, stages, columns, pk: key, internal_tables: internal, watermark_column, append_only })
 }
 
 /// PostgreSQL's name for an unaliased output column: the column, the function, or `?column?`.
