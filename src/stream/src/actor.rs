@@ -217,29 +217,36 @@ impl ViewActor {
 
     /// Maps the inputs' watermarks through the tree, children first (see
     /// [`Operator::on_watermarks`]). A union stage is as far as its slowest input; a join stage
-    /// passes none.
+    /// asks its join.
     fn propagate_watermarks(&mut self) -> Result<Vec<Watermark>> {
-        let mut into: Vec<Vec<Vec<Watermark>>> = vec![Vec::new(); self.stages.len()];
+        let mut into: Vec<Vec<(Side, Vec<Watermark>)>> = vec![Vec::new(); self.stages.len()];
         let mut root = Vec::new();
         for b in 0..self.branches.len() {
             let mut wms = self.watermarks[b].clone();
             for op in &mut self.branches[b] {
                 wms = op.on_watermarks(&wms)?;
             }
-            if let Some(slot) = into.get_mut(self.branch_parents[b].0) {
-                slot.push(wms);
+            let (parent, side) = self.branch_parents[b];
+            if let Some(slot) = into.get_mut(parent) {
+                slot.push((side, wms));
             }
         }
         for s in 0..self.stages.len() {
             let inputs = std::mem::take(&mut into[s]);
-            let mut wms = if self.stages[s].join.is_some() { Vec::new() } else { crate::watermark::min_common(&inputs) };
+            let mut wms = match &mut self.stages[s].join {
+                Some(join) => {
+                    let side = |want: Side| inputs.iter().find(|(s, _)| *s == want).map(|(_, w)| w.clone()).unwrap_or_default();
+                    join.on_watermarks(&side(Side::Left), &side(Side::Right))?
+                }
+                None => crate::watermark::min_common(&inputs.into_iter().map(|(_, w)| w).collect::<Vec<_>>()),
+            };
             for op in &mut self.stages[s].operators {
                 wms = op.on_watermarks(&wms)?;
             }
             match self.stages[s].parent {
-                Some((p, _)) => {
+                Some((p, side)) => {
                     if let Some(slot) = into.get_mut(p) {
-                        slot.push(wms);
+                        slot.push((side, wms));
                     }
                 }
                 None => root = wms,

@@ -757,6 +757,21 @@ async fn plan_join(
         JoinKind::RightSemi | JoinKind::RightAnti => (rs.clone(), right.key.clone()),
         _ => (pair_schema.clone(), left.key.iter().map(|&k| left_at(k)).chain(right.key.iter().map(|&k| right_at(k))).collect()),
     };
+    // Equi-keys watermarked on both sides of an inner join keep a watermark (the smaller).
+    let column_at = |e: &Expr, df: &DFSchema| match strip_alias(e) {
+        Expr::Column(c) => df.index_of_column(c).ok(),
+        _ => None,
+    };
+    let watermark_keys: Vec<(usize, usize, usize, usize)> = if kind == JoinKind::Inner {
+        j.on.iter()
+            .filter_map(|(l, r)| {
+                let (li, ri) = (column_at(l, ldf)?, column_at(r, rdf)?);
+                (left.watermarks.contains(&li) && right.watermarks.contains(&ri)).then(|| (li, ri, left_at(li), right_at(ri)))
+            })
+            .collect()
+    } else {
+        vec![]
+    };
     let table_id = ids.next()?;
     internal.push(table_id);
     let spec = JoinSpec {
@@ -771,6 +786,7 @@ async fn plan_join(
         null_aware: j.null_aware,
         filter,
         pair_schema,
+        watermark_keys: watermark_keys.clone(),
     };
     let mut join = HashJoin::try_new(table_id, spec)?;
     join.restore(restore).await?;
@@ -778,6 +794,7 @@ async fn plan_join(
     let append_only = kind == JoinKind::Inner && left.append_only && right.append_only;
     let mut built = Built::meet(vec![(left, Side::Left), (right, Side::Right)], Some(Box::new(join)), schema, key);
     built.append_only = append_only;
+    built.watermarks = watermark_keys.iter().flat_map(|&(_, _, lo, ro)| [lo, ro]).collect();
     Ok(built)
 }
 

@@ -102,6 +102,10 @@ pub struct JoinSpec {
     pub filter: Option<Arc<dyn PhysicalExpr>>,
     /// Schema of a joined row (see the module docs for the layout).
     pub pair_schema: SchemaRef,
+    /// Equi-key pairs whose columns carry a watermark on both sides of an inner join:
+    /// (left column, right column, and the two output columns). Every later output row has
+    /// both at least the smaller of the two watermarks.
+    pub watermark_keys: Vec<(usize, usize, usize, usize)>,
 }
 
 /// One distinct row of a side.
@@ -332,6 +336,8 @@ pub struct HashJoin {
     state: StateCache<Pair>,
     /// Rows changed this epoch, by (side, row), with their bucket.
     dirty: HashMap<(u8, Vec<u8>), Vec<u8>>,
+    /// See [`JoinSpec::watermark_keys`].
+    watermark_keys: Vec<(usize, usize, usize, usize)>,
 }
 
 impl fmt::Display for HashJoin {
@@ -378,6 +384,7 @@ impl HashJoin {
             key_converter,
             key_types,
             pair_schema: spec.pair_schema,
+            watermark_keys: spec.watermark_keys,
             left: SideState::try_new(spec.left_schema, spec.left_visible, spec.left_keys)?,
             right: SideState::try_new(spec.right_schema, spec.right_visible, spec.right_keys)?,
             state: StateCache::new(true),
@@ -643,6 +650,19 @@ impl HashJoin {
 
 #[async_trait]
 impl BinaryOperator for HashJoin {
+    fn on_watermarks(&mut self, left: &[crate::watermark::Watermark], right: &[crate::watermark::Watermark]) -> Result<Vec<crate::watermark::Watermark>> {
+        use crate::watermark::Watermark;
+        let mut out = Vec::new();
+        for &(l, r, lo, ro) in &self.watermark_keys {
+            let (Some(a), Some(b)) = (left.iter().find(|w| w.col == l), right.iter().find(|w| w.col == r)) else { continue };
+            if let Some(m) = Watermark::min(a, b) {
+                out.push(Watermark { col: lo, value: m.value.clone() });
+                out.push(Watermark { col: ro, value: m.value });
+            }
+        }
+        Ok(out)
+    }
+
     async fn prefetch(&mut self, side: Side, chunk: &StreamChunk, store: &StateStore) -> Result<()> {
         if self.null_aware {
             // Keeps everything (see `restore`): never evicts, never misses.

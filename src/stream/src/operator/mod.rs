@@ -99,4 +99,9 @@ pub trait BinaryOperator: Send + std::fmt::Display {
 
     /// Ends `epoch`: flushes state changes into `batch`, returns output due now.
     async fn on_barrier(&mut self, epoch: Epoch, batch: &mut EpochBatch, errors: &mut RowErrors) -> Result<Vec<StreamChunk>>;
+
+    /// The output's watermarks given each input's (see [`Operator::on_watermarks`]).
+    fn on_watermarks(&mut self, _left: &[Watermark], _right: &[Watermark]) -> Result<Vec<Watermark>> {
+        Ok(vec![])
+    }
 }

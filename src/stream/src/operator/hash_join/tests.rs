@@ -64,6 +64,7 @@ fn join(kind: JoinKind, with_filter: bool, null_aware: bool) -> HashJoin {
             null_aware: kind == JoinKind::LeftAnti && !with_filter && null_aware,
             filter: with_filter.then_some(filter),
             pair_schema: pair,
+            watermark_keys: vec![],
         },
     )
     .unwrap()
