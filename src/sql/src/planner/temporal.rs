@@ -53,9 +53,11 @@ pub fn contains_now(e: &Expr) -> bool {
     e.exists(|e| Ok(matches!(e, Expr::ScalarFunction(f) if f.name() == NOW_UDF))).unwrap_or(false)
 }
 
-fn refused(e: &Expr) -> eddy_common::EddyError {
+fn refused(_: &Expr) -> eddy_common::EddyError {
     not_supported!(
-        "now() in a materialized view must be compared with an expression of the row, such as ts > now() - INTERVAL '1' HOUR (not {e})"
+        "now() in a materialized view must be compared with an expression of the row, such as ts > now() - INTERVAL '1' HOUR: \
+         one side now() plus or minus a constant interval of days or less (months vary in length), the other a timestamp or date \
+         of the row, joined to the rest of WHERE by AND"
     )
 }
 
