@@ -461,6 +461,9 @@ impl Session {
                         user_err!(sqlstate::UNDEFINED_COLUMN, "column \"{old}\" does not exist")
                     })?;
                     c.name = new.clone();
+                    if let Some(w) = updated.watermark.as_mut().filter(|w| w.column == old) {
+                        w.column = new.clone();
+                    }
                     if let Some(comment) = updated.comments.columns.remove(&old) {
                         updated.comments.columns.insert(new, comment);
                     }

@@ -645,7 +645,8 @@ fn build<'a>(
                 }
                 b.schema = schema;
                 b.key = (0..g).collect();
-                b.watermarks = watermarked;
+                // Emitting on window close, only the closing column's watermark holds.
+                b.watermarks = if eowc { watermarked.into_iter().take(1).collect() } else { watermarked };
                 b.append_only = eowc;
                 Ok(b)
             }

@@ -71,12 +71,17 @@ fn interval_us(v: &ScalarValue) -> Option<i64> {
     }
 }
 
+fn fine_timestamp(t: &DataType) -> bool {
+    matches!(t, DataType::Timestamp(arrow::datatypes::TimeUnit::Microsecond | arrow::datatypes::TimeUnit::Nanosecond, _))
+}
+
 /// `now() + k` (through casts and `±` constant intervals): `k` in microseconds.
 fn now_shift(e: &Expr) -> Option<i64> {
     match e {
         Expr::ScalarFunction(f) if f.name() == NOW_UDF => Some(0),
-        Expr::Cast(c) => now_shift(&c.expr),
-        Expr::TryCast(c) => now_shift(&c.expr),
+        // Casts to other timestamp types keep the instant; to a date or to seconds they truncate.
+        Expr::Cast(c) if fine_timestamp(c.field.data_type()) => now_shift(&c.expr),
+        Expr::TryCast(c) if fine_timestamp(c.field.data_type()) => now_shift(&c.expr),
         Expr::Alias(a) => now_shift(&a.expr),
         Expr::BinaryExpr(b) => {
             let constant = |e: &Expr| match e {

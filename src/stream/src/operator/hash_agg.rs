@@ -678,9 +678,15 @@ impl Operator for HashAgg {
     fn on_watermarks(&mut self, input: &[crate::watermark::Watermark]) -> Result<Vec<crate::watermark::Watermark>> {
         use datafusion::physical_expr::expressions::Column;
         let mut out = Vec::new();
+        let eowc = self.windows.as_ref().is_some_and(|w| w.eowc);
         for (g, e) in self.group_exprs.iter().enumerate() {
             let Some(c) = (e.as_ref() as &dyn std::any::Any).downcast_ref::<Column>() else { continue };
             let Some(w) = input.iter().find(|w| w.col == c.index()) else { continue };
+            // Emitting on window close, rows come out once the first column closes them:
+            // only its watermark holds for the output.
+            if eowc && g != 0 {
+                continue;
+            }
             out.push(crate::watermark::Watermark { col: g, value: w.value.clone() });
             if let Some(win) = self.windows.as_mut().filter(|win| g == 0 && win.input_col == c.index()) {
                 let arr = w.value.to_array_of_size(1)?;

@@ -36,9 +36,16 @@ impl fmt::Display for Materialize {
 
 #[async_trait]
 impl Operator for Materialize {
-    /// The view's change stream is its input's.
+    /// The view's change stream is its input's, in the stored types.
     fn on_watermarks(&mut self, input: &[crate::watermark::Watermark]) -> Result<Vec<crate::watermark::Watermark>> {
-        Ok(input.to_vec())
+        let schema = self.table.schema().clone();
+        let mut out = Vec::with_capacity(input.len());
+        for w in input {
+            let Some(f) = schema.fields().get(w.col) else { continue };
+            let value = if w.value.data_type() == *f.data_type() { w.value.clone() } else { w.value.cast_to(f.data_type())? };
+            out.push(crate::watermark::Watermark { col: w.col, value });
+        }
+        Ok(out)
     }
 
     async fn prefetch(&mut self, _chunk: &StreamChunk, store: &StateStore) -> Result<()> {

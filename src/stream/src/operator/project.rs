@@ -54,7 +54,13 @@ impl Project {
             .fields()
             .iter()
             .enumerate()
-            .map(|(i, f)| if i == col { Ok(value.to_array_of_size(1)?) } else { Ok(arrow::array::new_null_array(f.data_type(), 1)) })
+            .map(|(i, f)| {
+                if i != col {
+                    return Ok(arrow::array::new_null_array(f.data_type(), 1));
+                }
+                let v = value.to_array_of_size(1)?;
+                Ok(if v.data_type() == f.data_type() { v } else { arrow::compute::cast(&v, f.data_type())? })
+            })
             .collect::<Result<Vec<_>>>()?;
         let batch = RecordBatch::try_new(Arc::new(arrow::datatypes::Schema::new(fields)), columns)?;
         let v = self.exprs[out].evaluate(&batch)?.into_array(1)?;

@@ -73,6 +73,9 @@ pub struct TemporalFilter {
     recent: BTreeMap<Vec<u8>, (Epoch, Option<()>)>,
     /// The store (for the rows that come due).
     store: Option<Arc<StateStore>>,
+    /// `now` has been written to the state table (a restore must find the time its state is
+    /// as of).
+    saved: bool,
 }
 
 impl fmt::Display for TemporalFilter {
@@ -99,7 +102,7 @@ impl TemporalFilter {
     /// A temporal filter over rows of `schema`.
     pub fn try_new(table_id: u32, bounds: Vec<TemporalBound>, schema: SchemaRef) -> Result<Self> {
         let rows = RowConverter::new(schema.fields().iter().map(|f| SortField::new(f.data_type().clone())).collect())?;
-        Ok(Self { table_id, bounds, schema, rows, now: wall_clock_us(), current: BTreeMap::new(), recent: BTreeMap::new(), store: None })
+        Ok(Self { table_id, bounds, schema, rows, now: wall_clock_us(), current: BTreeMap::new(), recent: BTreeMap::new(), store: None, saved: false })
     }
 
     fn key_prefix(&self, space: [u8; 2]) -> Vec<u8> {
@@ -122,6 +125,7 @@ impl TemporalFilter {
             if let Some(v) = s.get(&self.key_prefix(NOW)).await? {
                 let t = i64::from_be_bytes(v.as_ref().try_into().map_err(|_| internal_err!("corrupt temporal filter time"))?);
                 self.now = t;
+                self.saved = true;
             }
         }
         Ok(())
@@ -270,8 +274,9 @@ impl Operator for TemporalFilter {
             }
         }
         self.now = now;
-        if now != before {
+        if now != before || !self.saved {
             batch.put(self.key_prefix(NOW), now.to_be_bytes().to_vec());
+            self.saved = true;
         }
         for (k, v) in std::mem::take(&mut self.current) {
             match v {
