@@ -27,6 +27,7 @@ pub mod table;
 pub mod types;
 pub mod udf;
 pub mod view_status;
+pub mod state_tables;
 pub mod watermarks;
 
 use std::collections::BTreeMap;
@@ -128,6 +129,9 @@ impl SystemCatalog for PgCatalog {
         if name == watermarks::NAME {
             return Some(watermarks::WatermarksTable::new(self.relations.clone()));
         }
+        if name == state_tables::NAME {
+            return Some(state_tables::StateTablesTable::new(self.relations.clone()));
+        }
         pg_catalog_rel(name).map(|d| catalog_table(&self.relations, d, false))
     }
 }
@@ -163,11 +167,14 @@ impl SchemaProvider for SystemSchema {
         if !self.info && name == watermarks::NAME {
             return Ok(Some(watermarks::WatermarksTable::new(self.relations.clone())));
         }
+        if !self.info && name == state_tables::NAME {
+            return Ok(Some(state_tables::StateTablesTable::new(self.relations.clone())));
+        }
         Ok(self.def(name).map(|d| catalog_table(&self.relations, d, self.info)))
     }
 
     fn table_exist(&self, name: &str) -> bool {
-        (!self.info && (name == view_status::NAME || name == watermarks::NAME)) || self.def(name).is_some()
+        (!self.info && (name == view_status::NAME || name == watermarks::NAME || name == state_tables::NAME)) || self.def(name).is_some()
     }
 }
 
