@@ -178,6 +178,9 @@ impl ViewActor {
         for op in branches.iter_mut().flat_map(|b| b.operators.iter_mut()).chain(stages.iter_mut().flat_map(|s| s.operators.iter_mut())) {
             op.attach_store(&store);
         }
+        for join in stages.iter_mut().filter_map(|s| s.join.as_mut()) {
+            join.attach_store(&store);
+        }
         let watermarks = vec![Vec::new(); branches.len()];
         for b in branches {
             inputs.push(b.input);

@@ -208,8 +208,9 @@ async fn a_table_with_a_connector_stores_its_rows_once_across_restarts() {
     exec(&c, "DROP TABLE t CASCADE").await;
 }
 
-/// Views over a source with a watermark: windows closed by it (EMIT ON WINDOW CLOSE, TUMBLE and
-/// HOP) and a window aggregate whose closed groups drop their state. SIGKILLed mid-stream, the
+/// Views over a source with a watermark: windows closed by it (EMIT ON WINDOW CLOSE, TUMBLE,
+/// HOP, a window self-join whose closed buckets leave its state) and a window aggregate whose
+/// closed groups drop their state. SIGKILLed mid-stream, the
 /// restarted server ends with exactly the views of an uninterrupted run: the reader's position
 /// and its watermark commit together, so no window is emitted twice or lost.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -223,14 +224,18 @@ async fn watermarked_windows_after_sigkill_equal_an_uninterrupted_run() {
         CREATE MATERIALIZED VIEW live AS SELECT window_start, count(*) AS n, sum(price) AS s \
             FROM TUMBLE(bid, date_time, INTERVAL '1' SECOND) GROUP BY window_start;
         CREATE MATERIALIZED VIEW sliding AS SELECT auction % 10 AS a, window_start, count(*) AS n, max(price) AS m \
-            FROM HOP(bid, date_time, INTERVAL '500' MILLISECOND, INTERVAL '1500' MILLISECOND) GROUP BY auction % 10, window_start EMIT ON WINDOW CLOSE;";
-    const VIEWS: [&str; 3] = ["SELECT * FROM closed ORDER BY 1", "SELECT * FROM live ORDER BY 1", "SELECT * FROM sliding ORDER BY 1, 2"];
+            FROM HOP(bid, date_time, INTERVAL '500' MILLISECOND, INTERVAL '1500' MILLISECOND) GROUP BY auction % 10, window_start EMIT ON WINDOW CLOSE;
+        CREATE MATERIALIZED VIEW joined AS SELECT x.window_start, count(*) AS n, sum(x.bidder) AS b \
+            FROM TUMBLE(bid, date_time, INTERVAL '1' SECOND) x JOIN TUMBLE(bid, date_time, INTERVAL '1' SECOND) y \
+            ON x.window_start = y.window_start AND x.price = y.price GROUP BY x.window_start EMIT ON WINDOW CLOSE;";
+    const VIEWS: [&str; 4] =
+        ["SELECT * FROM closed ORDER BY 1", "SELECT * FROM live ORDER BY 1", "SELECT * FROM sliding ORDER BY 1, 2", "SELECT * FROM joined ORDER BY 1"];
     // Every bid reached the non-closing view (60,000 events hold 55,200 bids, none late here),
     // so its reader's watermark is final; each view is done once its own reader got there too
     // (a view closes windows in the epoch its reader's watermark commits in).
     async fn finished(c: &Client) {
         until(c, "SELECT sum(n) FROM live", &["55200"]).await;
-        until(c, "SELECT count(DISTINCT watermark), count(*) FROM eddy_watermarks", &["1", "3"]).await;
+        until(c, "SELECT count(DISTINCT watermark), count(*) FROM eddy_watermarks", &["1", "4"]).await;
     }
     let reference = {
         let srv = server("memory://").await;
@@ -270,5 +275,9 @@ async fn watermarked_windows_after_sigkill_equal_an_uninterrupted_run() {
         assert_eq!(&rows(&c, q).await.unwrap(), want, "{q} after SIGKILL");
     }
     let late = rows(&c, "SELECT view, late_rows FROM eddy_watermarks ORDER BY 1").await.unwrap();
-    assert_eq!(late, vec![vec!["closed".to_string(), "0".into()], vec!["live".into(), "0".into()], vec!["sliding".into(), "0".into()]]);
+    assert_eq!(
+        late,
+        vec![vec!["closed".to_string(), "0".into()], vec!["joined".into(), "0".into()], vec!["live".into(), "0".into()], vec!["sliding".into(), "0".into()]]
+    );
+    assert_eq!(reference[3].len(), reference[0].len(), "the window join closes the same windows");
 }

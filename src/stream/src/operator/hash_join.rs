@@ -316,6 +316,24 @@ impl Keyed {
     }
 }
 
+/// State cleanup of an inner join whose equi-key `key_index` carries a watermark on both sides:
+/// a bucket whose value there is below the smaller watermark gets no more rows from either
+/// side, so its rows leave the state (their matches were emitted long ago).
+struct JoinWindows {
+    /// Position of the watermarked column among the join keys.
+    key_index: usize,
+    /// Encodes a value of that key column (order-preserving).
+    converter: RowConverter,
+    /// The smaller of the two sides' watermarks, encoded.
+    watermark: Option<Vec<u8>>,
+    /// Open buckets by their watermarked key value.
+    open: BTreeMap<Vec<u8>, std::collections::HashSet<Vec<u8>>>,
+    /// `open` knows every bucket in the state table (after a restore, one scan fills it).
+    complete: bool,
+    /// The store, for evicted buckets and the scan after a restore.
+    store: Option<Arc<StateStore>>,
+}
+
 /// Incremental join.
 pub struct HashJoin {
     table_id: u32,
@@ -338,6 +356,8 @@ pub struct HashJoin {
     dirty: HashMap<(u8, Vec<u8>), Vec<u8>>,
     /// See [`JoinSpec::watermark_keys`].
     watermark_keys: Vec<(usize, usize, usize, usize)>,
+    /// Watermark-driven cleanup of an inner join (see [`JoinWindows`]).
+    windows: Option<JoinWindows>,
 }
 
 impl fmt::Display for HashJoin {
@@ -373,6 +393,25 @@ impl HashJoin {
         let key_types = spec.left_keys.iter().map(|k| Ok(k.data_type(&spec.left_schema)?)).collect::<Result<Vec<_>>>()?;
         let key_converter =
             if key_types.is_empty() { None } else { Some(RowConverter::new(key_types.iter().map(|t| SortField::new(t.clone())).collect())?) };
+        // The first watermarked equi-key, as a position among the keys.
+        let windows = match (spec.kind, spec.null_aware, spec.watermark_keys.first()) {
+            (JoinKind::Inner, false, Some(&(l, _, _, _))) => spec
+                .left_keys
+                .iter()
+                .position(|k| (k.as_ref() as &dyn std::any::Any).downcast_ref::<datafusion::physical_expr::expressions::Column>().is_some_and(|c| c.index() == l))
+                .map(|key_index| -> Result<JoinWindows> {
+                    Ok(JoinWindows {
+                        key_index,
+                        converter: RowConverter::new(vec![SortField::new(key_types[key_index].clone())])?,
+                        watermark: None,
+                        open: BTreeMap::new(),
+                        complete: true,
+                        store: None,
+                    })
+                })
+                .transpose()?,
+            _ => None,
+        };
         Ok(Self {
             table_id,
             kind: spec.kind,
@@ -384,7 +423,8 @@ impl HashJoin {
             key_converter,
             key_types,
             pair_schema: spec.pair_schema,
-            watermark_keys: spec.watermark_keys,
+            watermark_keys: spec.watermark_keys.clone(),
+            windows,
             left: SideState::try_new(spec.left_schema, spec.left_visible, spec.left_keys)?,
             right: SideState::try_new(spec.right_schema, spec.right_visible, spec.right_keys)?,
             state: StateCache::new(true),
@@ -634,6 +674,9 @@ impl HashJoin {
     /// loads all of its state now.
     pub async fn restore(&mut self, snapshot: Option<&ReadSnapshot>) -> Result<()> {
         let Some(snapshot) = snapshot else { return Ok(()) };
+        if let Some(w) = self.windows.as_mut() {
+            w.complete = false;
+        }
         if !self.null_aware {
             self.state = StateCache::new(false);
             return Ok(());
@@ -656,6 +699,15 @@ impl BinaryOperator for HashJoin {
         for &(l, r, lo, ro) in &self.watermark_keys {
             let (Some(a), Some(b)) = (left.iter().find(|w| w.col == l), right.iter().find(|w| w.col == r)) else { continue };
             if let Some(m) = Watermark::min(a, b) {
+                if let Some(w) = self.windows.as_mut().filter(|_| self.watermark_keys.first().is_some_and(|k| k.0 == l && k.1 == r)) {
+                    let t = &self.key_types[w.key_index];
+                    let v = m.value.to_array_of_size(1)?;
+                    let v = if v.data_type() == t { v } else { arrow::compute::cast(&v, t)? };
+                    let encoded = w.converter.convert_columns(&[v])?.row(0).as_ref().to_vec();
+                    if w.watermark.as_ref().is_none_or(|old| encoded > *old) {
+                        w.watermark = Some(encoded);
+                    }
+                }
                 out.push(Watermark { col: lo, value: m.value.clone() });
                 out.push(Watermark { col: ro, value: m.value });
             }
@@ -698,6 +750,24 @@ impl BinaryOperator for HashJoin {
         }
         let buckets = keyed.buckets(side);
         let Keyed { chunk, rows, keys } = keyed;
+        if let Some(w) = self.windows.as_mut() {
+            let s = match side {
+                Side::Left => &self.left,
+                Side::Right => &self.right,
+            };
+            let v = s.keys[w.key_index].evaluate(&chunk.batch)?.into_array(n)?;
+            let t = &self.key_types[w.key_index];
+            let v = if v.data_type() == t { v } else { arrow::compute::cast(&v, t)? };
+            let encoded = w.converter.convert_columns(&[v])?;
+            for i in 0..n {
+                if chunk.ops[i].is_insert() && matchable(&buckets[i]) {
+                    let set = w.open.entry(encoded.row(i).as_ref().to_vec()).or_default();
+                    if !set.contains(&buckets[i]) {
+                        set.insert(buckets[i].clone());
+                    }
+                }
+            }
+        }
         let other = side.other();
         let refs: Vec<Probe<'_>> =
             (0..n).map(|i| (rows.row(i).data(), keys[i].is_some().then(|| buckets[i].as_slice()), chunk.ops[i])).collect();
@@ -794,7 +864,81 @@ impl BinaryOperator for HashJoin {
                 _ => self.state.deleted(&bucket, epoch),
             }
         }
+        self.close_windows(epoch, batch).await?;
         Ok(vec![])
+    }
+
+    fn attach_store(&mut self, store: &Arc<StateStore>) {
+        if let Some(w) = self.windows.as_mut() {
+            w.store = Some(store.clone());
+        }
+    }
+}
+
+impl HashJoin {
+    /// Drops the buckets below the watermark (see [`JoinWindows`]).
+    async fn close_windows(&mut self, epoch: Epoch, batch: &mut EpochBatch) -> Result<()> {
+        let Some(w) = self.windows.as_ref() else { return Ok(()) };
+        let Some(watermark) = w.watermark.clone() else { return Ok(()) };
+        let store = w.store.clone().ok_or_else(|| internal_err!("a windowed join without its store"))?;
+        let snapshot = store.snapshot();
+        if !w.complete {
+            // Restored: every committed bucket is open (buckets loaded since are committed too,
+            // or were recorded by the rows that created them).
+            let (start, end) = eddy_storage::scan::prefix_bounds(&table_prefix(self.table_id));
+            let mut cursor = snapshot.scan_batches(start, end, 4096).await?;
+            let conv = self.key_converter.as_ref().ok_or_else(|| internal_err!("a windowed join without keys"))?;
+            let mut found: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
+            while let Some(entries) = cursor.next_batch().await? {
+                let buckets: Vec<Vec<u8>> =
+                    entries.iter().map(|(k, _)| parse_entry_key(k).map(|(b, _, _)| b.to_vec())).collect::<Result<Vec<_>>>()?;
+                let keyed: Vec<&Vec<u8>> = buckets.iter().filter(|b| matchable(b)).collect();
+                if keyed.is_empty() {
+                    continue;
+                }
+                let parser = conv.parser();
+                let cols = conv.convert_rows(keyed.iter().map(|b| parser.parse(&b[1..])))?;
+                let w = self.windows.as_ref().ok_or_else(|| internal_err!("join windows vanished"))?;
+                let encoded = w.converter.convert_columns(&[cols[w.key_index].clone()])?;
+                for (i, b) in keyed.iter().enumerate() {
+                    found.push((encoded.row(i).as_ref().to_vec(), (*b).clone()));
+                }
+            }
+            let w = self.windows.as_mut().ok_or_else(|| internal_err!("join windows vanished"))?;
+            for (v, b) in found {
+                w.open.entry(v).or_default().insert(b);
+            }
+            w.complete = true;
+        }
+        let w = self.windows.as_mut().ok_or_else(|| internal_err!("join windows vanished"))?;
+        let rest = w.open.split_off(&watermark);
+        let below = std::mem::replace(&mut w.open, rest);
+        for bucket in below.into_values().flatten() {
+            let cached: Option<Vec<Vec<u8>>> = self.state.get(&bucket).map(|pair| {
+                pair.sides
+                    .iter()
+                    .enumerate()
+                    .flat_map(|(tag, side)| side.iter().map(move |(row, _)| (tag, row.clone())).collect::<Vec<_>>())
+                    .map(|(tag, row)| entry_key(self.table_id, &bucket, tag as u8, &row))
+                    .collect()
+            });
+            match cached {
+                Some(keys) => {
+                    for k in keys {
+                        batch.delete(k);
+                    }
+                    self.state.deleted(&bucket, epoch);
+                }
+                None if !self.state.knows(&bucket) => {
+                    // Evicted: its committed entries are its current ones.
+                    for (k, _) in snapshot.scan_prefix(&bucket_prefix(self.table_id, &bucket)).await? {
+                        batch.delete(k.to_vec());
+                    }
+                }
+                None => {}
+            }
+        }
+        Ok(())
     }
 }
 

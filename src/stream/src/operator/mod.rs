@@ -104,4 +104,7 @@ pub trait BinaryOperator: Send + std::fmt::Display {
     fn on_watermarks(&mut self, _left: &[Watermark], _right: &[Watermark]) -> Result<Vec<Watermark>> {
         Ok(vec![])
     }
+
+    /// See [`Operator::attach_store`].
+    fn attach_store(&mut self, _store: &std::sync::Arc<StateStore>) {}
 }
