@@ -759,11 +759,11 @@ impl BinaryOperator for HashJoin {
             let t = &self.key_types[w.key_index];
             let v = if v.data_type() == t { v } else { arrow::compute::cast(&v, t)? };
             let encoded = w.converter.convert_columns(&[v])?;
-            for i in 0..n {
-                if chunk.ops[i].is_insert() && matchable(&buckets[i]) {
+            for (i, bucket) in buckets.iter().enumerate() {
+                if chunk.ops[i].is_insert() && matchable(bucket) {
                     let set = w.open.entry(encoded.row(i).as_ref().to_vec()).or_default();
-                    if !set.contains(&buckets[i]) {
-                        set.insert(buckets[i].clone());
+                    if !set.contains(bucket) {
+                        set.insert(bucket.clone());
                     }
                 }
             }
