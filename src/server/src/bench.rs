@@ -289,10 +289,12 @@ pub async fn run_one(options: &NexmarkOptions, query: &str, base: ServerConfig) 
     };
     let sources = match options.watermark_secs {
         // Each source's column list gains the clause before its closing parenthesis.
-        Some(w) => sources.replace(
-            "date_time TIMESTAMP, extra VARCHAR)",
-            &format!("date_time TIMESTAMP, extra VARCHAR, WATERMARK FOR date_time AS date_time - INTERVAL '{w}' SECOND)"),
-        ),
+        Some(w) => {
+            let clause = format!("WATERMARK FOR date_time AS date_time - INTERVAL '{w}' SECOND)");
+            sources
+                .replace("date_time TIMESTAMP, extra VARCHAR)", &format!("date_time TIMESTAMP, extra VARCHAR, {clause}"))
+                .replace("category BIGINT, extra VARCHAR)", &format!("category BIGINT, extra VARCHAR, {clause}"))
+        }
         None => sources,
     };
     exec(&mut session, &sources).await?;
