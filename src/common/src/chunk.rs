@@ -62,6 +62,20 @@ impl StreamChunk {
     pub fn is_empty(&self) -> bool {
         self.ops.is_empty()
     }
+
+    /// The rows where `keep` is true (NULL counts as false), as plain inserts and deletes: a
+    /// filter may keep one half of an update pair only.
+    pub fn filter_plain(&self, keep: &arrow::array::BooleanArray) -> crate::Result<StreamChunk> {
+        let batch = arrow::compute::filter_record_batch(&self.batch, keep)?;
+        let ops = self
+            .ops
+            .iter()
+            .zip(keep.iter())
+            .filter(|(_, k)| k.unwrap_or(false))
+            .map(|(op, _)| if op.is_insert() { Op::Insert } else { Op::Delete })
+            .collect();
+        StreamChunk::try_new(batch, ops)
+    }
 }
 
 impl StreamChunk {

@@ -23,7 +23,7 @@ use std::sync::Arc;
 
 use eddy_common::codec::{decode_view_error, view_error_key, view_errors_prefix};
 use arrow::array::BooleanArray;
-use eddy_common::{internal_err, Epoch, Op, Result, StreamChunk};
+use eddy_common::{internal_err, Epoch, Result, StreamChunk};
 use eddy_storage::{EpochBatch, StateStore, StateTable, TableScan};
 use futures::FutureExt;
 use tokio::sync::{mpsc, oneshot, watch};
@@ -356,16 +356,8 @@ impl ViewActor {
     /// inserts and deletes (an update's halves may fall on either side of `pos`).
     fn upto(&self, b: usize, chunk: StreamChunk, pos: Option<&[u8]>) -> Result<StreamChunk> {
         let keys = self.upstreams[b].keys_of(&chunk.batch)?;
-        let keep: Vec<bool> = keys.iter().map(|k| pos.is_some_and(|p| k.as_slice() <= p)).collect();
-        let batch = arrow::compute::filter_record_batch(&chunk.batch, &BooleanArray::from(keep.clone()))?;
-        let ops = chunk
-            .ops
-            .iter()
-            .zip(&keep)
-            .filter(|(_, k)| **k)
-            .map(|(op, _)| if op.is_insert() { Op::Insert } else { Op::Delete })
-            .collect();
-        StreamChunk::try_new(batch, ops)
+        let keep: BooleanArray = keys.iter().map(|k| Some(pos.is_some_and(|p| k.as_slice() <= p))).collect();
+        chunk.filter_plain(&keep)
     }
 
     /// Ends an epoch: flushes every operator's state into the epoch's batch, reports it and

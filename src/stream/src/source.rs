@@ -53,6 +53,25 @@ pub trait SplitReader: Send {
     }
 }
 
+/// Of `splits` (not `exhausted`), the first from `start` on (round robin) that may be read now,
+/// or when the earliest one will be (`Err(None)`: none ever again).
+pub(crate) fn due_split(splits: &[Box<dyn SplitReader>], exhausted: &[bool], start: usize) -> std::result::Result<usize, Option<Instant>> {
+    let n = splits.len();
+    let now = Instant::now();
+    let mut earliest: Option<Instant> = None;
+    for k in 0..n {
+        let i = (start + k) % n;
+        if exhausted[i] {
+            continue;
+        }
+        match splits[i].ready_at() {
+            Some(t) if t > now => earliest = Some(earliest.map_or(t, |e| e.min(t))),
+            _ => return Ok(i),
+        }
+    }
+    Err(earliest)
+}
+
 /// A reader's progress, shared with whoever watches it (system views, benchmarks).
 #[derive(Debug, Default)]
 pub struct ReaderStats {
@@ -200,20 +219,7 @@ impl SourceReader {
 
     /// The split to read now, or when the next one is due (`Err(None)`: none ever again).
     fn due(&mut self) -> std::result::Result<usize, Option<Instant>> {
-        let n = self.splits.len();
-        let now = Instant::now();
-        let mut earliest: Option<Instant> = None;
-        for k in 0..n {
-            let i = (self.next_split + k) % n;
-            if self.exhausted[i] {
-                continue;
-            }
-            match self.splits[i].ready_at() {
-                Some(t) if t > now => earliest = Some(earliest.map_or(t, |e| e.min(t))),
-                _ => return Ok(i),
-            }
-        }
-        Err(earliest)
+        due_split(&self.splits, &self.exhausted, self.next_split)
     }
 
     async fn run_inner(&mut self) -> Result<()> {

@@ -73,20 +73,7 @@ impl Ingest {
         if self.epoch_rows >= crate::source::SOURCE_EPOCH_ROWS {
             return Err(None);
         }
-        let n = self.splits.len();
-        let now = tokio::time::Instant::now();
-        let mut earliest: Option<tokio::time::Instant> = None;
-        for k in 0..n {
-            let i = (self.next + k) % n;
-            if self.exhausted[i] {
-                continue;
-            }
-            match self.splits[i].ready_at() {
-                Some(t) if t > now => earliest = Some(earliest.map_or(t, |e| e.min(t))),
-                _ => return Ok(i),
-            }
-        }
-        Err(earliest)
+        crate::source::due_split(&self.splits, &self.exhausted, self.next)
     }
 
     fn position(&self) -> ReaderPosition {

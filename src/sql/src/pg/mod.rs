@@ -123,14 +123,8 @@ impl SystemCatalog for PgCatalog {
     }
 
     fn implicit_relation(&self, name: &str) -> Option<Arc<dyn TableProvider>> {
-        if name == view_status::NAME {
-            return Some(view_status::ViewStatusTable::new(self.relations.clone()));
-        }
-        if name == watermarks::NAME {
-            return Some(watermarks::WatermarksTable::new(self.relations.clone()));
-        }
-        if name == state_tables::NAME {
-            return Some(state_tables::StateTablesTable::new(self.relations.clone()));
+        if let Some(t) = eddy_view(name, &self.relations) {
+            return Some(t);
         }
         pg_catalog_rel(name).map(|d| catalog_table(&self.relations, d, false))
     }
@@ -161,21 +155,29 @@ impl SchemaProvider for SystemSchema {
     }
 
     async fn table(&self, name: &str) -> DfResult<Option<Arc<dyn TableProvider>>> {
-        if !self.info && name == view_status::NAME {
-            return Ok(Some(view_status::ViewStatusTable::new(self.relations.clone())));
-        }
-        if !self.info && name == watermarks::NAME {
-            return Ok(Some(watermarks::WatermarksTable::new(self.relations.clone())));
-        }
-        if !self.info && name == state_tables::NAME {
-            return Ok(Some(state_tables::StateTablesTable::new(self.relations.clone())));
+        if let Some(t) = eddy_view(name, &self.relations).filter(|_| !self.info) {
+            return Ok(Some(t));
         }
         Ok(self.def(name).map(|d| catalog_table(&self.relations, d, self.info)))
     }
 
     fn table_exist(&self, name: &str) -> bool {
-        (!self.info && (name == view_status::NAME || name == watermarks::NAME || name == state_tables::NAME)) || self.def(name).is_some()
+        (!self.info && EDDY_VIEWS.contains(&name)) || self.def(name).is_some()
     }
+}
+
+/// Eddy's own status views, resolvable unqualified or as `pg_catalog.` (not in `pg_class`).
+const EDDY_VIEWS: [&str; 3] = [view_status::NAME, watermarks::NAME, state_tables::NAME];
+
+/// The provider of Eddy status view `name`, if it is one.
+fn eddy_view(name: &str, relations: &Arc<dyn Relations>) -> Option<Arc<dyn TableProvider>> {
+    let r = relations.clone();
+    Some(match name {
+        view_status::NAME => view_status::ViewStatusTable::new(r),
+        watermarks::NAME => watermarks::WatermarksTable::new(r),
+        state_tables::NAME => state_tables::StateTablesTable::new(r),
+        _ => return None,
+    })
 }
 
 static KEYWORDS_REL: RelDef = RelDef {

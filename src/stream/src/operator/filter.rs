@@ -5,10 +5,9 @@ use std::fmt;
 use std::sync::Arc;
 
 use arrow::array::{AsArray, BooleanArray};
-use arrow::compute::filter_record_batch;
 use async_trait::async_trait;
 use datafusion::physical_expr::PhysicalExpr;
-use eddy_common::{internal_err, Epoch, Op, Result, StreamChunk};
+use eddy_common::{internal_err, Epoch, Result, StreamChunk};
 use eddy_storage::EpochBatch;
 
 use super::eval::{evaluate, RowErrors};
@@ -49,20 +48,8 @@ impl Operator for Filter {
         if mask.true_count() == 0 {
             return Ok(vec![]);
         }
-        let batch = filter_record_batch(&chunk.batch, &mask)?;
-        let ops: Vec<Op> = chunk
-            .ops
-            .iter()
-            .zip(mask.iter())
-            .filter(|(_, keep)| keep.unwrap_or(false))
-            .map(|(op, _)| match op {
-                Op::UpdateDelete => Op::Delete,
-                Op::UpdateInsert => Op::Insert,
-                other => *other,
-            })
-            .collect();
         debug_assert_eq!(mask.len(), n);
-        Ok(vec![StreamChunk::try_new(batch, ops)?])
+        Ok(vec![chunk.filter_plain(&mask)?])
     }
 
     async fn on_barrier(&mut self, _epoch: Epoch, _batch: &mut EpochBatch, _errors: &mut RowErrors) -> Result<Vec<StreamChunk>> {
@@ -77,6 +64,7 @@ mod tests {
     use datafusion::scalar::ScalarValue;
 
     use super::*;
+    use eddy_common::Op;
 
     #[test]
     fn an_update_split_by_the_predicate_becomes_a_plain_delete() {

@@ -230,16 +230,7 @@ impl Operator for TemporalFilter {
                 self.write(key, insert.then_some(()));
             }
         }
-        let mask = arrow::array::BooleanArray::from(keep.clone());
-        let batch = arrow::compute::filter_record_batch(&chunk.batch, &mask)?;
-        let ops = chunk
-            .ops
-            .iter()
-            .zip(&keep)
-            .filter(|(_, k)| **k)
-            .map(|(op, _)| if op.is_insert() { Op::Insert } else { Op::Delete })
-            .collect();
-        Ok(vec![StreamChunk::try_new(batch, ops)?])
+        Ok(vec![chunk.filter_plain(&arrow::array::BooleanArray::from(keep))?])
     }
 
     async fn on_barrier(&mut self, epoch: Epoch, batch: &mut EpochBatch, _errors: &mut RowErrors) -> Result<Vec<StreamChunk>> {
