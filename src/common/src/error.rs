@@ -77,7 +77,11 @@ pub mod sqlstate {
     pub const PROGRAM_LIMIT_EXCEEDED: &str = "54000";
     pub const STATEMENT_TOO_COMPLEX: &str = "54001";
     pub const TOO_MANY_COLUMNS: &str = "54011";
+    pub const INSUFFICIENT_RESOURCES: &str = "53400";
     pub const OUT_OF_MEMORY: &str = "53200";
+    pub const DUPLICATE_CURSOR: &str = "42P03";
+    pub const INVALID_CURSOR_STATE: &str = "24000";
+    pub const OBJECT_NOT_IN_PREREQUISITE_STATE: &str = "55000";
     pub const TOO_MANY_CONNECTIONS: &str = "53300";
     pub const IDLE_IN_TRANSACTION_SESSION_TIMEOUT: &str = "25P03";
     pub const INVALID_AUTHORIZATION_SPECIFICATION: &str = "28000";

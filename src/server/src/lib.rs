@@ -5,6 +5,7 @@ pub mod auth;
 pub mod bench;
 pub mod config;
 pub mod conn;
+pub mod copy_out;
 pub mod encode;
 pub mod frame;
 pub mod limits;

@@ -15,14 +15,15 @@ use std::sync::Arc;
 
 use futures::channel::oneshot;
 use futures::future::{select, Either};
-use futures::{Sink, SinkExt, StreamExt};
-use pgwire::api::copy::{send_copy_in_response, send_copy_out_response};
+use futures::{FutureExt, Sink, SinkExt, StreamExt};
+use pgwire::api::copy::send_copy_in_response;
 use pgwire::api::portal::PortalExecutionState;
 use pgwire::api::query::{send_execution_response, send_ready_for_query, ExtendedQueryHandler, SimpleQueryHandler};
-use pgwire::api::results::{FieldInfo, QueryResponse, Response, Tag};
+use pgwire::api::results::{CopyResponse, FieldInfo, QueryResponse, Response, Tag};
 use pgwire::api::store::{Entry, PortalStore};
 use pgwire::api::{ClientInfo, ClientPortalStore, ConnectionHandle, PgWireConnectionState, DEFAULT_NAME};
 use pgwire::error::{ErrorInfo, PgWireError, PgWireResult};
+use pgwire::messages::copy::{CopyDone, CopyOutResponse};
 use pgwire::messages::data::RowDescription;
 use pgwire::messages::extendedquery::{Execute, PortalSuspended};
 use pgwire::messages::response::EmptyQueryResponse;
@@ -55,6 +56,16 @@ impl Cancel {
     }
 }
 
+/// A statement's error as the wire reports it.
+pub(crate) fn to_pg(e: eddy_common::EddyError) -> PgWireError {
+    PgWireError::UserError(Box::new(error_info(e)))
+}
+
+/// An ErrorResponse's fields for `e`.
+pub(crate) fn error_info(e: eddy_common::EddyError) -> ErrorInfo {
+    ErrorInfo::new("ERROR".to_string(), e.sqlstate.to_string(), e.message)
+}
+
 /// RowDescription of `fields` (pgwire's own helper is private).
 fn row_description(fields: &[FieldInfo]) -> RowDescription {
     RowDescription::new(fields.iter().map(Into::into).collect())
@@ -68,6 +79,26 @@ fn canceled() -> PgWireError {
     )))
 }
 
+/// The next item of `items`. When it is not ready, what was fed so far goes out before waiting
+/// (the first rows of a slow query, a subscription's latest changes); a cancel interrupts the
+/// wait.
+async fn next_flushing<C, S>(client: &mut C, items: &mut S, cancel: &mut Cancel) -> PgWireResult<Option<S::Item>>
+where
+    C: Sink<PgWireBackendMessage> + Unpin,
+    C::Error: Debug,
+    PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    S: futures::Stream + Unpin,
+{
+    if let Some(next) = items.next().now_or_never() {
+        return Ok(next);
+    }
+    client.flush().await?;
+    match select(items.next(), Box::pin(cancel.fired())).await {
+        Either::Left((next, _)) => Ok(next),
+        Either::Right(_) => Err(canceled()),
+    }
+}
+
 /// Sends up to `max_rows` rows (all when 0) of `results` as they are produced. Returns the
 /// number sent and whether rows remain (the portal is suspended).
 async fn stream_rows<C>(client: &mut C, results: &mut QueryResponse, max_rows: usize, cancel: &mut Cancel) -> PgWireResult<(usize, bool)>
@@ -78,18 +109,42 @@ where
 {
     let mut sent = 0;
     while max_rows == 0 || sent < max_rows {
-        let next = {
-            let rows = results.data_rows();
-            match select(rows.next(), Box::pin(cancel.fired())).await {
-                Either::Left((row, _)) => row,
-                Either::Right(_) => return Err(canceled()),
-            }
-        };
+        let next = next_flushing(client, results.data_rows(), cancel).await?;
         let Some(row) = next else { return Ok((sent, false)) };
         client.feed(PgWireBackendMessage::DataRow(row?)).await?;
         sent += 1;
     }
     Ok((sent, true))
+}
+
+/// Sends a COPY OUT response: its header, each CopyData as it is produced (flushed whenever
+/// the next is not ready), then CopyDone and `COPY n`; or, if producing fails, ErrorResponse.
+/// (pgwire's own sender buffers until the end and answers a failure with CopyFail, which is a
+/// frontend message.)
+async fn send_copy_out<C>(client: &mut C, resp: CopyResponse, cancel: &mut Cancel) -> PgWireResult<()>
+where
+    C: Sink<PgWireBackendMessage> + Unpin,
+    C::Error: Debug,
+    PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+{
+    let formats = resp.column_formats();
+    let CopyResponse { format, columns, mut data_stream, .. } = resp;
+    client.feed(PgWireBackendMessage::CopyOutResponse(CopyOutResponse::new(format, columns as i16, formats))).await?;
+    let mut rows = 0usize;
+    loop {
+        let next = next_flushing(client, &mut data_stream, cancel).await?;
+        match next {
+            Some(Ok(data)) => {
+                rows += 1;
+                client.feed(PgWireBackendMessage::CopyData(data)).await?;
+            }
+            Some(Err(e)) => return Err(e),
+            None => break,
+        }
+    }
+    client.feed(PgWireBackendMessage::CopyDone(CopyDone::new())).await?;
+    client.send(PgWireBackendMessage::CommandComplete(Tag::new("COPY").with_rows(rows).into())).await?;
+    Ok(())
 }
 
 /// A simple-protocol Query message: every statement's response, then ReadyForQuery.
@@ -149,7 +204,15 @@ where
                 send_copy_in_response(client, result).await?;
                 client.set_state(PgWireConnectionState::CopyInProgress(false));
             }
-            Response::CopyOut(result) => send_copy_out_response(client, result).await?,
+            Response::CopyOut(result) => match send_copy_out(client, result, &mut cancel).await {
+                Ok(()) => {}
+                Err(PgWireError::UserError(e)) => {
+                    client.feed(PgWireBackendMessage::ErrorResponse((*e).into())).await?;
+                    status = status.to_error_state();
+                    break;
+                }
+                Err(e) => return Err(e),
+            },
             Response::CopyBoth(_) => return Err(PgWireError::NotReadyForQuery),
         }
     }
@@ -220,7 +283,14 @@ where
                         client.set_state(PgWireConnectionState::CopyInProgress(true));
                         send_copy_in_response(client, result).await?;
                     }
-                    Response::CopyOut(result) => send_copy_out_response(client, result).await?,
+                    Response::CopyOut(result) => match send_copy_out(client, result, &mut cancel).await {
+                        Ok(()) => {}
+                        Err(PgWireError::UserError(e)) => {
+                            client.send(PgWireBackendMessage::ErrorResponse((*e).into())).await?;
+                            status = status.to_error_state();
+                        }
+                        Err(e) => return Err(e),
+                    },
                     Response::CopyBoth(_) | Response::Query(_) => return Err(PgWireError::NotReadyForQuery),
                 }
                 if !matches!(client.state(), PgWireConnectionState::CopyInProgress(_)) {

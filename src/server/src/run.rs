@@ -38,7 +38,15 @@ pub(crate) fn read_only(stmt: &EddyStatement) -> bool {
             s.as_ref(),
             Statement::Query(_) | Statement::Explain { .. } | Statement::ShowVariable { .. } | Statement::ShowVariables { .. }
         ),
-        EddyStatement::Verify(_) | EddyStatement::ShowViews | EddyStatement::ShowCreateView(_) | EddyStatement::ShowSources => true,
+        EddyStatement::Verify(_)
+        | EddyStatement::ShowViews
+        | EddyStatement::ShowCreateView(_)
+        | EddyStatement::ShowSources
+        | EddyStatement::Subscribe(_)
+        | EddyStatement::Declare(_)
+        | EddyStatement::Fetch(_)
+        | EddyStatement::CopySubscribe(..)
+        | EddyStatement::Close(_) => true,
         EddyStatement::Flush | EddyStatement::CreateSource(..) | EddyStatement::DropSource(_) => false,
     }
 }

@@ -46,6 +46,7 @@ use crate::auth::Credentials;
 use crate::encode::{decode_param, pg_type_of, write_binary, write_text};
 use eddy_sql::catalog::users::SCRAM_ITERATIONS;
 use crate::panics;
+use crate::respond::{error_info, to_pg};
 use crate::run::{guarded, guarded_sql, run_statement, statement_deadline, statement_text, RunContext};
 
 /// A connection's session, kept in pgwire's per-connection extensions.
@@ -128,13 +129,6 @@ fn param_error(mut e: EddyError, i: usize) -> EddyError {
     e
 }
 
-fn to_pg(e: EddyError) -> PgWireError {
-    PgWireError::UserError(Box::new(error_info(e)))
-}
-
-fn error_info(e: EddyError) -> ErrorInfo {
-    ErrorInfo::new("ERROR".to_string(), e.sqlstate.to_string(), e.message)
-}
 
 /// A setting of `client`'s session, if it has one and the session is not busy.
 pub(crate) fn session_setting<C: ClientInfo>(client: &C, name: &str) -> Option<String> {
@@ -377,6 +371,10 @@ fn respond(output: Output, format: &Format, ctx: &RunContext) -> Response {
         Output::TransactionEnd(tag) => Response::TransactionEnd(Tag::new(&tag)),
         // The session holds the COPY's state; the data arrives through the CopyHandler.
         Output::CopyIn(copy) => Response::CopyIn(copy_response(&copy)),
+        Output::CopyOut { schema, stream, format } => {
+            let stream = crate::limits::with_deadline(stream, ctx.deadline);
+            Response::CopyOut(crate::copy_out::copy_out_response(schema, stream, format, ctx.sql.clone()))
+        }
     }
 }
 

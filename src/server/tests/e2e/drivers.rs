@@ -131,3 +131,11 @@ async fn node_postgres_parameters_and_materialized_views() {
 async fn transaction_status_byte_deallocate_discard_reset_listen() {
     run_python("protocol").await;
 }
+
+/// psycopg 3 following a view with `DECLARE c CURSOR FOR SUBSCRIBE ...` / `FETCH ... WITH
+/// (timeout)` and with `cursor.stream("SUBSCRIBE ...")` (closed early: psycopg cancels it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn psycopg3_follows_a_view_with_subscribe() {
+    let script = clients_dir().join("python_subscribe.py").display().to_string();
+    run_client("psycopg subscribe", "python3", vec![script], vec![], "psycopg subscribe ok").await;
+}

@@ -29,5 +29,6 @@ mod slt;
 mod sources;
 mod soak;
 mod sqlfuzz;
+mod subscribe;
 mod temporal;
 mod wire_fuzz;

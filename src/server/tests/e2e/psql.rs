@@ -168,3 +168,41 @@ async fn the_readme_tour_runs_as_written() {
     assert!(stdout.lines().any(|l| l.trim() == "OK"), "{stdout}");
     srv.shutdown().await.unwrap();
 }
+
+/// `COPY ... TO STDOUT` and psql's `\copy ... to stdout`: a table, a column list and a query, in
+/// text and CSV (with a header), escaped as PostgreSQL writes them; then the rows read back
+/// by `COPY FROM STDIN` into a second table are the same.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn copy_to_stdout_writes_text_and_csv_that_copy_from_reads_back() {
+    let srv = server("memory://").await;
+    let c = crate::support::connect(srv.addr).await;
+    c.batch_execute(
+        "CREATE TABLE src (id INT PRIMARY KEY, name TEXT, amount NUMERIC(10,2)); \
+         INSERT INTO src VALUES (1, 'plain', 1.5), (2, 'tab\there', NULL), (3, 'comma, \"quoted\"', -2), (4, '', 0)",
+    )
+    .await
+    .unwrap();
+    let out = psql_commands(srv.addr, &["COPY (SELECT * FROM src ORDER BY id) TO STDOUT"]).await;
+    assert_eq!(out, "1\tplain\t1.50\n2\ttab\\there\t\\N\n3\tcomma, \"quoted\"\t-2.00\n4\t\t0.00\n", "{out:?}");
+    let out = psql_commands(srv.addr, &["\\copy (SELECT id, name FROM src WHERE id > 1 ORDER BY id) to stdout with (format csv, header)"]).await;
+    assert_eq!(out, "id,name\n2,tab\there\n3,\"comma, \"\"quoted\"\"\"\n4,\"\"\n", "{out:?}");
+    let out = psql_commands(srv.addr, &["COPY src (id) TO STDOUT"]).await;
+    let mut ids: Vec<&str> = out.lines().collect();
+    ids.sort();
+    assert_eq!(ids, ["1", "2", "3", "4"]);
+    // What COPY TO wrote, COPY FROM reads back.
+    let dir = temp_dir("copy-round-trip");
+    let file = dir.join("src.csv");
+    let path = file.display().to_string();
+    psql_commands(srv.addr, &[&format!("\\copy src to '{path}' with (format csv)")]).await;
+    c.batch_execute("CREATE TABLE dst (id INT PRIMARY KEY, name TEXT, amount NUMERIC(10,2))").await.unwrap();
+    psql_commands(srv.addr, &[&format!("\\copy dst from '{path}' with (format csv)")]).await;
+    let diff = crate::support::rows(&c, "SELECT count(*) FROM (SELECT * FROM src EXCEPT SELECT * FROM dst) d").await.unwrap();
+    assert_eq!(diff, [["0"]]);
+    let same = crate::support::rows(&c, "SELECT count(*) FROM dst WHERE name = '' AND id = 4").await.unwrap();
+    assert_eq!(same, [["1"]], "an empty string stays an empty string, not NULL");
+    // Files on the server are refused: COPY writes to the client.
+    let e = c.simple_query("COPY src TO '/tmp/x'").await.unwrap_err();
+    assert_eq!(crate::support::sqlstate(&e), "0A000");
+    srv.shutdown().await.unwrap();
+}

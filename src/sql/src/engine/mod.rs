@@ -119,6 +119,8 @@ pub struct Engine {
     planner: std::sync::OnceLock<Arc<dyn ViewPlanner>>,
     /// Source readers of views, by reader id.
     readers: Mutex<std::collections::BTreeMap<u32, SourceReaderInfo>>,
+    /// Next actor id of a subscription (counting down from `u32::MAX`, far from relation ids).
+    next_subscriber: std::sync::atomic::AtomicU32,
 }
 
 impl std::fmt::Debug for Engine {
@@ -149,6 +151,7 @@ impl Engine {
             tasks: Mutex::new(Vec::new()),
             planner: std::sync::OnceLock::new(),
             readers: Mutex::new(Default::default()),
+            next_subscriber: std::sync::atomic::AtomicU32::new(u32::MAX),
         });
         if !bootstrap.is_empty() {
             engine.commit_catalog(bootstrap, EpochBatch::default()).await?;
@@ -571,6 +574,12 @@ impl Engine {
                 let _ = tx.send(SourceMsg::Abort { txn }).await;
             }
         }
+    }
+
+    /// An actor id for a subscription's output (never a relation's: subscriptions are not
+    /// stopped by id, they end by dropping their channel).
+    pub fn subscriber_id(&self) -> u32 {
+        self.next_subscriber.fetch_sub(1, Ordering::Relaxed)
     }
 
     /// A fresh object id.

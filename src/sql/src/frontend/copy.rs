@@ -10,13 +10,13 @@
 
 use datafusion::sql::sqlparser::ast::{CopyLegacyCsvOption, CopyLegacyOption, CopyOption, CopySource, CopyTarget};
 use eddy_common::error::sqlstate;
-use eddy_common::{not_supported, user_err, Result};
+use eddy_common::{internal_err, not_supported, user_err, Result};
 
 use arrow::array::{Array, RecordBatch};
 use eddy_common::{EddyError, StreamChunk};
 use eddy_stream::TableWrite;
 
-use crate::frontend::copy_in::{CopyFormat, CopyIn, CopyParser};
+use crate::frontend::copy_in::{CopyFormat, CopyIn, CopyOptions, CopyParser};
 use crate::frontend::dml::table_policy;
 use crate::frontend::names::{normalize_ident, resolve_name};
 use crate::frontend::output::Output;
@@ -32,8 +32,11 @@ impl Session {
         options: &[CopyOption],
         legacy: &[CopyLegacyOption],
     ) -> Result<Output> {
-        if to || !matches!(target, CopyTarget::Stdin) {
-            return Err(not_supported!("only COPY ... FROM STDIN is supported"));
+        if to {
+            return Err(internal_err!("COPY TO is run by copy_to"));
+        }
+        if !matches!(target, CopyTarget::Stdin) {
+            return Err(not_supported!("COPY FROM a file or program is not supported; use COPY ... FROM STDIN (psql: \\copy)"));
         }
         let CopySource::Table { table_name, columns } = source else {
             return Err(not_supported!("COPY (query) FROM is not valid"));
@@ -61,53 +64,41 @@ impl Session {
                 })
                 .collect::<Result<Vec<_>>>()?
         };
-        let mut copy = CopyIn { table, columns: cols, format: CopyFormat::Text, delimiter: '\t', null: "\\N".into(), header: false, quote: '"' };
-        let mut delimiter = None;
-        let mut null = None;
-        for o in options {
-            match o {
-                CopyOption::Format(f) => match f.value.to_ascii_lowercase().as_str() {
-                    "csv" => copy.format = CopyFormat::Csv,
-                    "text" => copy.format = CopyFormat::Text,
-                    other => return Err(not_supported!("COPY format \"{other}\" is not supported")),
-                },
-                CopyOption::Delimiter(c) => delimiter = Some(*c),
-                CopyOption::Null(s) => null = Some(s.clone()),
-                CopyOption::Header(h) => copy.header = *h,
-                CopyOption::Quote(q) => copy.quote = *q,
-                _ => {}
-            }
-        }
-        for o in legacy {
-            match o {
-                CopyLegacyOption::Csv(csv_opts) => {
-                    copy.format = CopyFormat::Csv;
-                    for c in csv_opts {
-                        match c {
-                            CopyLegacyCsvOption::Header => copy.header = true,
-                            CopyLegacyCsvOption::Quote(q) => copy.quote = *q,
-                            _ => {}
-                        }
-                    }
-                }
-                CopyLegacyOption::Delimiter(c) => delimiter = Some(*c),
-                CopyLegacyOption::Null(s) => null = Some(s.clone()),
-                CopyLegacyOption::Header => copy.header = true,
-                _ => {}
-            }
-        }
-        if copy.format == CopyFormat::Csv {
-            copy.delimiter = ',';
-            copy.null = String::new();
-        }
-        if let Some(d) = delimiter {
-            copy.delimiter = d;
-        }
-        if let Some(n) = null {
-            copy.null = n;
-        }
+        let o = copy_options(options, legacy)?;
+        let copy = CopyIn { table, columns: cols, format: o.format, delimiter: o.delimiter, null: o.null, header: o.header, quote: o.quote };
         self.copy = Some(CopyState { parser: CopyParser::new(copy.clone()), txn: self.engine.begin_txn(), staged: false, rows: 0, error: None });
         Ok(Output::CopyIn(copy))
+    }
+
+    /// `COPY table [(columns)] TO STDOUT` and `COPY (query) TO STDOUT`: the rows as the query
+    /// produces them, in text or CSV. `rows` replaces the query (`COPY (SUBSCRIBE ...) TO STDOUT`).
+    pub(crate) async fn copy_to(
+        &mut self,
+        source: &CopySource,
+        target: &CopyTarget,
+        options: &[CopyOption],
+        legacy: &[CopyLegacyOption],
+        rows: Option<(arrow::datatypes::SchemaRef, datafusion::execution::SendableRecordBatchStream)>,
+    ) -> Result<Output> {
+        if !matches!(target, CopyTarget::Stdout) {
+            return Err(not_supported!("COPY TO a file or program is not supported; use COPY ... TO STDOUT (psql: \\copy)"));
+        }
+        let format = copy_options(options, legacy)?;
+        let (schema, stream) = match rows {
+            Some(r) => r,
+            None => {
+                let query = match source {
+                    CopySource::Table { table_name, columns } => {
+                        let list = if columns.is_empty() { "*".to_string() } else { columns.iter().map(|c| c.to_string()).collect::<Vec<_>>().join(", ") };
+                        format!("SELECT {list} FROM {table_name}")
+                    }
+                    CopySource::Query(q) => q.to_string(),
+                };
+                let stmt = crate::planner::parse::parse_bounded(&query)?.pop().ok_or_else(|| internal_err!("COPY's query vanished"))?;
+                self.query_rows(stmt, query).await?
+            }
+        };
+        Ok(Output::CopyOut { schema, stream, format })
     }
 
     /// A piece of the COPY's data. Errors are kept and reported by [`Session::copy_done`].
@@ -207,3 +198,53 @@ impl Session {
 }
 
 
+
+/// The options of a COPY statement, PostgreSQL's defaults filled in.
+fn copy_options(options: &[CopyOption], legacy: &[CopyLegacyOption]) -> Result<CopyOptions> {
+    let mut copy = CopyOptions { format: CopyFormat::Text, delimiter: '\t', null: "\\N".into(), header: false, quote: '"' };
+    let mut delimiter = None;
+    let mut null = None;
+    for o in options {
+        match o {
+            CopyOption::Format(f) => match f.value.to_ascii_lowercase().as_str() {
+                "csv" => copy.format = CopyFormat::Csv,
+                "text" => copy.format = CopyFormat::Text,
+                other => return Err(not_supported!("COPY format \"{other}\" is not supported")),
+            },
+            CopyOption::Delimiter(c) => delimiter = Some(*c),
+            CopyOption::Null(s) => null = Some(s.clone()),
+            CopyOption::Header(h) => copy.header = *h,
+            CopyOption::Quote(q) => copy.quote = *q,
+            _ => {}
+        }
+    }
+    for o in legacy {
+        match o {
+            CopyLegacyOption::Csv(csv_opts) => {
+                copy.format = CopyFormat::Csv;
+                for c in csv_opts {
+                    match c {
+                        CopyLegacyCsvOption::Header => copy.header = true,
+                        CopyLegacyCsvOption::Quote(q) => copy.quote = *q,
+                        _ => {}
+                    }
+                }
+            }
+            CopyLegacyOption::Delimiter(c) => delimiter = Some(*c),
+            CopyLegacyOption::Null(s) => null = Some(s.clone()),
+            CopyLegacyOption::Header => copy.header = true,
+            _ => {}
+        }
+    }
+    if copy.format == CopyFormat::Csv {
+        copy.delimiter = ',';
+        copy.null = String::new();
+    }
+    if let Some(d) = delimiter {
+        copy.delimiter = d;
+    }
+    if let Some(n) = null {
+        copy.null = n;
+    }
+    Ok(copy)
+}

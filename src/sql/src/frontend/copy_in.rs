@@ -33,6 +33,21 @@ pub enum CopyFormat {
     Csv,
 }
 
+/// Format options of a COPY, in either direction.
+#[derive(Debug, Clone)]
+pub struct CopyOptions {
+    /// Text or CSV.
+    pub format: CopyFormat,
+    /// Field delimiter.
+    pub delimiter: char,
+    /// The string that means NULL.
+    pub null: String,
+    /// A header line (skipped on input, written on output).
+    pub header: bool,
+    /// CSV quote character.
+    pub quote: char,
+}
+
 /// A COPY FROM STDIN that is waiting for its data.
 #[derive(Debug, Clone)]
 pub struct CopyIn {

@@ -40,9 +40,12 @@ impl Session {
                 return Ok(Described { params: vec![], declared: vec![], schema: Some(text_schema(&["Name", "Create Sql"])) })
             }
             EddyStatement::ShowSources => return Ok(Described { params: vec![], declared: vec![], schema: Some(text_schema(&["Name"])) }),
-            EddyStatement::Flush | EddyStatement::CreateSource(..) | EddyStatement::DropSource(_) => {
+            EddyStatement::Flush | EddyStatement::CreateSource(..) | EddyStatement::DropSource(_) | EddyStatement::Declare(_) | EddyStatement::Close(_) => {
                 return Ok(Described { params: vec![], declared: vec![], schema: None })
             }
+            EddyStatement::CopySubscribe(..) => return Ok(Described { params: vec![], declared: vec![], schema: None }),
+            EddyStatement::Subscribe(s) => return Ok(Described { params: vec![], declared: vec![], schema: Some(self.subscribe_schema(s)?) }),
+            EddyStatement::Fetch(f) => return Ok(Described { params: vec![], declared: vec![], schema: Some(self.cursor_schema(&f.name)?) }),
         };
         match stmt.as_ref() {
             Statement::Query(_) | Statement::Insert(_) | Statement::Update(_) | Statement::Delete(_) | Statement::Explain { .. } => {
@@ -84,6 +87,14 @@ impl Session {
                 Ok(Described { params: vec![], declared: vec![], schema: Some(Arc::new(Schema::new(vec![Field::new(name, DataType::Utf8, true)]))) })
             }
             _ => Ok(Described { params: vec![], declared: vec![], schema: None }),
+        }
+    }
+
+    /// Runs a query statement (a cursor's, a COPY's): its columns and rows.
+    pub(crate) async fn query_rows(&mut self, stmt: Statement, sql: String) -> Result<(SchemaRef, datafusion::execution::SendableRecordBatchStream)> {
+        match Box::pin(self.execute(&EddyStatement::Sql(Box::new(stmt), sql), vec![])).await? {
+            Output::Rows { schema, stream } => Ok((schema, stream)),
+            _ => Err(user_err!(sqlstate::SYNTAX_ERROR, "expected a query that returns rows")),
         }
     }
 
@@ -133,6 +144,20 @@ impl Session {
                 let tag = self.drop_relations(crate::catalog::RelationKind::Source, names, *if_exists, *cascade).await?;
                 return Ok(command(tag));
             }
+            EddyStatement::Subscribe(spec) => {
+                let (schema, stream) = self.subscribe(spec).await?;
+                return Ok(Output::Rows { schema, stream });
+            }
+            EddyStatement::Declare(spec) => return self.declare(spec).await,
+            EddyStatement::CopySubscribe(spec, copy) => {
+                let Statement::Copy { source, target, options, legacy_options, .. } = copy.as_ref() else {
+                    return Err(eddy_common::internal_err!("COPY (SUBSCRIBE) parsed into something else"));
+                };
+                let rows = self.subscribe(spec).await?;
+                return self.copy_to(source, target, options, legacy_options, Some(rows)).await;
+            }
+            EddyStatement::Fetch(spec) => return self.fetch(spec).await,
+            EddyStatement::Close(name) => return self.close_cursor(name.as_deref()),
             EddyStatement::Sql(s, sql) => (s.as_ref(), sql.as_str()),
         };
         match stmt {
@@ -316,6 +341,7 @@ impl Session {
             Statement::AlterRole { name, operation } => Ok(command(self.alter_role(name, operation).await?)),
             Statement::LISTEN { .. } => Ok(command("LISTEN")),
             Statement::UNLISTEN { .. } => Ok(command("UNLISTEN")),
+            Statement::Copy { source, to: true, target, options, legacy_options, .. } => self.copy_to(source, target, options, legacy_options, None).await,
             Statement::Copy { source, to, target, options, legacy_options, .. } => {
                 self.copy(source, *to, target, options, legacy_options)
             }

@@ -4,6 +4,7 @@
 
 pub mod copy;
 pub mod copy_in;
+pub mod cursor;
 pub mod ddl;
 pub mod dml;
 pub mod enums;
@@ -23,6 +24,7 @@ pub mod source;
 pub mod split;
 pub mod state;
 pub mod statement;
+pub mod subscribe;
 pub mod transaction;
 pub mod users;
 pub mod view;

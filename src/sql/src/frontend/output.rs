@@ -26,6 +26,8 @@ pub enum Output {
     TransactionEnd(String),
     /// COPY FROM STDIN is ready for data.
     CopyIn(CopyIn),
+    /// COPY TO STDOUT: rows to write in `format` as they are produced.
+    CopyOut { schema: SchemaRef, stream: SendableRecordBatchStream, format: crate::frontend::copy_in::CopyOptions },
 }
 
 /// Parameter types and result schema of a prepared statement.

@@ -43,6 +43,8 @@ pub struct Session {
     pub(crate) block: Option<crate::frontend::state::Block>,
     /// The COPY FROM STDIN in progress.
     pub(crate) copy: Option<crate::frontend::state::CopyState>,
+    /// Open cursors, by name.
+    pub(crate) cursors: std::collections::HashMap<String, crate::frontend::state::Cursor>,
 }
 
 impl Session {
@@ -93,6 +95,7 @@ impl Session {
             changed: Vec::new(),
             block: None,
             copy: None,
+            cursors: Default::default(),
         }
     }
 

@@ -339,6 +339,155 @@ pub fn take_watermark(sql: &str) -> Option<(String, String, String)> {
     None
 }
 
+/// The code tokens of one statement (whitespace and comments skipped), read front to back by
+/// the parsers of Eddy's own statements (`SUBSCRIBE`, `DECLARE ... CURSOR`, `FETCH`, `CLOSE`).
+pub struct Code<'a> {
+    sql: &'a str,
+    tokens: Vec<(Token, usize)>,
+    at: usize,
+}
+
+impl<'a> Code<'a> {
+    /// The tokens of `sql`; text the tokenizer rejects is a syntax error.
+    pub fn new(sql: &'a str) -> eddy_common::Result<Self> {
+        let tokens = tokens_with_offsets(sql)
+            .ok_or_else(|| eddy_common::user_err!(eddy_common::error::sqlstate::SYNTAX_ERROR, "syntax error in \"{sql}\""))?
+            .into_iter()
+            .filter(|(t, _)| !matches!(t, Token::Whitespace(_) | Token::EOF))
+            .collect();
+        Ok(Self { sql, tokens, at: 0 })
+    }
+
+    /// The next token, if any.
+    pub fn peek(&self) -> Option<&Token> {
+        self.tokens.get(self.at).map(|(t, _)| t)
+    }
+
+    /// The next token, consumed.
+    pub fn next_token(&mut self) -> Option<Token> {
+        let t = self.tokens.get(self.at).map(|(t, _)| t.clone());
+        self.at += usize::from(t.is_some());
+        t
+    }
+
+    /// The next token upper-cased if it is an unquoted word.
+    pub fn peek_word(&self) -> Option<String> {
+        match self.peek() {
+            Some(Token::Word(w)) if w.quote_style.is_none() => Some(w.value.to_ascii_uppercase()),
+            _ => None,
+        }
+    }
+
+    /// Consumes the unquoted word `w` (case-insensitive) if it comes next.
+    pub fn eat_word(&mut self, w: &str) -> bool {
+        let hit = self.peek_word().is_some_and(|p| p.eq_ignore_ascii_case(w));
+        self.at += usize::from(hit);
+        hit
+    }
+
+    /// Consumes `t` if it comes next.
+    pub fn eat(&mut self, t: &Token) -> bool {
+        let hit = self.peek() == Some(t);
+        self.at += usize::from(hit);
+        hit
+    }
+
+    /// Consumes the unquoted word `w`, or fails with a syntax error naming what came instead.
+    pub fn expect_word(&mut self, w: &str) -> eddy_common::Result<()> {
+        if self.eat_word(w) {
+            return Ok(());
+        }
+        Err(self.unexpected(w))
+    }
+
+    /// Consumes `t`, or fails with a syntax error.
+    pub fn expect(&mut self, t: &Token) -> eddy_common::Result<()> {
+        if self.eat(t) {
+            return Ok(());
+        }
+        Err(self.unexpected(&t.to_string()))
+    }
+
+    /// A syntax error at the next token, which is not what was `wanted`.
+    pub fn unexpected(&self, wanted: &str) -> eddy_common::EddyError {
+        let found = self.peek().map(|t| format!("\"{t}\"")).unwrap_or_else(|| "end of input".into());
+        eddy_common::user_err!(eddy_common::error::sqlstate::SYNTAX_ERROR, "syntax error at or near {found}: expected {wanted}")
+    }
+
+    /// An identifier (a word, quoted or not), as written.
+    pub fn ident(&mut self) -> eddy_common::Result<datafusion::sql::sqlparser::ast::Ident> {
+        match self.peek() {
+            Some(Token::Word(w)) => {
+                let id = match w.quote_style {
+                    Some(q) => datafusion::sql::sqlparser::ast::Ident::with_quote(q, w.value.clone()),
+                    None => datafusion::sql::sqlparser::ast::Ident::new(w.value.clone()),
+                };
+                self.at += 1;
+                Ok(id)
+            }
+            _ => Err(self.unexpected("a name")),
+        }
+    }
+
+    /// A name as PostgreSQL folds it: lower-cased unless quoted.
+    pub fn name(&mut self) -> eddy_common::Result<String> {
+        let id = self.ident()?;
+        Ok(if id.quote_style.is_some() { id.value } else { id.value.to_lowercase() })
+    }
+
+    /// `name [. name ...]`.
+    pub fn object_name(&mut self) -> eddy_common::Result<datafusion::sql::sqlparser::ast::ObjectName> {
+        let mut parts = vec![self.ident()?];
+        while self.eat(&Token::Period) {
+            parts.push(self.ident()?);
+        }
+        Ok(datafusion::sql::sqlparser::ast::ObjectName::from(parts))
+    }
+
+    /// True when every token was read.
+    pub fn at_end(&self) -> bool {
+        self.at >= self.tokens.len()
+    }
+
+    /// Fails unless every token was read.
+    pub fn expect_end(&self) -> eddy_common::Result<()> {
+        if self.at_end() {
+            return Ok(());
+        }
+        Err(self.unexpected("the end of the statement"))
+    }
+
+    /// The text from the next token on.
+    pub fn rest(&self) -> &'a str {
+        self.tokens.get(self.at).map(|(_, at)| &self.sql[*at..]).unwrap_or("")
+    }
+
+    /// `( name [= value] [, ...] )`: option names lower-cased, values as written (strings
+    /// unquoted; `None` for a bare name).
+    pub fn options(&mut self) -> eddy_common::Result<Vec<(String, Option<String>)>> {
+        self.expect(&Token::LParen)?;
+        let mut out = Vec::new();
+        loop {
+            let name = self.ident()?.value.to_lowercase();
+            let value = if self.eat(&Token::Eq) {
+                Some(match self.next_token() {
+                    Some(Token::Word(w)) => w.value,
+                    Some(Token::SingleQuotedString(s)) => s,
+                    Some(Token::Number(n, _)) => n,
+                    _ => return Err(eddy_common::user_err!(eddy_common::error::sqlstate::SYNTAX_ERROR, "option {name} needs a value")),
+                })
+            } else {
+                None
+            };
+            out.push((name, value));
+            if self.eat(&Token::RParen) {
+                return Ok(out);
+            }
+            self.expect(&Token::Comma)?;
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #[test]

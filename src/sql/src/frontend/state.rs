@@ -49,6 +49,23 @@ impl Block {
     }
 }
 
+/// An open cursor (`DECLARE`, see `cursor.rs`).
+pub(crate) struct Cursor {
+    /// Its columns.
+    pub(crate) schema: arrow::datatypes::SchemaRef,
+    /// Its rows, produced as FETCH asks for them (in a mutex only so that the session is
+    /// `Sync`; reached through `get_mut`, never locked).
+    pub(crate) stream: parking_lot::Mutex<datafusion::execution::SendableRecordBatchStream>,
+    /// Rows produced but not fetched yet.
+    pub(crate) pending: Option<arrow::array::RecordBatch>,
+    /// A `SUBSCRIBE` cursor: FETCH returns what has arrived instead of waiting for `count` rows.
+    pub(crate) follows: bool,
+    /// `WITH HOLD`: outlives the transaction block.
+    pub(crate) hold: bool,
+    /// Its rows ran out (or failed).
+    pub(crate) ended: bool,
+}
+
 /// A COPY FROM STDIN in progress.
 pub struct CopyState {
     /// Parses the data as it arrives.

@@ -66,6 +66,17 @@ pub enum EddyStatement {
     DropSource(Box<Statement>),
     /// `SHOW SOURCES`.
     ShowSources,
+    /// `SUBSCRIBE [TO] relation [WITH (...)]`.
+    Subscribe(crate::frontend::subscribe::SubscribeSpec),
+    /// `DECLARE name CURSOR FOR ...`.
+    Declare(Box<crate::frontend::cursor::DeclareSpec>),
+    /// `FETCH ... name`.
+    Fetch(crate::frontend::cursor::FetchSpec),
+    /// `COPY (SUBSCRIBE ...) TO STDOUT [WITH (...)]`: the subscription, and the COPY with
+    /// `(SELECT 1)` in its place (for its options).
+    CopySubscribe(crate::frontend::subscribe::SubscribeSpec, Box<Statement>),
+    /// `CLOSE name` (`None`: `CLOSE ALL`).
+    Close(Option<String>),
 }
 
 
@@ -109,6 +120,33 @@ impl Session {
                 let mut stmts = parse_bounded(&format!("DROP TABLE {}", piece.rest_after(2)))?;
                 let stmt = stmts.pop().filter(|_| stmts.is_empty()).ok_or_else(|| user_err!(sqlstate::SYNTAX_ERROR, "syntax error in DROP SOURCE"))?;
                 out.push(EddyStatement::DropSource(Box::new(stmt)));
+                continue;
+            }
+            if piece.starts_with(&["SUBSCRIBE"]) {
+                out.push(EddyStatement::Subscribe(crate::frontend::subscribe::parse_subscribe(&piece.text)?));
+                continue;
+            }
+            if piece.starts_with(&["COPY"]) {
+                if let Some((spec, copy)) = crate::frontend::subscribe::take_copy_subscribe(&piece.text)? {
+                    let mut stmts = parse_bounded(&copy)?;
+                    let stmt = stmts.pop().filter(|_| stmts.is_empty()).ok_or_else(|| user_err!(sqlstate::SYNTAX_ERROR, "syntax error in COPY (SUBSCRIBE ...)"))?;
+                    out.push(EddyStatement::CopySubscribe(spec, Box::new(stmt)));
+                    continue;
+                }
+            }
+            if piece.starts_with(&["DECLARE"]) {
+                if piece.depth > MAX_STATEMENT_DEPTH {
+                    return Err(too_complex(piece.depth));
+                }
+                out.push(EddyStatement::Declare(Box::new(crate::frontend::cursor::parse_declare(&piece.text, parse_bounded)?)));
+                continue;
+            }
+            if piece.starts_with(&["FETCH"]) {
+                out.push(EddyStatement::Fetch(crate::frontend::cursor::parse_fetch(&piece.text)?));
+                continue;
+            }
+            if piece.starts_with(&["CLOSE"]) {
+                out.push(EddyStatement::Close(crate::frontend::cursor::parse_close(&piece.text)?));
                 continue;
             }
             if piece.depth > MAX_STATEMENT_DEPTH {

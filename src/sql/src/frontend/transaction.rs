@@ -40,6 +40,7 @@ impl Session {
     /// Leaves the transaction block without applying it (ROLLBACK, or COMMIT of a failed block).
     pub fn end_transaction(&mut self) {
         self.block = None;
+        self.close_block_cursors();
     }
 
     /// The open block's writes as table providers merge them into reads (empty outside a block).
@@ -99,6 +100,7 @@ impl Session {
             self.notice("there is no transaction in progress");
             return Ok(Output::TransactionEnd("COMMIT".into()));
         };
+        self.close_block_cursors();
         if block.writes.is_empty() {
             return Ok(Output::TransactionEnd("COMMIT".into()));
         }

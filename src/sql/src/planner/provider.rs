@@ -313,25 +313,35 @@ pub trait SystemCatalog: Send + Sync + std::fmt::Debug {
     fn implicit_relation(&self, name: &str) -> Option<Arc<dyn TableProvider>>;
 }
 
+/// Per (SQLSTATE, message), how many input rows of materialized view `view` fail to evaluate.
+pub type RowErrorCounts = std::collections::BTreeMap<(String, String), i64>;
+
+/// The failing-row counts of materialized view `view` at `snapshot`.
+pub async fn view_error_counts(view: &TableCatalog, snapshot: &ReadSnapshot) -> eddy_common::Result<RowErrorCounts> {
+    let prefix = eddy_common::codec::view_errors_prefix(view.id);
+    let mut counts = RowErrorCounts::new();
+    for (k, v) in snapshot.scan_prefix(&prefix).await? {
+        if let Some((state, message, n)) = eddy_common::codec::decode_view_error(prefix.len(), &k, &v) {
+            *counts.entry((state, message)).or_default() += n;
+        }
+    }
+    Ok(counts)
+}
+
 /// The error reading materialized view `view` returns while some of its input rows fail to
 /// evaluate (division by zero, overflow, ...): the first failure's SQLSTATE and message, with
 /// how many rows fail. `None` when every row evaluates.
 pub async fn view_row_errors(view: &TableCatalog, snapshot: &ReadSnapshot) -> eddy_common::Result<Option<eddy_common::EddyError>> {
-    let prefix = eddy_common::codec::view_errors_prefix(view.id);
-    let mut total = 0i64;
-    let mut first: Option<(String, String)> = None;
-    for (k, v) in snapshot.scan_prefix(&prefix).await? {
-        if let Some((state, message, n)) = eddy_common::codec::decode_view_error(prefix.len(), &k, &v) {
-            if n > 0 {
-                total += n;
-                first.get_or_insert((state, message));
-            }
-        }
-    }
-    let Some((state, message)) = first else { return Ok(None) };
-    let code = eddy_common::error::static_sqlstate(&state);
+    Ok(row_errors_error(&view.name, &view_error_counts(view, snapshot).await?))
+}
+
+/// The error of a view named `view` whose failing-row counts are `counts`, if any is positive.
+pub fn row_errors_error(view: &str, counts: &RowErrorCounts) -> Option<eddy_common::EddyError> {
+    let total: i64 = counts.values().filter(|n| **n > 0).sum();
+    let ((state, message), _) = counts.iter().find(|(_, n)| **n > 0)?;
+    let code = eddy_common::error::static_sqlstate(state);
     let rows = if total == 1 { "1 input row".to_string() } else { format!("{total} input rows") };
-    Ok(Some(eddy_common::EddyError::user(code, format!("{message} (materialized view \"{}\": {rows} fail to evaluate)", view.name))))
+    Some(eddy_common::EddyError::user(code, format!("{message} (materialized view \"{view}\": {rows} fail to evaluate)")))
 }
 
 /// One schema of the catalog.
