@@ -7,6 +7,9 @@ Usage: python3 python_subscribe.py HOST PORT
    up to a progress row equal the view as a plain SELECT reads it.
 2. `cursor.stream("SUBSCRIBE ...")`: rows arrive one by one as they are committed; closing the
    generator cancels the statement and the connection stays usable.
+3. psycopg's server-side cursors (`conn.cursor(name=...)`: DECLARE through the extended
+   protocol, DescribePortal of the cursor, FETCH FORWARD n, CLOSE), with a parameter, and
+   WITH HOLD across a commit.
 Prints "psycopg subscribe ok". A missing psycopg exits with status 3 so the caller can skip.
 """
 import sys
@@ -70,6 +73,21 @@ def main():
                     break
             rows.close()
             assert s.execute("SELECT count(*) FROM sub_t").fetchone()[0] == 7
+    with psycopg.connect(DSN) as c:
+        with c.cursor(name="big cursor") as cur:
+            cur.itersize = 3
+            cur.execute("SELECT id, name FROM sub_t ORDER BY id")
+            assert [d.name for d in cur.description] == ["id", "name"], cur.description
+            rows = list(cur)
+            assert [r[0] for r in rows] == [1, 2, 4, 5, 6, 7, 8], rows
+            cur.execute("SELECT id FROM sub_t WHERE id <= %s ORDER BY id", (4,))
+            assert cur.fetchmany(2) == [(1,), (2,)]
+            assert cur.fetchall() == [(4,)]
+        c.commit()
+        with c.cursor(name="held", withhold=True) as cur:
+            cur.execute("SELECT count(*) FROM sub_t")
+            c.commit()
+            assert cur.fetchone() == (7,)
     print("psycopg subscribe ok")
 
 

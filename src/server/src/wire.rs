@@ -15,6 +15,7 @@ use datafusion::execution::SendableRecordBatchStream;
 use eddy_common::error::sqlstate;
 use eddy_common::{EddyError, Result};
 use eddy_sql::frontend::copy_in::CopyIn;
+use eddy_sql::frontend::cursor::FetchSpec;
 use eddy_sql::frontend::statement::{in_failed_transaction, TxControl};
 use eddy_sql::{Described, EddyStatement, Engine, Output, Session};
 use futures::{Sink, SinkExt, StreamExt};
@@ -93,6 +94,28 @@ where
         }
     }
     Ok(())
+}
+
+/// psycopg's server-side cursors describe a DECLAREd cursor as the portal of its name
+/// (DescribePortal; psycopg declares through the extended protocol), as PostgreSQL keeps a
+/// cursor as a portal: after `stmt` ran, a DECLARE
+/// registers that portal (its Execute fetches the cursor's remaining rows) and a CLOSE drops it.
+fn track_cursor_portal<C>(client: &C, session: &Session, stmt: &EddyStatement)
+where
+    C: ClientPortalStore,
+    C::PortalStore: PortalStore<Statement = Arc<Prepared>>,
+{
+    match stmt {
+        EddyStatement::Declare(spec) => {
+            let Ok(schema) = session.cursor_schema(&spec.name) else { return };
+            let fetch = EddyStatement::Fetch(FetchSpec { name: spec.name.clone(), count: None, timeout: None });
+            let described = Described { params: vec![], declared: vec![], schema: Some(schema) };
+            let stored = StoredStatement::new(String::new(), Arc::new(Prepared { stmt: fetch, described }), vec![]);
+            client.portal_store().put_portal(Arc::new(Portal::new_cursor(spec.name.clone(), Arc::new(stored))));
+        }
+        EddyStatement::Close(Some(name)) => client.portal_store().rm_portal(name),
+        _ => {}
+    }
 }
 
 /// What a prepared statement remembers.
@@ -626,6 +649,9 @@ impl ExtendedQueryHandler for Handlers {
         let ctx = RunContext { sql: text, deadline: statement_deadline(&session) };
         let result = run_statement(&mut session, &prepared.stmt, params, ctx.deadline).await;
         send_side_messages(client, &mut session).await?;
+        if result.is_ok() {
+            track_cursor_portal(client, &session, &prepared.stmt);
+        }
         match result {
             Ok(output) => Ok(respond(output, &portal.result_column_format, &ctx)),
             Err(e) => Err(to_pg(e)),

@@ -133,7 +133,8 @@ async fn transaction_status_byte_deallocate_discard_reset_listen() {
 }
 
 /// psycopg 3 following a view with `DECLARE c CURSOR FOR SUBSCRIBE ...` / `FETCH ... WITH
-/// (timeout)` and with `cursor.stream("SUBSCRIBE ...")` (closed early: psycopg cancels it).
+/// (timeout)` and with `cursor.stream("SUBSCRIBE ...")` (closed early: psycopg cancels it), and
+/// psycopg's server-side cursors (`conn.cursor(name=...)`, which describe the cursor's portal).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn psycopg3_follows_a_view_with_subscribe() {
     let script = clients_dir().join("python_subscribe.py").display().to_string();

@@ -95,7 +95,7 @@ impl Session {
                     CopySource::Query(q) => q.to_string(),
                 };
                 let stmt = crate::planner::parse::parse_bounded(&query)?.pop().ok_or_else(|| internal_err!("COPY's query vanished"))?;
-                self.query_rows(stmt, query).await?
+                self.query_rows(stmt, query, vec![]).await?
             }
         };
         Ok(Output::CopyOut { schema, stream, format })

@@ -179,7 +179,7 @@ fn parse_duration(v: &str) -> Result<Duration> {
 
 impl Session {
     /// `DECLARE ... CURSOR`.
-    pub(crate) async fn declare(&mut self, spec: &DeclareSpec) -> Result<Output> {
+    pub(crate) async fn declare(&mut self, spec: &DeclareSpec, params: Vec<datafusion::scalar::ScalarValue>) -> Result<Output> {
         if !spec.hold && self.block.is_none() {
             return Err(user_err!(sqlstate::NO_ACTIVE_SQL_TRANSACTION, "DECLARE CURSOR can only be used in transaction blocks"));
         }
@@ -192,7 +192,7 @@ impl Session {
                 (schema, stream, true)
             }
             CursorQuery::Sql(stmt, text) => {
-                let (schema, stream) = self.query_rows(stmt.as_ref().clone(), text.clone()).await?;
+                let (schema, stream) = self.query_rows(stmt.as_ref().clone(), text.clone(), params).await?;
                 (schema, stream, false)
             }
         };
@@ -201,7 +201,7 @@ impl Session {
     }
 
     /// The columns `FETCH` returns from cursor `name`.
-    pub(crate) fn cursor_schema(&self, name: &str) -> Result<arrow::datatypes::SchemaRef> {
+    pub fn cursor_schema(&self, name: &str) -> Result<arrow::datatypes::SchemaRef> {
         self.cursors.get(name).map(|c| c.schema.clone()).ok_or_else(|| no_cursor(name))
     }
 

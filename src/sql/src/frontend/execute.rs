@@ -40,7 +40,15 @@ impl Session {
                 return Ok(Described { params: vec![], declared: vec![], schema: Some(text_schema(&["Name", "Create Sql"])) })
             }
             EddyStatement::ShowSources => return Ok(Described { params: vec![], declared: vec![], schema: Some(text_schema(&["Name"])) }),
-            EddyStatement::Flush | EddyStatement::CreateSource(..) | EddyStatement::DropSource(_) | EddyStatement::Declare(_) | EddyStatement::Close(_) => {
+            // A cursor's parameters are its query's; DECLARE itself returns no rows.
+            EddyStatement::Declare(d) => {
+                let crate::frontend::cursor::CursorQuery::Sql(stmt, text) = &d.query else {
+                    return Ok(Described { params: vec![], declared: vec![], schema: None });
+                };
+                let inner = Box::pin(self.describe(&EddyStatement::Sql(stmt.clone(), text.clone()))).await?;
+                return Ok(Described { schema: None, ..inner });
+            }
+            EddyStatement::Flush | EddyStatement::CreateSource(..) | EddyStatement::DropSource(_) | EddyStatement::Close(_) => {
                 return Ok(Described { params: vec![], declared: vec![], schema: None })
             }
             EddyStatement::CopySubscribe(..) => return Ok(Described { params: vec![], declared: vec![], schema: None }),
@@ -91,8 +99,8 @@ impl Session {
     }
 
     /// Runs a query statement (a cursor's, a COPY's): its columns and rows.
-    pub(crate) async fn query_rows(&mut self, stmt: Statement, sql: String) -> Result<(SchemaRef, datafusion::execution::SendableRecordBatchStream)> {
-        match Box::pin(self.execute(&EddyStatement::Sql(Box::new(stmt), sql), vec![])).await? {
+    pub(crate) async fn query_rows(&mut self, stmt: Statement, sql: String, params: Vec<ScalarValue>) -> Result<(SchemaRef, datafusion::execution::SendableRecordBatchStream)> {
+        match Box::pin(self.execute(&EddyStatement::Sql(Box::new(stmt), sql), params)).await? {
             Output::Rows { schema, stream } => Ok((schema, stream)),
             _ => Err(user_err!(sqlstate::SYNTAX_ERROR, "expected a query that returns rows")),
         }
@@ -148,7 +156,7 @@ impl Session {
                 let (schema, stream) = self.subscribe(spec).await?;
                 return Ok(Output::Rows { schema, stream });
             }
-            EddyStatement::Declare(spec) => return self.declare(spec).await,
+            EddyStatement::Declare(spec) => return self.declare(spec, params).await,
             EddyStatement::CopySubscribe(spec, copy) => {
                 let Statement::Copy { source, target, options, legacy_options, .. } = copy.as_ref() else {
                     return Err(eddy_common::internal_err!("COPY (SUBSCRIBE) parsed into something else"));
