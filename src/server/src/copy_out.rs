@@ -1,6 +1,8 @@
 //! `COPY ... TO STDOUT`: rows encoded as PostgreSQL's text or CSV COPY format, one CopyData
 //! message per row, as the statement produces them (a `COPY (SUBSCRIBE ...)` never ends).
 
+use std::sync::Arc;
+
 use arrow::array::RecordBatch;
 use arrow::datatypes::SchemaRef;
 use bytes::Bytes;
@@ -14,22 +16,34 @@ use pgwire::messages::copy::CopyData;
 use crate::encode::write_text;
 use crate::respond::to_pg;
 
-/// The COPY OUT response for `stream`, with its header line if asked for.
+/// The COPY OUT response for `stream`, with its header line if asked for. The header travels
+/// in the first row's CopyData (the sender counts CopyData messages as rows); with no rows it
+/// goes alone.
 pub(crate) fn copy_out_response(schema: SchemaRef, stream: SendableRecordBatchStream, format: CopyOptions, sql: String) -> CopyResponse {
     let columns = schema.fields().len();
     let header = format.header.then(|| {
         let names: Vec<String> = schema.fields().iter().map(|f| field_text(f.name(), &format)).collect();
-        Ok(CopyData::new(Bytes::from(format!("{}\n", names.join(&format.delimiter.to_string())))))
+        format!("{}\n", names.join(&format.delimiter.to_string()))
     });
+    let header = Arc::new(parking_lot::Mutex::new(header));
+    let first = header.clone();
     let rows = crate::panics::guard_stream(stream).flat_map(move |item| {
-        let out: Vec<PgWireResult<CopyData>> = match item {
+        let mut out: Vec<PgWireResult<CopyData>> = match item {
             Err(p) => vec![Err(to_pg(crate::panics::report(p, &sql)))],
             Ok(Err(e)) => vec![Err(to_pg(e.into()))],
             Ok(Ok(batch)) => encode(&batch, &format),
         };
+        if let Some(Ok(row)) = out.first_mut() {
+            if let Some(h) = first.lock().take() {
+                let mut data = h.into_bytes();
+                data.extend_from_slice(&row.data);
+                *row = CopyData::new(Bytes::from(data));
+            }
+        }
         futures::stream::iter(out)
     });
-    CopyResponse::new(0, columns, futures::stream::iter(header).chain(rows))
+    let alone = futures::stream::once(async move { header.lock().take() }).filter_map(|h| async move { h.map(|h| Ok(CopyData::new(Bytes::from(h)))) });
+    CopyResponse::new(0, columns, rows.chain(alone))
 }
 
 fn encode(batch: &RecordBatch, format: &CopyOptions) -> Vec<PgWireResult<CopyData>> {

@@ -146,6 +146,10 @@ pub struct BarrierManager {
     /// Held shared by a transaction while it sends its commits to several table actors, and
     /// exclusively while barriers are injected: a transaction's commits all land in one epoch.
     commit_gate: tokio::sync::RwLock<()>,
+    /// Held by the cut whose epoch is committing: the next cut may collect meanwhile, but
+    /// commits (and acknowledges, and advances `completed`) only after it, so epochs complete
+    /// in order even when a later one is empty and needs no write.
+    commit_order: tokio::sync::Mutex<()>,
     /// Set when a commit failed: no barrier is cut and writes are refused until the engine has
     /// rebuilt the graph from the last committed epoch ([`BarrierManager::reset`]).
     broken: watch::Sender<bool>,
@@ -171,6 +175,7 @@ impl BarrierManager {
             stopping: AtomicBool::new(false),
             failures: Mutex::new(HashMap::new()),
             commit_gate: tokio::sync::RwLock::new(()),
+            commit_order: tokio::sync::Mutex::new(()),
             broken: watch::channel(false).0,
             recent: Mutex::new((std::collections::VecDeque::new(), std::time::Instant::now())),
         });
@@ -297,11 +302,16 @@ impl BarrierManager {
     }
 
     /// Cuts a barrier now, carrying `mutation`; `new_actors` report from the next epoch on.
-    /// Returns once that epoch has completed.
-    pub async fn inject(&self, mutation: Mutation, new_actors: Vec<ActorId>) -> Result<Epoch> {
+    /// Returns once that epoch has completed. The cut runs in a task of its own, so a caller
+    /// that goes away (a cancelled statement, a statement timeout) cannot abandon it half
+    /// way: a barrier sent whose epoch is never collected would lose that epoch's changes.
+    pub async fn inject(self: &Arc<Self>, mutation: Mutation, new_actors: Vec<ActorId>) -> Result<Epoch> {
         self.refuse_if_stopping()?;
         self.pending.lock().requested = true;
-        self.cut_and_commit(Some((mutation, new_actors))).await
+        let this = self.clone();
+        tokio::spawn(async move { this.cut_and_commit(Some((mutation, new_actors))).await })
+            .await
+            .map_err(|e| EddyError::internal(format!("a barrier cut failed: {e}")))?
     }
 
     /// Asks for a barrier soon instead of at the next tick (a backfilling view ends a full
@@ -377,6 +387,8 @@ impl BarrierManager {
                 all_waiters.extend(c.waiters);
             }
         }
+        // Taken before the graph is released, so the next cut queues behind this one.
+        let _order = self.commit_order.lock().await;
         drop(graph);
         let collected = std::time::Instant::now();
         let mut batch = extra;
@@ -395,7 +407,13 @@ impl BarrierManager {
                 }
                 recent.0.push_back(stats);
                 drop(recent);
-                self.completed.send_replace(epoch);
+                self.completed.send_if_modified(|c| {
+                    let newer = epoch > *c;
+                    if newer {
+                        *c = epoch;
+                    }
+                    newer
+                });
                 Ok(e)
             }
             Err(e) => {
@@ -456,6 +474,42 @@ mod tests {
         let mut b = EpochBatch::default();
         b.put(key.to_vec(), b"v".to_vec());
         b
+    }
+
+    /// Injected cuts race the barrier loop's; an empty epoch must still complete after the
+    /// non-empty one before it (it once completed first, moving `completed` backwards, and
+    /// a table writer waiting for the earlier epoch hung).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn epochs_complete_in_order_when_cuts_race() {
+        let mgr = manager(Duration::from_millis(1)).await;
+        let mut completed = mgr.completed();
+        let seen = tokio::spawn(async move {
+            let mut last = Epoch::ZERO;
+            while completed.changed().await.is_ok() {
+                let now = *completed.borrow_and_update();
+                assert!(now > last, "completed went from {last} to {now}");
+                last = now;
+            }
+        });
+        let mut tasks = Vec::new();
+        for i in 0..40u32 {
+            let m = mgr.clone();
+            tasks.push(tokio::spawn(async move {
+                if i % 2 == 0 {
+                    m.commit_writes(batch_with(&i.to_be_bytes())).await.map(|_| ())
+                } else {
+                    m.inject(Mutation::default(), vec![]).await.map(|_| ())
+                }
+            }));
+        }
+        for t in tasks {
+            t.await.unwrap().unwrap();
+        }
+        drop(mgr);
+        // The watcher ends with the manager; a panic in it (an epoch out of order) fails here.
+        if let Ok(ended) = tokio::time::timeout(Duration::from_secs(5), seen).await {
+            ended.unwrap();
+        }
     }
 
     #[tokio::test]

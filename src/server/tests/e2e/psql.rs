@@ -201,8 +201,17 @@ async fn copy_to_stdout_writes_text_and_csv_that_copy_from_reads_back() {
     assert_eq!(diff, [["0"]]);
     let same = crate::support::rows(&c, "SELECT count(*) FROM dst WHERE name = '' AND id = 4").await.unwrap();
     assert_eq!(same, [["1"]], "an empty string stays an empty string, not NULL");
-    // Files on the server are refused: COPY writes to the client.
-    let e = c.simple_query("COPY src TO '/tmp/x'").await.unwrap_err();
-    assert_eq!(crate::support::sqlstate(&e), "0A000");
+    // Files on the server are refused: COPY writes to the client. Options it would not honour
+    // are refused rather than ignored, and so are contradictory ones.
+    for (sql, code) in [
+        ("COPY src TO '/tmp/x'", "0A000"),
+        ("COPY src TO STDOUT WITH (FORMAT csv, FORCE_QUOTE (id))", "0A000"),
+        ("COPY src TO STDOUT WITH (FORMAT csv, ESCAPE '\\')", "0A000"),
+        ("COPY src TO STDOUT WITH (FORMAT csv, DELIMITER '\"')", "22023"),
+        ("COPY (SUBSCRIBE src) FROM STDIN", "42601"),
+    ] {
+        let e = c.simple_query(sql).await.unwrap_err();
+        assert_eq!(crate::support::sqlstate(&e), code, "{sql}: {e}");
+    }
     srv.shutdown().await.unwrap();
 }

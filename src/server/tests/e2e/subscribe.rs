@@ -257,3 +257,33 @@ async fn every_change_a_subscriber_saw_survives_sigkill() {
     let lost: Vec<i32> = seen.iter().copied().filter(|id| !ids.contains(id)).collect();
     assert!(lost.is_empty(), "rows shown to the subscriber but lost by the crash: {lost:?}");
 }
+
+/// A SUBSCRIBE interrupted while its barrier is being cut (statement_timeout of 1 ms, again
+/// and again, while another session writes) never costs an epoch: every acknowledged write
+/// is in the table and the view, and the view equals its query.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn subscriptions_cut_short_while_starting_lose_no_epoch() {
+    let srv = server("memory://").await;
+    let c = connect(srv.addr).await;
+    bounded(STEP, "setup", c.batch_execute("CREATE TABLE t (id INT PRIMARY KEY); CREATE MATERIALIZED VIEW m AS SELECT count(*) AS n FROM t")).await.unwrap();
+    let sub = connect(srv.addr).await;
+    bounded(STEP, "timeout", sub.batch_execute("SET statement_timeout = '1ms'")).await.unwrap();
+    let writer = {
+        let c = connect(srv.addr).await;
+        tokio::spawn(async move {
+            for id in 1..=200 {
+                c.execute(&format!("INSERT INTO t VALUES ({id})"), &[]).await.unwrap();
+            }
+        })
+    };
+    for _ in 0..60 {
+        // Times out while starting or while streaming; either way it ends with 57014.
+        let e = bounded(STEP, "subscribe with a timeout", sub.simple_query("SUBSCRIBE m")).await.unwrap_err();
+        assert_eq!(sqlstate(&e), "57014", "{e}");
+    }
+    bounded(STEP, "writer", writer).await.unwrap();
+    assert_eq!(rows(&c, "SELECT count(*) FROM t").await.unwrap(), [["200"]]);
+    assert_eq!(rows(&c, "SELECT n FROM m").await.unwrap(), [["200"]]);
+    crate::support::verify(&c, "m").await.unwrap();
+    srv.shutdown().await.unwrap();
+}

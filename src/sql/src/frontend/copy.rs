@@ -80,10 +80,7 @@ impl Session {
         legacy: &[CopyLegacyOption],
         rows: Option<(arrow::datatypes::SchemaRef, datafusion::execution::SendableRecordBatchStream)>,
     ) -> Result<Output> {
-        if !matches!(target, CopyTarget::Stdout) {
-            return Err(not_supported!("COPY TO a file or program is not supported; use COPY ... TO STDOUT (psql: \\copy)"));
-        }
-        let format = copy_options(options, legacy)?;
+        let format = check_copy_out(target, options, legacy)?;
         let (schema, stream) = match rows {
             Some(r) => r,
             None => {
@@ -199,11 +196,20 @@ impl Session {
 
 
 
+/// The format of a `COPY ... TO`, refusing targets other than STDOUT.
+pub(crate) fn check_copy_out(target: &CopyTarget, options: &[CopyOption], legacy: &[CopyLegacyOption]) -> Result<CopyOptions> {
+    if !matches!(target, CopyTarget::Stdout) {
+        return Err(not_supported!("COPY TO a file or program is not supported; use COPY ... TO STDOUT (psql: \\copy)"));
+    }
+    copy_options(options, legacy)
+}
+
 /// The options of a COPY statement, PostgreSQL's defaults filled in.
 fn copy_options(options: &[CopyOption], legacy: &[CopyLegacyOption]) -> Result<CopyOptions> {
     let mut copy = CopyOptions { format: CopyFormat::Text, delimiter: '\t', null: "\\N".into(), header: false, quote: '"' };
     let mut delimiter = None;
     let mut null = None;
+    let mut escape = None;
     for o in options {
         match o {
             CopyOption::Format(f) => match f.value.to_ascii_lowercase().as_str() {
@@ -215,7 +221,12 @@ fn copy_options(options: &[CopyOption], legacy: &[CopyLegacyOption]) -> Result<C
             CopyOption::Null(s) => null = Some(s.clone()),
             CopyOption::Header(h) => copy.header = *h,
             CopyOption::Quote(q) => copy.quote = *q,
-            _ => {}
+            // Accepted where they change nothing: the escape is the quote (CSV's default),
+            // the data is UTF-8, FREEZE is a storage hint.
+            CopyOption::Escape(e) => escape = Some(*e),
+            CopyOption::Encoding(e) if matches!(e.to_ascii_lowercase().replace(['-', '_'], "").as_str(), "utf8" | "unicode") => {}
+            CopyOption::Freeze(_) => {}
+            other => return Err(not_supported!("COPY option {other} is not supported")),
         }
     }
     for o in legacy {
@@ -245,6 +256,15 @@ fn copy_options(options: &[CopyOption], legacy: &[CopyLegacyOption]) -> Result<C
     }
     if let Some(n) = null {
         copy.null = n;
+    }
+    if escape.is_some_and(|e| e != copy.quote) {
+        return Err(not_supported!("COPY ESCAPE other than the QUOTE character is not supported"));
+    }
+    if matches!(copy.delimiter, '\n' | '\r' | '\\') || (copy.format == CopyFormat::Csv && copy.delimiter == copy.quote) {
+        return Err(user_err!(sqlstate::INVALID_PARAMETER_VALUE, "COPY delimiter cannot be {:?}", copy.delimiter));
+    }
+    if copy.null.contains(copy.delimiter) {
+        return Err(user_err!(sqlstate::INVALID_PARAMETER_VALUE, "COPY delimiter character must not appear in the NULL specification"));
     }
     Ok(copy)
 }

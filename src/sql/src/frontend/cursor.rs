@@ -196,7 +196,7 @@ impl Session {
                 (schema, stream, false)
             }
         };
-        self.cursors.insert(spec.name.clone(), Cursor { schema, stream: parking_lot::Mutex::new(stream), pending: None, follows, hold: spec.hold, ended: false });
+        self.cursors.insert(spec.name.clone(), Cursor { schema, stream: parking_lot::Mutex::new(stream), pending: None, follows, hold: spec.hold, in_block: self.block.is_some(), ended: false });
         Ok(command("DECLARE CURSOR"))
     }
 
@@ -260,17 +260,24 @@ impl Session {
     /// `CLOSE name | ALL`.
     pub(crate) fn close_cursor(&mut self, name: Option<&str>) -> Result<Output> {
         match name {
-            None => self.cursors.clear(),
+            None => {
+                self.cursors.clear();
+                Ok(command("CLOSE CURSOR ALL"))
+            }
             Some(n) => {
                 self.cursors.remove(n).ok_or_else(|| no_cursor(n))?;
+                Ok(command("CLOSE CURSOR"))
             }
         }
-        Ok(command("CLOSE CURSOR"))
     }
 
-    /// Closes the cursors of a transaction block that ended (those without HOLD).
-    pub(crate) fn close_block_cursors(&mut self) {
-        self.cursors.retain(|_, c| c.hold);
+    /// Closes the cursors of a transaction block that ended: those without HOLD, and, unless
+    /// it `committed`, also the HOLD cursors it declared (as PostgreSQL does).
+    pub(crate) fn close_block_cursors(&mut self, committed: bool) {
+        self.cursors.retain(|_, c| c.hold && (committed || !c.in_block));
+        for c in self.cursors.values_mut() {
+            c.in_block = false;
+        }
     }
 }
 

@@ -158,9 +158,14 @@ impl Session {
             }
             EddyStatement::Declare(spec) => return self.declare(spec, params).await,
             EddyStatement::CopySubscribe(spec, copy) => {
-                let Statement::Copy { source, target, options, legacy_options, .. } = copy.as_ref() else {
+                let Statement::Copy { source, to, target, options, legacy_options, .. } = copy.as_ref() else {
                     return Err(eddy_common::internal_err!("COPY (SUBSCRIBE) parsed into something else"));
                 };
+                // Checked before subscribing (which changes the graph).
+                if !*to {
+                    return Err(user_err!(sqlstate::SYNTAX_ERROR, "COPY (SUBSCRIBE ...) only goes TO STDOUT"));
+                }
+                crate::frontend::copy::check_copy_out(target, options, legacy_options)?;
                 let rows = self.subscribe(spec).await?;
                 return self.copy_to(source, target, options, legacy_options, Some(rows)).await;
             }
@@ -335,6 +340,8 @@ impl Session {
             Statement::ReleaseSavepoint { name } => self.release_savepoint(name),
             Statement::Discard { .. } => {
                 *self.vars.write() = default_vars(&self.user);
+                // DISCARD ALL includes CLOSE ALL (a pooler's reset must not hand a cursor on).
+                self.cursors.clear();
                 Ok(command("DISCARD ALL"))
             }
             Statement::Deallocate { name, .. } => {

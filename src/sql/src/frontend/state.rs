@@ -62,6 +62,8 @@ pub(crate) struct Cursor {
     pub(crate) follows: bool,
     /// `WITH HOLD`: outlives the transaction block.
     pub(crate) hold: bool,
+    /// Declared in the open block: goes if the block does not commit (even WITH HOLD).
+    pub(crate) in_block: bool,
     /// Its rows ran out (or failed).
     pub(crate) ended: bool,
 }

@@ -234,7 +234,7 @@ impl Follow {
                 Ok(Some(sealed)) => self.epoch(sealed)?,
                 Ok(None) => {
                     self.done = true;
-                    return Err(self.ended());
+                    return Err(self.ended().await);
                 }
                 Err(e) => {
                     self.done = true;
@@ -299,7 +299,11 @@ impl Follow {
     }
 
     /// Why the relation's change stream ended.
-    fn ended(&self) -> EddyError {
+    async fn ended(&self) -> EddyError {
+        if !self.sub.stopped() {
+            // A failed actor's report reaches the barrier manager with the next barrier.
+            let _ = self.engine.barrier.flush().await;
+        }
         if let Some(e) = self.engine.view_failure(&self.rel) {
             return e;
         }

@@ -40,7 +40,7 @@ impl Session {
     /// Leaves the transaction block without applying it (ROLLBACK, or COMMIT of a failed block).
     pub fn end_transaction(&mut self) {
         self.block = None;
-        self.close_block_cursors();
+        self.close_block_cursors(false);
     }
 
     /// The open block's writes as table providers merge them into reads (empty outside a block).
@@ -100,8 +100,8 @@ impl Session {
             self.notice("there is no transaction in progress");
             return Ok(Output::TransactionEnd("COMMIT".into()));
         };
-        self.close_block_cursors();
         if block.writes.is_empty() {
+            self.close_block_cursors(true);
             return Ok(Output::TransactionEnd("COMMIT".into()));
         }
         let txn = self.engine.begin_txn();
@@ -117,11 +117,14 @@ impl Session {
                 staged.insert(table);
                 if let Err(e) = self.engine.stage(table, txn, write).await {
                     self.engine.abort_txn(txn, &staged.iter().copied().collect::<Vec<_>>()).await;
+                    self.close_block_cursors(false);
                     return Err(e);
                 }
             }
         }
-        self.engine.commit_txn(txn, &tables).await?;
+        let committed = self.engine.commit_txn(txn, &tables).await;
+        self.close_block_cursors(committed.is_ok());
+        committed?;
         Ok(Output::TransactionEnd("COMMIT".into()))
     }
 
