@@ -177,8 +177,55 @@ pub fn rewrite_plan(plan: LogicalPlan) -> Result<LogicalPlan> {
             let recomputed = t.data.recompute_schema()?;
             Ok(Transformed::yes(recomputed))
         } else {
-            Ok(t)
+            // A node above a narrowed one derives its schema from its children: refresh it
+            // (a join's or filter's schema would otherwise keep the old `bigint`).
+            let before = t.data.schema().clone();
+            match t.data.clone().recompute_schema() {
+                Ok(p) if p.schema() != &before => Ok(Transformed::yes(p)),
+                _ => Ok(t),
+            }
         }
     });
-    out.map(|t| t.data).map_err(EddyError::from)
+    let plan = out.map(|t| t.data).map_err(EddyError::from)?;
+    retype_outer_references(plan).map_err(EddyError::from)
+}
+
+/// A subquery's references to outer columns carry the column's type from before the outer
+/// plan's literals were narrowed (`k + 4` was `bigint`, is now `integer`); type coercion would
+/// then cast the inner side to the stale type and the executed comparison fails
+/// (`Int32 == Int64`). Each reference takes the type its column now has, where every schema
+/// of the plan that has the column agrees on it.
+fn retype_outer_references(plan: LogicalPlan) -> datafusion::error::Result<LogicalPlan> {
+    use std::collections::HashMap;
+    let mut types: HashMap<datafusion::common::Column, Option<DataType>> = HashMap::new();
+    plan.apply_with_subqueries(|n| {
+        for (q, f) in n.schema().iter() {
+            let col = datafusion::common::Column::new(q.cloned(), f.name());
+            let slot = types.entry(col).or_insert_with(|| Some(f.data_type().clone()));
+            if slot.as_ref() != Some(f.data_type()) {
+                *slot = None;
+            }
+        }
+        Ok(TreeNodeRecursion::Continue)
+    })?;
+    let t = plan.transform_up_with_subqueries(|node| {
+        let t = node.map_expressions(|e| {
+            e.transform_up(|e| match e {
+                Expr::OuterReferenceColumn(field, col) => match types.get(&col) {
+                    Some(Some(ty)) if ty != field.data_type() => {
+                        let field = std::sync::Arc::new(field.as_ref().clone().with_data_type(ty.clone()));
+                        Ok(Transformed::yes(Expr::OuterReferenceColumn(field, col)))
+                    }
+                    _ => Ok(Transformed::no(Expr::OuterReferenceColumn(field, col))),
+                },
+                other => Ok(Transformed::no(other)),
+            })
+        })?;
+        if t.transformed {
+            Ok(Transformed::yes(t.data.recompute_schema()?))
+        } else {
+            Ok(t)
+        }
+    })?;
+    Ok(t.data)
 }
