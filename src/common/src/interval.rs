@@ -170,6 +170,28 @@ pub fn canonical_text(v: IntervalMonthDayNano) -> String {
     format!("{} months {} days {} nanoseconds", v.months, v.days, v.nanoseconds)
 }
 
+/// A duration written as a number and a unit (`250ms`, `1.5s`, `2 min`, `1 day`), as option
+/// values (`nexmark.min.event.gap`, `FETCH ... WITH (timeout = ...)`) take them. A bare number
+/// is read in seconds when `bare_seconds`, refused otherwise. `None` for anything else,
+/// including negative, non-finite and out-of-range values.
+pub fn parse_duration(v: &str, bare_seconds: bool) -> Option<std::time::Duration> {
+    let v = v.trim().to_ascii_lowercase();
+    let split = v.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(v.len());
+    let (num, unit) = v.split_at(split);
+    let n: f64 = num.parse().ok()?;
+    let secs = match unit.trim() {
+        "" if bare_seconds => n,
+        "us" | "microsecond" | "microseconds" => n / 1e6,
+        "ms" | "millisecond" | "milliseconds" => n / 1000.0,
+        "s" | "sec" | "secs" | "second" | "seconds" => n,
+        "m" | "min" | "mins" | "minute" | "minutes" => n * 60.0,
+        "h" | "hour" | "hours" => n * 3600.0,
+        "d" | "day" | "days" => n * 86400.0,
+        _ => return None,
+    };
+    std::time::Duration::try_from_secs_f64(secs).ok()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -199,6 +221,19 @@ mod tests {
         assert_eq!(p("10days"), (0, 10, 0));
         let v = parse_interval("1 year 2 mons -3 days 04:05:06.5").unwrap();
         assert_eq!(parse_interval(&canonical_text(v)).unwrap(), v);
+    }
+
+    #[test]
+    fn durations_read_with_units() {
+        use std::time::Duration;
+        assert_eq!(parse_duration("2h", false), Some(Duration::from_secs(7200)));
+        assert_eq!(parse_duration("1 day", false), Some(Duration::from_secs(86400)));
+        assert_eq!(parse_duration("250ms", true), Some(Duration::from_millis(250)));
+        assert_eq!(parse_duration("1.5", true), Some(Duration::from_millis(1500)));
+        assert_eq!(parse_duration("10", false), None);
+        assert_eq!(parse_duration("soon", true), None);
+        // Too large for a Duration: refused, not a panic.
+        assert_eq!(parse_duration("99999999999999999999999999h", false), None);
     }
 
     #[test]

@@ -50,24 +50,8 @@ impl Options {
     /// `key` as a duration like `10s`, `5m`, `2h`, `1d` or `'1 day'`, `default` when unset.
     pub fn duration(&self, key: &str, default: Duration) -> Result<Duration> {
         let Some(v) = self.get(key) else { return Ok(default) };
-        parse_duration(v).ok_or_else(|| user_err!(sqlstate::INVALID_PARAMETER_VALUE, "source option '{key}' must be a duration such as '10s' or '2h', not '{v}'"))
+        eddy_common::interval::parse_duration(v, false).ok_or_else(|| user_err!(sqlstate::INVALID_PARAMETER_VALUE, "source option '{key}' must be a duration such as '10s' or '2h', not '{v}'"))
     }
-}
-
-fn parse_duration(v: &str) -> Option<Duration> {
-    let v = v.trim().to_ascii_lowercase();
-    let split = v.find(|c: char| !(c.is_ascii_digit() || c == '.'))?;
-    let (num, unit) = v.split_at(split);
-    let n: f64 = num.parse().ok()?;
-    let secs = match unit.trim() {
-        "ms" | "millisecond" | "milliseconds" => n / 1000.0,
-        "s" | "sec" | "second" | "seconds" => n,
-        "m" | "min" | "minute" | "minutes" => n * 60.0,
-        "h" | "hour" | "hours" => n * 3600.0,
-        "d" | "day" | "days" => n * 86400.0,
-        _ => return None,
-    };
-    (secs.is_finite() && secs >= 0.0).then(|| Duration::from_secs_f64(secs))
 }
 
 #[cfg(test)]
@@ -76,9 +60,9 @@ mod tests {
 
     #[test]
     fn durations_read_like_risingwave_options() {
-        assert_eq!(parse_duration("2h"), Some(Duration::from_secs(7200)));
-        assert_eq!(parse_duration("1 day"), Some(Duration::from_secs(86400)));
-        assert_eq!(parse_duration("1500ms"), Some(Duration::from_millis(1500)));
-        assert_eq!(parse_duration("soon"), None);
+        assert_eq!(eddy_common::interval::parse_duration("2h", false), Some(Duration::from_secs(7200)));
+        assert_eq!(eddy_common::interval::parse_duration("1 day", false), Some(Duration::from_secs(86400)));
+        assert_eq!(eddy_common::interval::parse_duration("1500ms", false), Some(Duration::from_millis(1500)));
+        assert_eq!(eddy_common::interval::parse_duration("soon", false), None);
     }
 }

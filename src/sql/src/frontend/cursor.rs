@@ -161,20 +161,8 @@ pub fn parse_close(sql: &str) -> Result<Option<String>> {
 
 /// `'1s'`, `'250ms'`, `'2min'`, `'0'`, `1.5` (seconds).
 fn parse_duration(v: &str) -> Result<Duration> {
-    let v = v.trim();
-    let split = v.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(v.len());
-    let (number, unit) = v.split_at(split);
-    let bad = || user_err!(sqlstate::INVALID_PARAMETER_VALUE, "invalid timeout \"{v}\" (say e.g. '1s' or '250ms')");
-    let n: f64 = number.parse().map_err(|_| bad())?;
-    let secs = match unit.trim().to_ascii_lowercase().as_str() {
-        "" | "s" | "sec" | "secs" | "second" | "seconds" => n,
-        "ms" | "millisecond" | "milliseconds" => n / 1000.0,
-        "us" | "microsecond" | "microseconds" => n / 1e6,
-        "m" | "min" | "mins" | "minute" | "minutes" => n * 60.0,
-        "h" | "hour" | "hours" => n * 3600.0,
-        _ => return Err(bad()),
-    };
-    Duration::try_from_secs_f64(secs).map_err(|_| bad())
+    eddy_common::interval::parse_duration(v, true)
+        .ok_or_else(|| user_err!(sqlstate::INVALID_PARAMETER_VALUE, "invalid timeout \"{v}\" (say e.g. '1s' or '250ms')"))
 }
 
 impl Session {

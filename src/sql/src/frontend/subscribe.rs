@@ -159,6 +159,7 @@ impl Session {
         let schema = output_schema(&rel, spec.progress);
         let follow = Follow {
             engine: self.engine.clone(),
+            visible: rel.visible_indices(),
             rel,
             schema: schema.clone(),
             progress: spec.progress,
@@ -193,6 +194,8 @@ fn output_schema(rel: &TableCatalog, progress: bool) -> SchemaRef {
 struct Follow {
     engine: Arc<crate::engine::Engine>,
     rel: Arc<TableCatalog>,
+    /// The stored columns the client sees.
+    visible: Vec<usize>,
     schema: SchemaRef,
     progress: bool,
     sub: Subscription,
@@ -276,7 +279,7 @@ impl Follow {
             columns.push(Arc::new(BooleanArray::from(vec![false; n])));
         }
         columns.push(Arc::new(diffs));
-        for i in self.rel.visible_indices() {
+        for &i in &self.visible {
             columns.push(rows.column(i).clone());
         }
         Ok(RecordBatch::try_new(self.schema.clone(), columns)?)
