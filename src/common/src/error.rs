@@ -35,6 +35,8 @@ pub mod sqlstate {
     pub const UNDEFINED_COLUMN: &str = "42703";
     pub const UNDEFINED_FUNCTION: &str = "42883";
     pub const UNDEFINED_OBJECT: &str = "42704";
+    /// A server this one connects to (a Kafka broker) cannot be reached.
+    pub const CONNECTION_FAILURE: &str = "08006";
     pub const INVALID_SCHEMA_NAME: &str = "3F000";
     pub const DUPLICATE_TABLE: &str = "42P07";
     pub const DUPLICATE_SCHEMA: &str = "42P06";

@@ -7,12 +7,15 @@
 //! and skips nothing.
 //!
 //! Connectors: [`datagen`] (sequence and random fields, a rate), [`nexmark`] (the Nexmark
-//! benchmark's person/auction/bid streams) and [`file`] (CSV or JSON lines from local files).
+//! benchmark's person/auction/bid streams), [`file`] (CSV or JSON lines from local files) and
+//! [`kafka`] (a topic's partitions). Sinks: [`sink`] (Kafka).
 
 pub mod datagen;
 pub mod file;
+pub mod kafka;
 pub mod nexmark;
 pub mod options;
+pub mod sink;
 mod random;
 
 use arrow::datatypes::SchemaRef;
@@ -22,22 +25,23 @@ use eddy_stream::{ReaderPosition, SplitReader};
 pub use options::Options;
 
 /// Checks a source's options against its columns (at `CREATE SOURCE`).
-pub fn validate(options: &Options, schema: &SchemaRef) -> Result<()> {
-    open_splits(options, schema, None).map(|_| ())
+pub async fn validate(options: &Options, schema: &SchemaRef) -> Result<()> {
+    open_splits(options, schema, None).await.map(|_| ())
 }
 
 /// The splits of a source with `options` and user columns `schema`, positioned at `position`
 /// (`None`: the beginning).
-pub fn open_splits(options: &Options, schema: &SchemaRef, position: Option<&ReaderPosition>) -> Result<Vec<Box<dyn SplitReader>>> {
+pub async fn open_splits(options: &Options, schema: &SchemaRef, position: Option<&ReaderPosition>) -> Result<Vec<Box<dyn SplitReader>>> {
     let connector = options.required("connector")?.to_ascii_lowercase();
     let splits = match connector.as_str() {
         "datagen" => datagen::splits(options, schema)?,
         "nexmark" => nexmark::splits(options, schema)?,
         "posix_fs" | "file" => file::splits(options, schema)?,
+        "kafka" => kafka::splits(options, schema, position.map(|p| p.splits.len())).await?,
         other => {
             return Err(user_err!(
                 eddy_common::error::sqlstate::FEATURE_NOT_SUPPORTED,
-                "connector \"{other}\" is not supported (supported: datagen, nexmark, posix_fs)"
+                "connector \"{other}\" is not supported (supported: datagen, nexmark, posix_fs, kafka)"
             ))
         }
     };

@@ -42,12 +42,13 @@ pub(crate) fn read_only(stmt: &EddyStatement) -> bool {
         | EddyStatement::ShowViews
         | EddyStatement::ShowCreateView(_)
         | EddyStatement::ShowSources
+        | EddyStatement::ShowSinks
         | EddyStatement::Subscribe(_)
         | EddyStatement::Declare(_)
         | EddyStatement::Fetch(_)
         | EddyStatement::CopySubscribe(..)
         | EddyStatement::Close(_) => true,
-        EddyStatement::Flush | EddyStatement::CreateSource(..) | EddyStatement::DropSource(_) => false,
+        EddyStatement::Flush | EddyStatement::CreateSource(..) | EddyStatement::DropSource(_) | EddyStatement::CreateSink(_) | EddyStatement::DropSink(_) => false,
     }
 }
 

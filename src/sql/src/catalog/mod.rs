@@ -67,6 +67,9 @@ pub enum RelationKind {
     /// A source (`CREATE SOURCE`): rows a connector produces, not stored; each materialized
     /// view reading it runs its own reader of the connector.
     Source,
+    /// A sink (`CREATE SINK`): a maintained query whose changes go to a connector (Kafka)
+    /// instead of a state table; it has no rows to read.
+    Sink,
 }
 
 /// What an INSERT into a table does with a row whose primary key exists (RisingWave's
@@ -223,6 +226,11 @@ impl TableCatalog {
         self.kind == RelationKind::MaterializedView
     }
 
+    /// True for relations an actor maintains from their query: materialized views and sinks.
+    pub fn is_maintained(&self) -> bool {
+        matches!(self.kind, RelationKind::MaterializedView | RelationKind::Sink)
+    }
+
     /// What the relation is, as PostgreSQL's messages name it.
     pub fn kind_name(&self) -> &'static str {
         match self.kind {
@@ -230,6 +238,7 @@ impl TableCatalog {
             RelationKind::MaterializedView => "materialized view",
             RelationKind::View => "view",
             RelationKind::Source => "source",
+            RelationKind::Sink => "sink",
         }
     }
 

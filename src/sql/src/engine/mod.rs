@@ -119,6 +119,8 @@ pub struct Engine {
     planner: std::sync::OnceLock<Arc<dyn ViewPlanner>>,
     /// Source readers of views, by reader id.
     readers: Mutex<std::collections::BTreeMap<u32, SourceReaderInfo>>,
+    /// What each running sink has delivered (by sink id).
+    sinks: Mutex<std::collections::BTreeMap<u32, Arc<eddy_stream::SinkStats>>>,
     /// Next actor id of a subscription (counting down from `u32::MAX`, far from relation ids).
     next_subscriber: std::sync::atomic::AtomicU32,
 }
@@ -151,6 +153,7 @@ impl Engine {
             tasks: Mutex::new(Vec::new()),
             planner: std::sync::OnceLock::new(),
             readers: Mutex::new(Default::default()),
+            sinks: Mutex::new(Default::default()),
             next_subscriber: std::sync::atomic::AtomicU32::new(u32::MAX),
         });
         if !bootstrap.is_empty() {
@@ -314,7 +317,7 @@ impl Engine {
         let mut newly_failed = EpochBatch::default();
         let mut outputs: HashMap<u32, Vec<Output>> = HashMap::new();
         let mut views = Vec::new();
-        for v in relations.iter().filter(|t| t.is_view()) {
+        for v in relations.iter().filter(|t| t.is_maintained()) {
             if failed.contains_key(&v.id) {
                 continue;
             }
@@ -395,7 +398,7 @@ impl Engine {
             None => None,
         };
         let options = eddy_connector::Options(source.with_options.clone());
-        let splits = eddy_connector::open_splits(&options, &source.user_schema(), position.as_ref())?;
+        let splits = eddy_connector::open_splits(&options, &source.user_schema(), position.as_ref()).await?;
         let (source_tx, source_rx) = mpsc::channel(CHANNEL_CAPACITY);
         let stats = Arc::new(eddy_stream::ReaderStats::default());
         self.readers.lock().insert(reader, SourceReaderInfo { view, source: source.name.clone(), stats: stats.clone() });
@@ -428,6 +431,17 @@ impl Engine {
     /// The running source readers: reader id → what it reads for which view, and its progress.
     pub fn source_readers(&self) -> Vec<(u32, SourceReaderInfo)> {
         self.readers.lock().iter().map(|(k, v)| (*k, v.clone())).collect()
+    }
+
+    /// The delivery counters of sink `id`, created on first use (they live as long as the
+    /// server, across recoveries of the sink's actor).
+    pub fn sink_stats(&self, id: u32) -> Arc<eddy_stream::SinkStats> {
+        self.sinks.lock().entry(id).or_default().clone()
+    }
+
+    /// The counters of every sink that ran since the server started.
+    pub fn all_sink_stats(&self) -> std::collections::BTreeMap<u32, Arc<eddy_stream::SinkStats>> {
+        self.sinks.lock().clone()
     }
 
     /// Forgets the readers of a dropped view.
@@ -482,7 +496,7 @@ impl Engine {
                 None => None,
             };
             let options = eddy_connector::Options(table.with_options.clone());
-            let splits = eddy_connector::open_splits(&options, &table.user_schema(), position.as_ref())?;
+            let splits = eddy_connector::open_splits(&options, &table.user_schema(), position.as_ref()).await?;
             actor.with_ingest(eddy_stream::Ingest::new(splits, position.map_or(0, |p| p.rows), self.barrier.clone()))
         } else {
             actor
@@ -589,13 +603,14 @@ impl Engine {
 
     /// Why a materialized view stopped being maintained, if it did.
     pub fn view_failure(&self, table: &TableCatalog) -> Option<EddyError> {
-        if !table.is_view() {
+        if !table.is_maintained() {
             return None;
         }
         self.barrier.failure(table.id).map(|e| {
             eddy_common::user_err!(
                 eddy_common::error::sqlstate::INTERNAL_ERROR,
-                "materialized view \"{}\" stopped being maintained: {}",
+                "{} \"{}\" stopped being maintained: {}",
+                table.kind_name(),
                 table.name,
                 e.message
             )

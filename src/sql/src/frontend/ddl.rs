@@ -57,7 +57,7 @@ impl Session {
                     ));
                 }
                 table.with_options = crate::frontend::with_options::connector_options(&clauses)?;
-                eddy_connector::validate(&eddy_connector::Options(table.with_options.clone()), &table.user_schema())?;
+                eddy_connector::validate(&eddy_connector::Options(table.with_options.clone()), &table.user_schema()).await?;
             }
         }
         self.commit_new_table(table, ct.if_not_exists).await?;
@@ -379,6 +379,7 @@ fn relation_kind_name(kind: RelationKind) -> &'static str {
         RelationKind::View => "view",
         RelationKind::Table => "table",
         RelationKind::Source => "source",
+        RelationKind::Sink => "sink",
     }
 }
 
@@ -389,6 +390,7 @@ fn drop_tag(kind: RelationKind) -> &'static str {
         RelationKind::View => "DROP VIEW",
         RelationKind::Table => "DROP TABLE",
         RelationKind::Source => "DROP SOURCE",
+        RelationKind::Sink => "DROP SINK",
     }
 }
 

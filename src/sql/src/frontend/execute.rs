@@ -48,7 +48,13 @@ impl Session {
                 let inner = Box::pin(self.describe(&EddyStatement::Sql(stmt.clone(), text.clone()))).await?;
                 return Ok(Described { schema: None, ..inner });
             }
-            EddyStatement::Flush | EddyStatement::CreateSource(..) | EddyStatement::DropSource(_) | EddyStatement::Close(_) => {
+            EddyStatement::ShowSinks => return Ok(Described { params: vec![], declared: vec![], schema: Some(crate::frontend::sink::show_sinks_schema()) }),
+            EddyStatement::Flush
+            | EddyStatement::CreateSource(..)
+            | EddyStatement::DropSource(_)
+            | EddyStatement::CreateSink(_)
+            | EddyStatement::DropSink(_)
+            | EddyStatement::Close(_) => {
                 return Ok(Described { params: vec![], declared: vec![], schema: None })
             }
             EddyStatement::CopySubscribe(..) => return Ok(Described { params: vec![], declared: vec![], schema: None }),
@@ -145,6 +151,18 @@ impl Session {
                 self.create_source(ct, clauses, sql).await?;
                 return Ok(command("CREATE SOURCE"));
             }
+            EddyStatement::ShowSinks => return self.show_sinks(),
+            EddyStatement::CreateSink(spec) => {
+                self.create_sink(spec).await?;
+                return Ok(command("CREATE SINK"));
+            }
+            EddyStatement::DropSink(stmt) => {
+                let Statement::Drop { names, if_exists, cascade, .. } = stmt.as_ref() else {
+                    return Err(eddy_common::internal_err!("DROP SINK parsed into something else"));
+                };
+                let tag = self.drop_relations(crate::catalog::RelationKind::Sink, names, *if_exists, *cascade).await?;
+                return Ok(command(tag));
+            }
             EddyStatement::DropSource(stmt) => {
                 let Statement::Drop { names, if_exists, cascade, .. } = stmt.as_ref() else {
                     return Err(eddy_common::internal_err!("DROP SOURCE parsed into something else"));
@@ -187,7 +205,7 @@ impl Session {
                 if cv.or_replace || !cv.columns.is_empty() {
                     return Err(not_supported!("CREATE OR REPLACE and column lists are not supported for materialized views yet"));
                 }
-                self.create_mview(&cv.name, &cv.query, cv.if_not_exists, sql).await?;
+                self.create_mview(&cv.name, &cv.query, cv.if_not_exists, sql, None).await?;
                 Ok(command("CREATE_MATERIALIZED_VIEW"))
             }
             Statement::Query(_) | Statement::Insert(_) | Statement::Update(_) | Statement::Delete(_) | Statement::Explain { .. } => {

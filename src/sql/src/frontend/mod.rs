@@ -20,6 +20,7 @@ pub mod returning;
 pub mod rows;
 pub mod session;
 pub mod settings;
+pub mod sink;
 pub mod source;
 pub mod split;
 pub mod state;

@@ -61,13 +61,30 @@ impl Session {
         let (_, plan) = self.view_plan(&query).await?;
         let mut ids = TableIds::Reuse(view.internal_tables.iter());
         let mut planned = plan_view(&plan, &mut ids, snapshot, view.emit_on_window_close).await?;
-        let st = view.state_table()?;
-        planned.root_mut()?.operators.push(Box::new(Materialize::new(st)));
+        let terminal: Box<dyn eddy_stream::operator::Operator> = if view.kind == RelationKind::Sink {
+            let log = *view.internal_tables.last().ok_or_else(|| internal_err!("sink {} has no log", view.name))?;
+            let next_seq = match snapshot {
+                Some(s) => eddy_stream::sink::restored_next_seq(log, s).await?,
+                None => 0,
+            };
+            self.sink_log(view, planned.append_only, next_seq)?
+        } else {
+            Box::new(Materialize::new(view.state_table()?))
+        };
+        planned.root_mut()?.operators.push(terminal);
         Ok(planned)
     }
 
-    /// `CREATE MATERIALIZED VIEW`.
-    pub(crate) async fn create_mview(&mut self, name: &ObjectName, query: &Query, if_not_exists: bool, sql: &str) -> Result<()> {
+    /// `CREATE MATERIALIZED VIEW`, or with `sink` (its options), `CREATE SINK`: the same
+    /// maintained query, ending in the sink's log instead of a state table.
+    pub(crate) async fn create_mview(
+        &mut self,
+        name: &ObjectName,
+        query: &Query,
+        if_not_exists: bool,
+        sql: &str,
+        sink: Option<std::collections::BTreeMap<String, String>>,
+    ) -> Result<()> {
         let (schema, name) = resolve_name(self, name)?;
         {
             let cat = self.engine.catalog();
@@ -93,6 +110,10 @@ impl Session {
         let emit_on_window_close = crate::frontend::split::take_emit_on_window_close(sql).is_some();
         let mut planned = plan_view(&plan, &mut ids, None, emit_on_window_close).await?;
         let id = self.engine.allocate_id();
+        if sink.is_some() {
+            // The sink's log, last of its internal tables.
+            planned.internal_tables.push(self.engine.allocate_id());
+        }
         // The ids just taken are durable before any state is written under them: a crash
         // during the backfill must not let a later relation reuse them (and find that state).
         let mut mark = EpochBatch::default();
@@ -105,7 +126,7 @@ impl Session {
             id,
             schema,
             name: name.clone(),
-            kind: RelationKind::MaterializedView,
+            kind: if sink.is_some() { RelationKind::Sink } else { RelationKind::MaterializedView },
             columns: planned.columns,
             pk: planned.pk,
             definition: sql.trim().trim_end_matches(';').to_string(),
@@ -118,11 +139,18 @@ impl Session {
             append_only: planned.append_only,
             watermark: planned.watermark_column.clone().map(|column| crate::catalog::WatermarkDef { column, delay_us: 0 }),
             emit_on_window_close,
-            with_options: Default::default(),
+            with_options: sink.unwrap_or_default(),
             derived: Default::default(),
         };
+        let terminal: Box<dyn eddy_stream::operator::Operator> = if view.kind == RelationKind::Sink {
+            let spec = crate::frontend::sink::sink_spec(&view, planned.append_only)?;
+            eddy_connector::sink::prepare(&spec).await?;
+            self.sink_log(&view, planned.append_only, 0)?
+        } else {
+            Box::new(Materialize::new(view.state_table()?))
+        };
         let root = planned.stages.last_mut().ok_or_else(|| internal_err!("a view plan without a root stage"))?;
-        root.operators.push(Box::new(Materialize::new(view.state_table()?)));
+        root.operators.push(terminal);
         let (epoch_tx, epoch_rx) = oneshot::channel();
         let (done_tx, done_rx) = oneshot::channel();
         let rows_per_epoch = self.var("backfill_epoch_rows").and_then(|v| v.parse().ok()).unwrap_or(BACKFILL_EPOCH_ROWS);

@@ -28,7 +28,7 @@ impl Session {
         let mut source = new_relation(schema, name, RelationKind::Source, columns, vec![], definition);
         source.with_options = options;
         source.watermark = crate::frontend::ddl::watermark_definition(sql, &source.columns)?;
-        eddy_connector::validate(&eddy_connector::Options(source.with_options.clone()), &source.user_schema())?;
+        eddy_connector::validate(&eddy_connector::Options(source.with_options.clone()), &source.user_schema()).await?;
         self.commit_new_table(source, ct.if_not_exists).await?;
         Ok(())
     }

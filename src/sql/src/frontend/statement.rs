@@ -77,6 +77,12 @@ pub enum EddyStatement {
     CopySubscribe(crate::frontend::subscribe::SubscribeSpec, Box<Statement>),
     /// `CLOSE name` (`None`: `CLOSE ALL`).
     Close(Option<String>),
+    /// `CREATE SINK name FROM relation | AS query WITH (...) [FORMAT .. ENCODE ..]`.
+    CreateSink(Box<crate::frontend::sink::CreateSinkSpec>),
+    /// `DROP SINK [IF EXISTS] names` (parsed as a `DROP TABLE`).
+    DropSink(Box<Statement>),
+    /// `SHOW SINKS`.
+    ShowSinks,
 }
 
 
@@ -114,6 +120,23 @@ impl Session {
                 let mut stmts = parse_bounded(&as_table)?;
                 let stmt = stmts.pop().filter(|_| stmts.is_empty()).ok_or_else(|| user_err!(sqlstate::SYNTAX_ERROR, "syntax error in CREATE SOURCE"))?;
                 out.push(EddyStatement::CreateSource(Box::new(stmt), clauses, piece.text.clone()));
+                continue;
+            }
+            if piece.starts_with(&["SHOW", "SINKS"]) && piece.rest_after(2).is_empty() {
+                out.push(EddyStatement::ShowSinks);
+                continue;
+            }
+            if piece.starts_with(&["CREATE", "SINK"]) {
+                if piece.depth > MAX_STATEMENT_DEPTH {
+                    return Err(too_complex(piece.depth));
+                }
+                out.push(EddyStatement::CreateSink(Box::new(crate::frontend::sink::parse_create_sink(&piece.text)?)));
+                continue;
+            }
+            if piece.starts_with(&["DROP", "SINK"]) {
+                let mut stmts = parse_bounded(&format!("DROP TABLE {}", piece.rest_after(2)))?;
+                let stmt = stmts.pop().filter(|_| stmts.is_empty()).ok_or_else(|| user_err!(sqlstate::SYNTAX_ERROR, "syntax error in DROP SINK"))?;
+                out.push(EddyStatement::DropSink(Box::new(stmt)));
                 continue;
             }
             if piece.starts_with(&["DROP", "SOURCE"]) {

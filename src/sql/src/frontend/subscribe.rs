@@ -127,6 +127,7 @@ impl Session {
             RelationKind::View => Err(not_supported!(
                 "cannot subscribe to view \"{name}\": create a materialized view of its query and subscribe to that"
             )),
+            RelationKind::Sink => Err(user_err!(sqlstate::WRONG_OBJECT_TYPE, "\"{name}\" is a sink, which keeps no rows; subscribe to what it reads")),
         }
     }
 

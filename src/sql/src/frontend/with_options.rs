@@ -139,8 +139,9 @@ pub(crate) fn connector_options(clauses: &ConnectorClauses) -> Result<std::colle
         return Err(user_err!(sqlstate::INVALID_PARAMETER_VALUE, "a source needs the option connector = '...'"));
     };
     if let Some((format, encode)) = &clauses.format {
-        // Connectors produce append-only streams of rows: only the plain format means anything.
-        if format != "PLAIN" {
+        // Connectors produce append-only streams of rows: only the plain format means anything,
+        // but for Kafka's keyed topics, which a table with a primary key upserts.
+        if format != "PLAIN" && !(format == "UPSERT" && connector.eq_ignore_ascii_case("kafka")) {
             return Err(not_supported!("FORMAT {format} for a {connector} source (only FORMAT PLAIN)"));
         }
         options.insert("format".into(), format.clone());
@@ -152,6 +153,20 @@ pub(crate) fn connector_options(clauses: &ConnectorClauses) -> Result<std::colle
     let now_us = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_micros() as i64).unwrap_or(0);
     options.entry(eddy_connector::datagen::BASE_TIME_OPTION.to_string()).or_insert_with(|| now_us.to_string());
     Ok(options)
+}
+
+/// A sink's stored options: the `WITH` options, with `FORMAT`/`ENCODE` under `format` and
+/// `encode` and `ENCODE (...)` options under `encode.`.
+pub(crate) fn sink_options(clauses: &ConnectorClauses) -> std::collections::BTreeMap<String, String> {
+    let mut options: std::collections::BTreeMap<String, String> = clauses.options.iter().cloned().collect();
+    if let Some((format, encode)) = &clauses.format {
+        options.insert("format".into(), format.clone());
+        options.insert("encode".into(), encode.clone());
+    }
+    for (k, v) in &clauses.encode_options {
+        options.insert(format!("encode.{k}"), v.clone());
+    }
+    options
 }
 
 #[cfg(test)]

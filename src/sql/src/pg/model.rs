@@ -42,6 +42,8 @@ pub fn relkind(kind: RelationKind) -> char {
         RelationKind::View => 'v',
         // PostgreSQL's foreign tables are the closest kind: rows that live elsewhere.
         RelationKind::Source => 'f',
+        // Not listed (see `relations`); a sink has no rows to describe.
+        RelationKind::Sink => 'f',
     }
 }
 
@@ -200,7 +202,7 @@ impl Model {
     pub fn new(catalog: &Catalog) -> Self {
         let namespaces: Vec<(u32, String)> = catalog.schemas().map(|s| (namespace_oid(s), s.name.clone())).collect();
         let nsp = |name: &str| namespaces.iter().find(|(_, n)| n == name).map(|(o, _)| *o).unwrap_or(PUBLIC_OID);
-        let mut relations: Vec<RelInfo> = catalog.tables().map(|t| user_relation(t, nsp(&t.schema))).collect();
+        let mut relations: Vec<RelInfo> = catalog.tables().filter(|t| t.kind != RelationKind::Sink).map(|t| user_relation(t, nsp(&t.schema))).collect();
         relations.extend(PG_CATALOG_RELS.iter().map(|d| system_relation(d, "pg_catalog", PG_CATALOG_OID)));
         relations.extend(
             INFORMATION_SCHEMA_RELS.iter().map(|d| system_relation(d, "information_schema", INFORMATION_SCHEMA_OID)),

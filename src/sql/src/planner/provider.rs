@@ -228,6 +228,13 @@ impl TableProvider for EddyTable {
                 return Err(DataFusionError::External(Box::new(err)));
             }
         }
+        if self.catalog.kind == crate::catalog::RelationKind::Sink {
+            return Err(DataFusionError::External(Box::new(eddy_common::user_err!(
+                eddy_common::error::sqlstate::WRONG_OBJECT_TYPE,
+                "\"{}\" is a sink: it sends its changes to its connector and keeps no rows to read",
+                self.catalog.name
+            ))));
+        }
         if self.catalog.kind == crate::catalog::RelationKind::Source {
             return Err(DataFusionError::External(Box::new(eddy_common::not_supported!(
                 "source \"{}\" cannot be queried directly: its rows are not stored; create a materialized view that reads it",

@@ -464,6 +464,13 @@ fn build<'a>(
                 let ops: Vec<Box<dyn Operator>> = vec![Box::new(project)];
                 // A source is read by the view's own reader, whose position is state of the view.
                 let reader = match rel.kind {
+                    crate::catalog::RelationKind::Sink => {
+                        return Err(eddy_common::user_err!(
+                            eddy_common::error::sqlstate::WRONG_OBJECT_TYPE,
+                            "\"{}\" is a sink: it keeps no rows to read",
+                            rel.name
+                        ))
+                    }
                     crate::catalog::RelationKind::Source => {
                         let id = ids.next()?;
                         internal.push(id);
