@@ -44,6 +44,9 @@ const FETCH_BYTES: i32 = 4 << 20;
 /// How long a fetch waits at the broker for new messages.
 const FETCH_WAIT_MS: i32 = 200;
 
+/// How long a fetch may take before the connection counts as broken.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(20);
+
 /// How soon a split with nothing queued is polled again.
 const POLL: Duration = Duration::from_millis(5);
 
@@ -233,9 +236,10 @@ async fn fetch(options: Options, topic: String, partition: i32, start: Option<i6
                     o
                 }
             };
-            let (records, _high) = p
-                .fetch_records(offset, 1..FETCH_BYTES, FETCH_WAIT_MS)
+            // The client has no request timeout: a vanished broker would hold the fetch forever.
+            let (records, _high) = tokio::time::timeout(REQUEST_TIMEOUT, p.fetch_records(offset, 1..FETCH_BYTES, FETCH_WAIT_MS))
                 .await
+                .map_err(|_| internal_err!("kafka topic {topic} partition {partition}: no answer from the broker within {REQUEST_TIMEOUT:?}"))?
                 .map_err(|e| internal_err!("kafka topic {topic} partition {partition} at offset {offset}: {e}"))?;
             // A compressed batch may start before the offset asked for.
             let records: Vec<RecordAndOffset> = records.into_iter().filter(|r| r.offset >= offset).collect();
@@ -371,10 +375,13 @@ impl SplitReader for KafkaSplit {
         }
         self.receive()?;
         let n = self.pending.len().min(max_rows);
-        let messages: Vec<RecordAndOffset> = self.pending.drain(..n).collect();
+        let mut messages: Vec<RecordAndOffset> = self.pending.drain(..n).collect();
         if let Some(last) = messages.last() {
             self.next = Some(last.offset + 1);
         }
+        // Tombstones (no value) delete a key in an upsert topic; deletes are not read yet, so
+        // they are passed over (not counted as malformed).
+        messages.retain(|m| m.record.value.is_some());
         Ok(Some(self.decode(&messages)?))
     }
 

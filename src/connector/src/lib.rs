@@ -15,6 +15,7 @@ pub mod file;
 pub mod kafka;
 pub mod nexmark;
 pub mod options;
+pub mod postgres;
 pub mod sink;
 mod random;
 

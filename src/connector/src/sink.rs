@@ -35,6 +35,10 @@ use crate::options::Options;
 /// How long CREATE SINK waits for the brokers.
 const CREATE_DEADLINE: Duration = Duration::from_secs(10);
 
+/// How long one delivery may wait for the brokers before it counts as failed (and is retried
+/// on a fresh connection).
+const PRODUCE_TIMEOUT: Duration = Duration::from_secs(20);
+
 /// Records per produce request at most.
 const PRODUCE_RECORDS: usize = 1000;
 
@@ -49,10 +53,20 @@ pub enum SinkFormat {
     Debezium,
 }
 
+/// Where a sink delivers.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum SinkConnector {
+    Kafka,
+    /// A PostgreSQL table ([`crate::postgres`]).
+    Postgres,
+}
+
 /// A checked sink definition.
 #[derive(Debug, Clone)]
 pub struct SinkSpec {
     pub options: Options,
+    pub connector: SinkConnector,
+    /// The Kafka topic, or the PostgreSQL table.
     pub topic: String,
     pub format: SinkFormat,
     /// Indices of the key columns in the sink's columns (empty for PLAIN).
@@ -69,36 +83,33 @@ const KAFKA_SINK_KEYS: &[&str] = &["connector", "topic", "primary_key", "type", 
 /// only ever inserts.
 pub fn check(options: &Options, schema: &SchemaRef, default_key: Option<Vec<usize>>, append_only: bool) -> Result<SinkSpec> {
     let connector = options.required("connector")?.to_ascii_lowercase();
-    if connector != "kafka" {
-        return Err(user_err!(sqlstate::FEATURE_NOT_SUPPORTED, "sink connector \"{connector}\" is not supported (supported: kafka)"));
-    }
-    for key in options.0.keys() {
-        if !(KAFKA_SINK_KEYS.contains(&key.as_str()) || key.starts_with("properties.") || key.starts_with("encode.")) {
-            return Err(user_err!(sqlstate::INVALID_PARAMETER_VALUE, "unknown kafka sink option '{key}'"));
-        }
-    }
-    brokers(options)?;
-    let topic = options.required("topic")?.to_string();
     let force_append_only = options.flag("force_append_only", false)?;
-    let format = match (options.get("format").map(str::to_ascii_uppercase).as_deref(), options.get("type").map(str::to_ascii_lowercase).as_deref()) {
-        (Some("PLAIN"), _) | (None, Some("append-only")) => SinkFormat::Plain { force_append_only },
-        (Some("UPSERT"), _) | (None, Some("upsert")) => SinkFormat::Upsert,
-        (Some("DEBEZIUM"), _) | (None, Some("debezium")) => SinkFormat::Debezium,
-        (None, None) => return Err(user_err!(sqlstate::INVALID_PARAMETER_VALUE, "a kafka sink needs FORMAT PLAIN|UPSERT|DEBEZIUM ENCODE JSON")),
-        (None, Some(other)) => return Err(user_err!(sqlstate::INVALID_PARAMETER_VALUE, "sink option 'type' must be 'append-only', 'upsert' or 'debezium', not '{other}'")),
-        (Some(other), _) => return Err(not_supported!("FORMAT {other} for a kafka sink (PLAIN, UPSERT or DEBEZIUM)")),
+    let (connector, topic, format) = match connector.as_str() {
+        "kafka" => (SinkConnector::Kafka, options.required("topic")?.to_string(), kafka_format(options, force_append_only)?),
+        "postgres" | "jdbc" => {
+            for key in options.0.keys() {
+                if !crate::postgres::POSTGRES_SINK_KEYS.contains(&key.as_str()) {
+                    return Err(user_err!(sqlstate::INVALID_PARAMETER_VALUE, "unknown postgres sink option '{key}'"));
+                }
+            }
+            crate::postgres::check_options(options)?;
+            let table = options.get("table").or_else(|| options.get("table.name")).unwrap_or_default().to_string();
+            let format = match options.get("type").map(str::to_ascii_lowercase).as_deref() {
+                Some("upsert") | None => SinkFormat::Upsert,
+                Some("append-only") => SinkFormat::Plain { force_append_only },
+                Some(other) => return Err(user_err!(sqlstate::INVALID_PARAMETER_VALUE, "sink option 'type' must be 'upsert' or 'append-only', not '{other}'")),
+            };
+            (SinkConnector::Postgres, table, format)
+        }
+        other => return Err(user_err!(sqlstate::FEATURE_NOT_SUPPORTED, "sink connector \"{other}\" is not supported (supported: kafka, postgres)")),
     };
-    match options.get("encode").map(str::to_ascii_uppercase).as_deref() {
-        None | Some("JSON") => {}
-        Some(other) => return Err(not_supported!("ENCODE {other} for a kafka sink (JSON)")),
-    }
-    if let Some(f) = schema.fields().iter().find(|f| matches!(f.data_type(), DataType::Interval(_))) {
+    if let Some(f) = schema.fields().iter().find(|f| matches!(f.data_type(), DataType::Interval(_)) && connector == SinkConnector::Kafka) {
         return Err(not_supported!("kafka sinks cannot encode column \"{}\" of type interval as JSON", f.name()));
     }
     if format == (SinkFormat::Plain { force_append_only: false }) && !append_only {
         return Err(user_err!(
             sqlstate::INVALID_PARAMETER_VALUE,
-            "the sink's input can update and delete rows, which FORMAT PLAIN cannot express: use FORMAT UPSERT or DEBEZIUM, or force_append_only = 'true' to send only the inserted rows"
+            "the sink's input can update and delete rows, which an append-only sink cannot express: use an upsert sink (FORMAT UPSERT or DEBEZIUM for Kafka, type = 'upsert' for Postgres), or force_append_only = 'true' to send only the inserted rows"
         ));
     }
     let key = match options.get("primary_key") {
@@ -115,15 +126,49 @@ pub fn check(options: &Options, schema: &SchemaRef, default_key: Option<Vec<usiz
             .collect::<Result<Vec<usize>>>()?,
         None if matches!(format, SinkFormat::Plain { .. }) => vec![],
         None => default_key.filter(|k| !k.is_empty()).ok_or_else(|| {
-            user_err!(sqlstate::INVALID_PARAMETER_VALUE, "an UPSERT or DEBEZIUM sink needs primary_key = 'column, ...' (its input's key is not among its columns)")
+            user_err!(sqlstate::INVALID_PARAMETER_VALUE, "an upsert sink needs primary_key = 'column, ...' (its input's key is not among its columns)")
         })?,
     };
-    Ok(SinkSpec { options: options.clone(), topic, format, key, schema: schema.clone() })
+    Ok(SinkSpec { options: options.clone(), connector, topic, format, key, schema: schema.clone() })
 }
 
-/// Connects to the brokers and makes sure the sink's topic exists (creating it, with one
-/// partition or `properties.num.partitions`, if not).
+/// The delivery target of `spec` (connects when it first delivers).
+pub fn open(spec: SinkSpec) -> Box<dyn SinkTarget> {
+    match spec.connector {
+        SinkConnector::Kafka => Box::new(KafkaSink::new(spec)),
+        SinkConnector::Postgres => Box::new(crate::postgres::PostgresSink::new(spec)),
+    }
+}
+
+/// A Kafka sink's options (unknown keys refused) and message format.
+fn kafka_format(options: &Options, force_append_only: bool) -> Result<SinkFormat> {
+    for key in options.0.keys() {
+        if !(KAFKA_SINK_KEYS.contains(&key.as_str()) || key.starts_with("properties.") || key.starts_with("encode.")) {
+            return Err(user_err!(sqlstate::INVALID_PARAMETER_VALUE, "unknown kafka sink option '{key}'"));
+        }
+    }
+    brokers(options)?;
+    let format = match (options.get("format").map(str::to_ascii_uppercase).as_deref(), options.get("type").map(str::to_ascii_lowercase).as_deref()) {
+        (Some("PLAIN"), _) | (None, Some("append-only")) => SinkFormat::Plain { force_append_only },
+        (Some("UPSERT"), _) | (None, Some("upsert")) => SinkFormat::Upsert,
+        (Some("DEBEZIUM"), _) | (None, Some("debezium")) => SinkFormat::Debezium,
+        (None, None) => return Err(user_err!(sqlstate::INVALID_PARAMETER_VALUE, "a kafka sink needs FORMAT PLAIN|UPSERT|DEBEZIUM ENCODE JSON")),
+        (None, Some(other)) => return Err(user_err!(sqlstate::INVALID_PARAMETER_VALUE, "sink option 'type' must be 'append-only', 'upsert' or 'debezium', not '{other}'")),
+        (Some(other), _) => return Err(not_supported!("FORMAT {other} for a kafka sink (PLAIN, UPSERT or DEBEZIUM)")),
+    };
+    match options.get("encode").map(str::to_ascii_uppercase).as_deref() {
+        None | Some("JSON") => {}
+        Some(other) => return Err(not_supported!("ENCODE {other} for a kafka sink (JSON)")),
+    }
+    Ok(format)
+}
+
+/// Connects to the sink's target and checks it takes the sink's rows: for Kafka, makes sure the
+/// topic exists (creating it, with one partition or `properties.num.partitions`, if not).
 pub async fn prepare(spec: &SinkSpec) -> Result<()> {
+    if spec.connector == SinkConnector::Postgres {
+        return crate::postgres::prepare(spec).await;
+    }
     let c = client(&spec.options, Some(CREATE_DEADLINE)).await?;
     let brokers = brokers(&spec.options)?.join(",");
     if crate::kafka::partitions(&c, &spec.options, &spec.topic).await.is_ok() {
@@ -322,7 +367,15 @@ impl SinkTarget for KafkaSink {
             per.entry(p).or_default().push(Record { key, value, headers: BTreeMap::new(), timestamp });
         }
         let sends = per.into_iter().map(|(p, records)| produce_all(partitions[p].clone(), records));
-        let results = futures::future::join_all(sends).await;
+        // The client has no request timeout of its own: a broker that vanished mid-request
+        // would hold the sink forever.
+        let results = match tokio::time::timeout(PRODUCE_TIMEOUT, futures::future::join_all(sends)).await {
+            Ok(r) => r,
+            Err(_) => {
+                self.partitions = None;
+                return Err(EddyError::external(format!("kafka sink to topic \"{}\": no answer from the broker within {PRODUCE_TIMEOUT:?}", self.spec.topic)));
+            }
+        };
         if let Some(Err(e)) = results.into_iter().find(|r| r.is_err()) {
             // Connect afresh next time (the leader may have moved, or the broker restarted).
             self.partitions = None;
@@ -405,6 +458,6 @@ mod tests {
         assert_eq!(murmur2(b"a-little-bit-long-string") as i32, -985981536);
         assert_eq!(murmur2(b"a-little-bit-longer-string") as i32, -1486304829);
         assert_eq!(murmur2(b"lkjh234lh9fiuh90y23oiuhsafujhadof229phr9h19h89h8") as i32, -58897971);
-        assert_eq!(murmur2(&[b'a', b'b', b'c']) as i32, 479470107);
+        assert_eq!(murmur2(b"abc") as i32, 479470107);
     }
 }

@@ -34,6 +34,9 @@ use crate::operator::{Operator, RowErrors};
 /// The longest wait between two delivery attempts to a failing target.
 pub const MAX_BACKOFF: Duration = Duration::from_secs(10);
 
+/// How long one delivery may take before it counts as failed (and is retried).
+const DELIVERY_TIMEOUT: Duration = Duration::from_secs(60);
+
 /// Log rows read from the store per delivery.
 const DELIVERY_ROWS: usize = 4096;
 
@@ -298,7 +301,9 @@ impl Delivery {
         let ops: Vec<Op> = (0..ops.len()).map(|i| op_of(ops.value(i))).collect::<Result<_>>()?;
         let data = rows.project(&(1..rows.num_columns()).collect::<Vec<_>>())?;
         let chunk = StreamChunk::try_new(data, ops)?;
-        self.target.deliver(&chunk).await?;
+        tokio::time::timeout(DELIVERY_TIMEOUT, self.target.deliver(&chunk))
+            .await
+            .map_err(|_| eddy_common::EddyError::external(format!("the sink's target did not answer within {DELIVERY_TIMEOUT:?}")))??;
         let n = chunk.ops.len() as u64;
         self.shared.stats.delivered.fetch_add(n, Ordering::Relaxed);
         let _ = self.shared.stats.pending.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |p| Some(p.saturating_sub(n)));

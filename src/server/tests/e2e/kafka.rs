@@ -36,7 +36,7 @@ fn tansu_path() -> Option<String> {
 
 /// A running broker: its process and `host:port`.
 struct Broker {
-    _process: Process,
+    process: Process,
     addr: String,
     tansu: String,
 }
@@ -61,7 +61,7 @@ impl Broker {
             .stderr(Stdio::null())
             .spawn()
             .expect("tansu starts");
-        let broker = Broker { _process: Process(child), addr, tansu };
+        let broker = Broker { process: Process(child), addr, tansu };
         let deadline = std::time::Instant::now() + DEADLINE;
         while std::net::TcpStream::connect(&broker.addr).is_err() {
             assert!(std::time::Instant::now() < deadline, "tansu did not listen");
@@ -303,5 +303,66 @@ async fn debezium_and_plain_sinks_carry_each_change_and_bad_options_are_refused(
     c.batch_execute("DROP SINK appended").await.unwrap();
     assert!(rows(&c, "SHOW SINKS").await.unwrap().is_empty());
     c.batch_execute("DROP TABLE acct").await.unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A sink whose broker goes away keeps every change (in its log, in the store), says so in
+/// `SHOW SINKS`, and delivers everything once a broker is back; the view upstream and the
+/// writers never wait for it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sink_rides_out_a_broker_outage() {
+    let Some(mut broker) = Broker::start() else { return };
+    let dir = temp_dir("kafka-outage");
+    let url = format!("file://{}", dir.display());
+    let (_proc, addr) = spawn_eddy(&url);
+    let c = connect(addr).await;
+    let b = broker.addr.clone();
+    c.batch_execute("CREATE TABLE ev (id INT PRIMARY KEY, v INT)").await.unwrap();
+    c.batch_execute(&format!("CREATE SINK ev_out FROM ev WITH (connector = 'kafka', topic = 'ev', properties.bootstrap.server = '{b}') FORMAT UPSERT ENCODE JSON"))
+        .await
+        .unwrap();
+    c.batch_execute("INSERT INTO ev SELECT g, g FROM generate_series(1, 50) g").await.unwrap();
+    assert_eq!(broker.consume("ev", 50).len(), 50);
+
+    // The broker goes away (its topics with it: tansu keeps them in memory).
+    let port = b.rsplit(':').next().unwrap().to_string();
+    drop(broker.process);
+    for i in 51..=100 {
+        c.execute("INSERT INTO ev VALUES ($1, $1)", &[&i]).await.unwrap();
+    }
+    let state = eventually(DEADLINE, || async {
+        let s = rows(&c, "SHOW SINKS").await.ok()?;
+        s[0][3].starts_with("retrying").then(|| s[0].clone())
+    })
+    .await;
+    assert!(state[5].parse::<i64>().unwrap() > 0, "changes are pending: {state:?}");
+
+    // A broker is back on the same address, with the topic.
+    let url = format!("tcp://127.0.0.1:{port}");
+    let child = Command::new(&broker.tansu)
+        .args(["broker", "--listener-url", &url, "--advertised-listener-url", &url, "--storage-engine", "memory://tansu/"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("tansu starts again");
+    broker.process = Process(child);
+    let deadline = std::time::Instant::now() + DEADLINE;
+    while std::net::TcpStream::connect(&broker.addr).is_err() {
+        assert!(std::time::Instant::now() < deadline, "tansu did not listen again");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    broker.create_topic("ev", 1);
+    eventually(DEADLINE, || async {
+        let s = rows(&c, "SHOW SINKS").await.ok()?;
+        (s[0][3] == "running" && s[0][5] == "0").then_some(())
+    })
+    .await;
+    // Everything written while the broker was away arrived (the new broker has only those).
+    let ids: std::collections::BTreeSet<i64> = broker
+        .consume("ev", 50)
+        .iter()
+        .map(|m| serde_json::from_str::<serde_json::Value>(m["value"].as_str().unwrap()).unwrap()["id"].as_i64().unwrap())
+        .collect();
+    assert_eq!(ids, (51..=100).collect(), "the changes made during the outage");
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -22,6 +22,7 @@ mod faults;
 mod hostile;
 mod kafka;
 mod nexmark;
+mod postgres_sink;
 mod protocol;
 mod psql;
 mod recovery;

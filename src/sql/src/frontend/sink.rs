@@ -87,7 +87,7 @@ pub(crate) fn sink_spec(sink: &TableCatalog, append_only: bool) -> Result<eddy_c
 
 /// Columns of `SHOW SINKS`.
 pub(crate) fn show_sinks_schema() -> SchemaRef {
-    text_schema(&["Name", "Connector", "Topic", "State", "Delivered", "Pending"])
+    text_schema(&["Name", "Connector", "Target", "State", "Delivered", "Pending"])
 }
 
 impl Session {
@@ -101,7 +101,7 @@ impl Session {
     pub(crate) fn sink_log(&self, sink: &TableCatalog, append_only: bool, next_seq: u64) -> Result<Box<dyn eddy_stream::operator::Operator>> {
         let spec = sink_spec(sink, append_only)?;
         let log = *sink.internal_tables.last().ok_or_else(|| eddy_common::internal_err!("sink {} has no log", sink.name))?;
-        let target = Box::new(eddy_connector::sink::KafkaSink::new(spec));
+        let target = eddy_connector::sink::open(spec);
         Ok(Box::new(eddy_stream::SinkLog::new(
             log,
             sink.user_schema(),
@@ -134,14 +134,14 @@ impl Session {
                 vec![
                     t.name.clone(),
                     t.with_options.get("connector").cloned().unwrap_or_default(),
-                    t.with_options.get("topic").cloned().unwrap_or_default(),
+                    ["topic", "table", "table.name"].iter().find_map(|k| t.with_options.get(*k)).cloned().unwrap_or_default(),
                     state,
                     count(|s| s.delivered.load(std::sync::atomic::Ordering::Relaxed)),
                     count(|s| s.pending.load(std::sync::atomic::Ordering::Relaxed)),
                 ]
             })
             .collect();
-        text_rows(&["Name", "Connector", "Topic", "State", "Delivered", "Pending"], rows)
+        text_rows(&["Name", "Connector", "Target", "State", "Delivered", "Pending"], rows)
     }
 }
 
