@@ -17,6 +17,7 @@ pub mod nexmark;
 pub mod options;
 pub mod postgres;
 pub mod sink;
+pub mod sink_spec;
 mod random;
 
 use arrow::datatypes::SchemaRef;

@@ -19,7 +19,7 @@ use eddy_common::{user_err, EddyError, Op, Result, StreamChunk};
 use eddy_stream::SinkTarget;
 
 use crate::options::Options;
-use crate::sink::{SinkFormat, SinkSpec};
+use crate::sink_spec::{SinkFormat, SinkSpec};
 
 /// How long CREATE SINK and each connection attempt wait for the server.
 const CONNECT_DEADLINE: Duration = Duration::from_secs(10);

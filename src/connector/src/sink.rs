@@ -45,34 +45,7 @@ const PRODUCE_RECORDS: usize = 1000;
 /// Bytes per produce request at most (about; one record may exceed it alone).
 const PRODUCE_BYTES: usize = 1 << 20;
 
-/// The message layout.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum SinkFormat {
-    Plain { force_append_only: bool },
-    Upsert,
-    Debezium,
-}
-
-/// Where a sink delivers.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum SinkConnector {
-    Kafka,
-    /// A PostgreSQL table ([`crate::postgres`]).
-    Postgres,
-}
-
-/// A checked sink definition.
-#[derive(Debug, Clone)]
-pub struct SinkSpec {
-    pub options: Options,
-    pub connector: SinkConnector,
-    /// The Kafka topic, or the PostgreSQL table.
-    pub topic: String,
-    pub format: SinkFormat,
-    /// Indices of the key columns in the sink's columns (empty for PLAIN).
-    pub key: Vec<usize>,
-    pub schema: SchemaRef,
-}
+pub use crate::sink_spec::{SinkConnector, SinkFormat, SinkSpec};
 
 /// Option keys a Kafka sink understands (besides `properties.*`, passed to the client's
 /// settings and ignored where it has none, and `encode.*`).

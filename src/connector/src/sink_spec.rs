@@ -1,0 +1,34 @@
+//! What a checked `CREATE SINK` says, shared by every sink target.
+
+use arrow::datatypes::SchemaRef;
+
+use crate::options::Options;
+
+/// The message layout.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum SinkFormat {
+    Plain { force_append_only: bool },
+    Upsert,
+    Debezium,
+}
+
+/// Where a sink delivers.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum SinkConnector {
+    Kafka,
+    /// A PostgreSQL table (see the `postgres` module).
+    Postgres,
+}
+
+/// A checked sink definition.
+#[derive(Debug, Clone)]
+pub struct SinkSpec {
+    pub options: Options,
+    pub connector: SinkConnector,
+    /// The Kafka topic, or the PostgreSQL table.
+    pub topic: String,
+    pub format: SinkFormat,
+    /// Indices of the key columns in the sink's columns (empty for PLAIN).
+    pub key: Vec<usize>,
+    pub schema: SchemaRef,
+}
