@@ -21,7 +21,8 @@ from confluent_kafka.admin import AdminClient, NewTopic
 def main():
     port, broker, n = int(sys.argv[1]), sys.argv[2], int(sys.argv[3])
     pid = sys.argv[4] if len(sys.argv) > 4 else None
-    AdminClient({"bootstrap.servers": broker}).create_topics([NewTopic("bench_in", 2, 1)])[ "bench_in"].result(30)
+    admin = AdminClient({"bootstrap.servers": broker})
+    admin.create_topics([NewTopic("bench_in", 2, 1)])["bench_in"].result(30)
     db = psycopg.connect(f"host=127.0.0.1 port={port} user=root dbname=dev", autocommit=True)
     db.execute(
         "CREATE SOURCE bench_src (id BIGINT, ts_us BIGINT, payload VARCHAR) WITH (connector = 'kafka', "
