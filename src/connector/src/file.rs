@@ -87,11 +87,7 @@ fn files(options: &Options) -> Result<Vec<PathBuf>> {
 pub(crate) fn splits(options: &Options, schema: &SchemaRef) -> Result<Vec<Box<dyn Seekable>>> {
     let encoding = match options.get("encode").map(str::to_ascii_uppercase).as_deref() {
         Some("CSV") | None => {
-            let delimiter = options.get("encode.delimiter").unwrap_or(",");
-            let &[d] = delimiter.as_bytes() else {
-                return Err(user_err!(sqlstate::INVALID_PARAMETER_VALUE, "a CSV delimiter is one byte, not '{delimiter}'"));
-            };
-            Encoding::Csv { delimiter: d, header: !options.flag("encode.without_header", false)? }
+            Encoding::Csv { delimiter: options.csv_delimiter()?, header: !options.flag("encode.without_header", false)? }
         }
         Some("JSON") => Encoding::Json,
         Some(other) => return Err(not_supported!("ENCODE {other} for a file source (CSV or JSON)")),

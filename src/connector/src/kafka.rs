@@ -161,11 +161,7 @@ pub(crate) async fn splits(options: &Options, schema: &SchemaRef, committed: Opt
     let encoding = match options.get("encode").map(str::to_ascii_uppercase).as_deref() {
         Some("JSON") | None => Encoding::Json,
         Some("CSV") => {
-            let delimiter = options.get("encode.delimiter").unwrap_or(",");
-            let &[d] = delimiter.as_bytes() else {
-                return Err(user_err!(sqlstate::INVALID_PARAMETER_VALUE, "a CSV delimiter is one byte, not '{delimiter}'"));
-            };
-            Encoding::Csv { delimiter: d }
+            Encoding::Csv { delimiter: options.csv_delimiter()? }
         }
         Some(other) => return Err(not_supported!("ENCODE {other} for a kafka source (JSON or CSV)")),
     };

@@ -47,6 +47,15 @@ impl Options {
         }
     }
 
+    /// `ENCODE CSV (delimiter = ..)`: one byte, `,` when unset.
+    pub fn csv_delimiter(&self) -> Result<u8> {
+        let delimiter = self.get("encode.delimiter").unwrap_or(",");
+        match delimiter.as_bytes() {
+            &[d] => Ok(d),
+            _ => Err(user_err!(sqlstate::INVALID_PARAMETER_VALUE, "a CSV delimiter is one byte, not '{delimiter}'")),
+        }
+    }
+
     /// `key` as a duration like `10s`, `5m`, `2h`, `1d` or `'1 day'`, `default` when unset.
     pub fn duration(&self, key: &str, default: Duration) -> Result<Duration> {
         let Some(v) = self.get(key) else { return Ok(default) };

@@ -98,6 +98,11 @@ async fn connect(options: &Options) -> Result<tokio_postgres::Client> {
     Ok(client)
 }
 
+/// The server's message of an error (the client's own text when the server sent none).
+fn db_message(e: &tokio_postgres::Error) -> String {
+    e.as_db_error().map(|d| d.message().to_string()).unwrap_or_else(|| e.to_string())
+}
+
 /// Checks the options (at `CREATE SINK`, without connecting).
 pub(crate) fn check_options(options: &Options) -> Result<()> {
     config(options)?;
@@ -112,7 +117,7 @@ pub(crate) async fn prepare(spec: &SinkSpec) -> Result<()> {
     let sink = PostgresSink::new(spec.clone());
     let probe = format!("EXPLAIN {}", sink.insert_sql(&[], true));
     client.batch_execute(&probe).await.map_err(|e| {
-        let detail = e.as_db_error().map(|d| d.message().to_string()).unwrap_or_else(|| e.to_string());
+        let detail = db_message(&e);
         user_err!(sqlstate::INVALID_PARAMETER_VALUE, "postgres sink: table {} on {} does not take the sink's rows: {detail}", sink.table, server(&spec.options))
     })?;
     Ok(())
@@ -233,7 +238,7 @@ impl SinkTarget for PostgresSink {
         // One simple-protocol message: PostgreSQL runs it as one transaction.
         let sql = format!("BEGIN; {}; COMMIT", statements.join("; "));
         if let Err(e) = client.batch_execute(&sql).await {
-            let detail = e.as_db_error().map(|d| d.message().to_string()).unwrap_or_else(|| e.to_string());
+            let detail = db_message(&e);
             self.client = None;
             return Err(EddyError::external(format!("postgres sink into {} on {}: {detail}", self.table, server(&self.spec.options))));
         }
