@@ -8,10 +8,11 @@
 //!
 //! Connectors: [`datagen`] (sequence and random fields, a rate), [`nexmark`] (the Nexmark
 //! benchmark's person/auction/bid streams), [`file`] (CSV or JSON lines from local files) and
-//! [`kafka`] (a topic's partitions). Sinks: [`sink`] (Kafka).
+//! [`kafka`] (a topic's partitions). Sinks: [`sink`] (Kafka), [`postgres`], [`iceberg`].
 
 pub mod datagen;
 pub mod file;
+pub mod iceberg;
 pub mod kafka;
 pub mod nexmark;
 pub mod options;

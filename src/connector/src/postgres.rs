@@ -226,7 +226,15 @@ impl PostgresSink {
 
 #[async_trait]
 impl SinkTarget for PostgresSink {
-    async fn deliver(&mut self, chunk: &StreamChunk) -> Result<()> {
+    async fn deliver(&mut self, chunk: &StreamChunk, seqs: std::ops::Range<u64>) -> Result<Option<u64>> {
+        self.send(chunk).await?;
+        Ok(Some(seqs.end))
+    }
+}
+
+impl PostgresSink {
+    /// Delivers `chunk`, durably once this returns.
+    async fn send(&mut self, chunk: &StreamChunk) -> Result<()> {
         let statements = self.statements(chunk)?;
         if statements.is_empty() {
             return Ok(());

@@ -54,7 +54,7 @@ const KAFKA_SINK_KEYS: &[&str] = &["connector", "topic", "primary_key", "type", 
 /// Checks a sink's options against its columns `schema`; `default_key`: the input's key
 /// columns, when they are all among the sink's columns; `append_only`: whether the input
 /// only ever inserts.
-pub fn check(options: &Options, schema: &SchemaRef, default_key: Option<Vec<usize>>, append_only: bool) -> Result<SinkSpec> {
+pub fn check(options: &Options, schema: &SchemaRef, default_key: Option<Vec<usize>>, append_only: bool, uid: String) -> Result<SinkSpec> {
     let connector = options.required("connector")?.to_ascii_lowercase();
     let force_append_only = options.flag("force_append_only", false)?;
     let (connector, topic, format) = match connector.as_str() {
@@ -74,7 +74,12 @@ pub fn check(options: &Options, schema: &SchemaRef, default_key: Option<Vec<usiz
             };
             (SinkConnector::Postgres, table, format)
         }
-        other => return Err(user_err!(sqlstate::FEATURE_NOT_SUPPORTED, "sink connector \"{other}\" is not supported (supported: kafka, postgres)")),
+        "iceberg" => {
+            let format = crate::iceberg::check_options(options, force_append_only)?;
+            let table = format!("{}.{}", options.get("database.name").unwrap_or_default(), options.get("table.name").unwrap_or_default());
+            (SinkConnector::Iceberg, table, format)
+        }
+        other => return Err(user_err!(sqlstate::FEATURE_NOT_SUPPORTED, "sink connector \"{other}\" is not supported (supported: kafka, postgres, iceberg)")),
     };
     if let Some(f) = schema.fields().iter().find(|f| matches!(f.data_type(), DataType::Interval(_)) && connector == SinkConnector::Kafka) {
         return Err(not_supported!("kafka sinks cannot encode column \"{}\" of type interval as JSON", f.name()));
@@ -102,15 +107,16 @@ pub fn check(options: &Options, schema: &SchemaRef, default_key: Option<Vec<usiz
             user_err!(sqlstate::INVALID_PARAMETER_VALUE, "an upsert sink needs primary_key = 'column, ...' (its input's key is not among its columns)")
         })?,
     };
-    Ok(SinkSpec { options: options.clone(), connector, topic, format, key, schema: schema.clone() })
+    Ok(SinkSpec { options: options.clone(), connector, topic, format, key, schema: schema.clone(), uid })
 }
 
 /// The delivery target of `spec` (connects when it first delivers).
-pub fn open(spec: SinkSpec) -> Box<dyn SinkTarget> {
-    match spec.connector {
+pub fn open(spec: SinkSpec) -> Result<Box<dyn SinkTarget>> {
+    Ok(match spec.connector {
         SinkConnector::Kafka => Box::new(KafkaSink::new(spec)),
         SinkConnector::Postgres => Box::new(crate::postgres::PostgresSink::new(spec)),
-    }
+        SinkConnector::Iceberg => Box::new(crate::iceberg::IcebergSink::new(spec)?),
+    })
 }
 
 /// A Kafka sink's options (unknown keys refused) and message format.
@@ -139,8 +145,10 @@ fn kafka_format(options: &Options, force_append_only: bool) -> Result<SinkFormat
 /// Connects to the sink's target and checks it takes the sink's rows: for Kafka, makes sure the
 /// topic exists (creating it, with one partition or `properties.num.partitions`, if not).
 pub async fn prepare(spec: &SinkSpec) -> Result<()> {
-    if spec.connector == SinkConnector::Postgres {
-        return crate::postgres::prepare(spec).await;
+    match spec.connector {
+        SinkConnector::Postgres => return crate::postgres::prepare(spec).await,
+        SinkConnector::Iceberg => return crate::iceberg::prepare(spec).await,
+        SinkConnector::Kafka => {}
     }
     let c = client(&spec.options, Some(CREATE_DEADLINE)).await?;
     let brokers = brokers(&spec.options)?.join(",");
@@ -321,7 +329,15 @@ async fn produce_all(partition: Arc<PartitionClient>, records: Vec<Record>) -> s
 
 #[async_trait]
 impl SinkTarget for KafkaSink {
-    async fn deliver(&mut self, chunk: &StreamChunk) -> Result<()> {
+    async fn deliver(&mut self, chunk: &StreamChunk, seqs: std::ops::Range<u64>) -> Result<Option<u64>> {
+        self.send(chunk).await?;
+        Ok(Some(seqs.end))
+    }
+}
+
+impl KafkaSink {
+    /// Delivers `chunk`, durably once this returns.
+    async fn send(&mut self, chunk: &StreamChunk) -> Result<()> {
         let messages = self.messages(chunk)?;
         if messages.is_empty() {
             return Ok(());
@@ -369,7 +385,7 @@ mod tests {
         let mut pairs = vec![("connector", "kafka"), ("topic", "t"), ("properties.bootstrap.server", "127.0.0.1:1"), ("format", format), ("encode", "JSON")];
         pairs.extend_from_slice(extra);
         let options = Options::new(pairs.into_iter().map(|(k, v)| (k.to_string(), v.to_string())));
-        check(&options, &schema, Some(vec![0]), false)
+        check(&options, &schema, Some(vec![0]), false, "test".into())
     }
 
     fn chunk(rows: &[(Op, i32, Option<&str>)]) -> StreamChunk {

@@ -18,6 +18,8 @@ pub enum SinkConnector {
     Kafka,
     /// A PostgreSQL table (see the `postgres` module).
     Postgres,
+    /// An Iceberg table (see the `iceberg` module).
+    Iceberg,
 }
 
 /// A checked sink definition.
@@ -25,10 +27,12 @@ pub enum SinkConnector {
 pub struct SinkSpec {
     pub options: Options,
     pub connector: SinkConnector,
-    /// The Kafka topic, or the PostgreSQL table.
+    /// The Kafka topic, or the PostgreSQL or Iceberg table.
     pub topic: String,
     pub format: SinkFormat,
     /// Indices of the key columns in the sink's columns (empty for PLAIN).
     pub key: Vec<usize>,
     pub schema: SchemaRef,
+    /// Names this sink (and no other, before or after it) in what it records in its target.
+    pub uid: String,
 }

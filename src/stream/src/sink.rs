@@ -41,11 +41,38 @@ const DELIVERY_TIMEOUT: Duration = Duration::from_secs(60);
 const DELIVERY_ROWS: usize = 4096;
 
 /// Where a sink's changes go.
+///
+/// A target either makes each delivered chunk durable at once (Kafka, PostgreSQL: `deliver`
+/// returns the end of the chunk's sequence numbers) or stages chunks and commits them in
+/// batches (Iceberg: `deliver` returns `None` until a commit, `flush` commits when due). Only
+/// what a target reports durable is deleted from the log.
 #[async_trait]
 pub trait SinkTarget: Send + 'static {
-    /// Delivers `chunk` (rows in the sink's columns); on `Err` the same chunk is offered again
-    /// later, so a target must tolerate a chunk it partly delivered coming back.
-    async fn deliver(&mut self, chunk: &StreamChunk) -> Result<()>;
+    /// The sequence number after the last change the target holds, where it records that with
+    /// its data (an exactly-once target); `None`: it keeps no record, and delivery starts at
+    /// the first change left in the log.
+    async fn resume(&mut self) -> Result<Option<u64>> {
+        Ok(None)
+    }
+
+    /// Delivers (or stages) `chunk`, the log's changes `seqs` (rows in the sink's columns).
+    /// Returns the sequence number up to which everything delivered is now durable in the
+    /// target (`None`: nothing more is). On `Err` the target is told to [`discard`] what it
+    /// staged, and the changes from the first one not durable are offered again later, so a
+    /// target must tolerate changes it partly delivered coming back.
+    ///
+    /// [`discard`]: SinkTarget::discard
+    async fn deliver(&mut self, chunk: &StreamChunk, seqs: std::ops::Range<u64>) -> Result<Option<u64>>;
+
+    /// Called once delivery has caught up with the committed log, and at each commit after
+    /// while anything is staged (`epoch`: the last committed one): commits what is staged if
+    /// it is due. Returns what `deliver` does.
+    async fn flush(&mut self, _epoch: Epoch) -> Result<Option<u64>> {
+        Ok(None)
+    }
+
+    /// Forgets whatever is staged and not durable (after an error).
+    fn discard(&mut self) {}
 }
 
 /// What a sink has done, for `SHOW SINKS` and system views.
@@ -218,7 +245,7 @@ impl Operator for SinkLog {
 
     fn attach_store(&mut self, store: &Arc<StateStore>) {
         let Some(target) = self.target.take() else { return };
-        let delivery = Delivery { table: self.table, codec: self.codec.clone(), store: store.clone(), shared: self.shared.clone(), target };
+        let delivery = Delivery { table: self.table, codec: self.codec.clone(), store: store.clone(), shared: self.shared.clone(), target, next: 0, durable: 0 };
         self.task = Some(tokio::spawn(delivery.run(self.shared.logged.subscribe(), self.completed.clone())));
     }
 }
@@ -230,25 +257,33 @@ struct Delivery {
     store: Arc<StateStore>,
     shared: Arc<Shared>,
     target: Box<dyn SinkTarget>,
+    /// The next log row to deliver.
+    next: u64,
+    /// Everything before it is durable in the target (and due for deletion from the log).
+    durable: u64,
 }
 
 impl Delivery {
     async fn run(mut self, mut logged: watch::Receiver<u64>, mut completed: watch::Receiver<Epoch>) {
-        // Everything left in the committed log is due, from its first row on.
-        let mut from = 0u64;
+        if self.start().await.is_none() {
+            return;
+        }
         let mut known = true;
         loop {
-            if !known && *logged.borrow_and_update() <= from {
+            let staged = self.next > self.durable;
+            if !known && !staged && *logged.borrow_and_update() <= self.next {
                 if logged.changed().await.is_err() {
                     return;
                 }
                 continue;
             }
             let snapshot = self.store.snapshot();
-            match self.deliver_from(&snapshot, from).await {
-                Some(next) if next > from => from = next,
-                Some(_) => {
-                    // Logged but not yet committed: wait for the next commit.
+            let epoch = *completed.borrow_and_update();
+            match self.catch_up(&snapshot, epoch).await {
+                Some(true) => {}
+                Some(false) => {
+                    // Nothing new committed (or a staged batch not yet due): wait for the next
+                    // commit.
                     known = false;
                     if completed.changed().await.is_err() {
                         return;
@@ -259,24 +294,16 @@ impl Delivery {
         }
     }
 
-    /// Delivers the committed log rows from `from` on; the next sequence number to deliver
-    /// (`None`: the sink was dropped while waiting).
-    async fn deliver_from(&mut self, snapshot: &ReadSnapshot, from: u64) -> Option<u64> {
-        let mut next = from;
+    /// Finds where delivery starts: the first row left in the log (or, in an empty log, the
+    /// next one to be logged), or after what the target says it already holds. `None`: the
+    /// sink was dropped meanwhile.
+    async fn start(&mut self) -> Option<()> {
         let mut backoff = Duration::from_millis(100);
         loop {
-            match self.deliver_some(snapshot, next).await {
-                Ok(Some(n)) => {
-                    next = n;
-                    backoff = Duration::from_millis(100);
-                }
-                Ok(None) => return Some(next),
+            match self.try_start().await {
+                Ok(()) => return Some(()),
                 Err(e) => {
-                    let message = e.to_string();
-                    let first = self.shared.stats.error.lock().replace(message.clone()).is_none();
-                    if first {
-                        tracing::warn!("sink delivery failed: {message}; retrying with backoff");
-                    }
+                    self.report(e);
                     tokio::time::sleep(backoff).await;
                     backoff = (backoff * 2).min(MAX_BACKOFF);
                 }
@@ -284,31 +311,102 @@ impl Delivery {
         }
     }
 
-    /// Delivers one batch of log rows from `from` on; the next sequence number, or `None` when
-    /// the log has no rows from `from` on.
-    async fn deliver_some(&mut self, snapshot: &ReadSnapshot, from: u64) -> Result<Option<u64>> {
+    async fn try_start(&mut self) -> Result<()> {
+        let snapshot = self.store.snapshot();
+        let end = row_key(self.table, u64::MAX);
+        let mut cursor = snapshot.scan_batches(Bound::Included(row_key(self.table, 0)), Bound::Included(end), 1).await?;
+        let first = match cursor.next_batch().await?.and_then(|e| e.first().map(|(k, _)| k.to_vec())) {
+            Some(k) => seq_of(&k)?,
+            None => restored_next_seq(self.table, &snapshot).await?,
+        };
+        let held = self.target.resume().await?.unwrap_or(0);
+        let logged = restored_next_seq(self.table, &snapshot).await?;
+        self.next = first.max(held.min(logged));
+        if self.next > first {
+            // Delivered before a crash, not yet deleted from the log.
+            self.shared.delivered.lock().push(first..self.next);
+            let _ = self.shared.stats.pending.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |p| Some(p.saturating_sub(self.next - first)));
+        }
+        self.durable = self.next;
+        *self.shared.stats.error.lock() = None;
+        Ok(())
+    }
+
+    fn report(&self, e: eddy_common::EddyError) {
+        let message = e.to_string();
+        let first = self.shared.stats.error.lock().replace(message.clone()).is_none();
+        if first {
+            tracing::warn!("sink delivery failed: {message}; retrying with backoff");
+        }
+    }
+
+    /// Records that everything before `seq` is durable in the target.
+    fn mark_durable(&mut self, seq: Option<u64>) {
+        let Some(seq) = seq.filter(|s| *s > self.durable) else { return };
+        let n = seq - self.durable;
+        self.shared.delivered.lock().push(self.durable..seq);
+        self.shared.stats.delivered.fetch_add(n, Ordering::Relaxed);
+        let _ = self.shared.stats.pending.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |p| Some(p.saturating_sub(n)));
+        self.durable = seq;
+    }
+
+    /// Delivers the committed log rows from `next` on, then lets the target commit what it
+    /// staged; whether anything moved (`None`: the sink was dropped while waiting).
+    async fn catch_up(&mut self, snapshot: &ReadSnapshot, epoch: Epoch) -> Option<bool> {
+        let mut backoff = Duration::from_millis(100);
+        loop {
+            let (next, durable) = (self.next, self.durable);
+            match self.try_catch_up(snapshot, epoch).await {
+                Ok(()) => {
+                    *self.shared.stats.error.lock() = None;
+                    return Some(self.next > next || self.durable > durable);
+                }
+                Err(e) => {
+                    self.report(e);
+                    self.target.discard();
+                    self.next = self.durable;
+                    tokio::time::sleep(backoff).await;
+                    backoff = (backoff * 2).min(MAX_BACKOFF);
+                }
+            }
+        }
+    }
+
+    async fn try_catch_up(&mut self, snapshot: &ReadSnapshot, epoch: Epoch) -> Result<()> {
+        while let Some(chunk) = self.read(snapshot, self.next).await? {
+            let (chunk, seqs) = chunk;
+            let durable = tokio::time::timeout(DELIVERY_TIMEOUT, self.target.deliver(&chunk, seqs.clone()))
+                .await
+                .map_err(|_| eddy_common::EddyError::external(format!("the sink's target did not answer within {DELIVERY_TIMEOUT:?}")))??;
+            self.next = seqs.end;
+            self.mark_durable(durable);
+        }
+        if self.next > self.durable {
+            let durable = tokio::time::timeout(DELIVERY_TIMEOUT, self.target.flush(epoch))
+                .await
+                .map_err(|_| eddy_common::EddyError::external(format!("the sink's target did not commit within {DELIVERY_TIMEOUT:?}")))??;
+            self.mark_durable(durable);
+        }
+        Ok(())
+    }
+
+    /// One batch of committed log rows from `from` on, with their sequence numbers (`None`:
+    /// the log has no rows from `from` on).
+    async fn read(&mut self, snapshot: &ReadSnapshot, from: u64) -> Result<Option<(StreamChunk, std::ops::Range<u64>)>> {
         let end = row_key(self.table, u64::MAX);
         let mut cursor = snapshot.scan_batches(Bound::Included(row_key(self.table, from)), Bound::Included(end), DELIVERY_ROWS).await?;
         let Some(entries) = cursor.next_batch().await? else { return Ok(None) };
-        let last = entries.last().map(|(k, _)| k.to_vec()).unwrap_or_default();
-        let first = entries.first().map(|(k, _)| k.to_vec()).unwrap_or_default();
-        let seq_of = |k: &[u8]| -> Result<u64> {
-            k.get(6..14).and_then(|s| s.try_into().ok()).map(u64::from_be_bytes).ok_or_else(|| internal_err!("corrupt sink log key"))
-        };
-        let (first, last) = (seq_of(&first)?, seq_of(&last)?);
+        let (Some((first, _)), Some((last, _))) = (entries.first(), entries.last()) else { return Ok(None) };
+        let seqs = seq_of(first)?..seq_of(last)? + 1;
         let rows = self.codec.decode_values(entries.iter().map(|(_, v)| v.as_ref()))?;
         let ops = rows.column(0).as_primitive::<Int16Type>();
         let ops: Vec<Op> = (0..ops.len()).map(|i| op_of(ops.value(i))).collect::<Result<_>>()?;
         let data = rows.project(&(1..rows.num_columns()).collect::<Vec<_>>())?;
-        let chunk = StreamChunk::try_new(data, ops)?;
-        tokio::time::timeout(DELIVERY_TIMEOUT, self.target.deliver(&chunk))
-            .await
-            .map_err(|_| eddy_common::EddyError::external(format!("the sink's target did not answer within {DELIVERY_TIMEOUT:?}")))??;
-        let n = chunk.ops.len() as u64;
-        self.shared.stats.delivered.fetch_add(n, Ordering::Relaxed);
-        let _ = self.shared.stats.pending.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |p| Some(p.saturating_sub(n)));
-        *self.shared.stats.error.lock() = None;
-        self.shared.delivered.lock().push(first..last + 1);
-        Ok(Some(last + 1))
+        Ok(Some((StreamChunk::try_new(data, ops)?, seqs)))
     }
+}
+
+/// The sequence number of a log row's key.
+fn seq_of(key: &[u8]) -> Result<u64> {
+    key.get(6..14).and_then(|s| s.try_into().ok()).map(u64::from_be_bytes).ok_or_else(|| internal_err!("corrupt sink log key"))
 }

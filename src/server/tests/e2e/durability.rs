@@ -1,9 +1,8 @@
 //! Acknowledged means durable: restarts on the same directory and SIGKILL of a real process.
 
-use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use crate::support::{connect, eventually, server, spawn_eddy, spawn_eddy_env, temp_dir, Process};
+use crate::support::{connect, create_bucket, eventually, server, spawn_eddy, spawn_eddy_env, start_s3_server, temp_dir};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn clean_restart_keeps_tables_rows_and_schemas() {
@@ -92,37 +91,10 @@ async fn rows_acknowledged_before_sigkill_survive_it() {
     let _ = std::fs::remove_dir_all(dir);
 }
 
-/// Starts `moto_server` (a real S3 API server) on a free port, or returns `None` when it is
-/// not installed and this is not CI.
-fn start_s3_server() -> Option<(Process, u16)> {
-    let port = std::net::TcpListener::bind("127.0.0.1:0").ok()?.local_addr().ok()?.port();
-    match Command::new("moto_server").args(["-H", "127.0.0.1", "-p", &port.to_string()]).stdout(Stdio::null()).stderr(Stdio::null()).spawn() {
-        Ok(child) => Some((Process(child), port)),
-        Err(e) => {
-            assert!(std::env::var("CI").is_err(), "moto_server is required in CI: {e}");
-            eprintln!("skipping S3 test: moto_server not installed ({e}); .ci/run installs it");
-            None
-        }
-    }
-}
-
-fn http_put(port: u16, path: &str) -> std::io::Result<String> {
-    use std::io::{Read, Write};
-    let mut s = std::net::TcpStream::connect(("127.0.0.1", port))?;
-    write!(s, "PUT {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")?;
-    let mut out = String::new();
-    s.read_to_string(&mut out)?;
-    Ok(out)
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn state_on_an_s3_server_survives_sigkill() {
     let Some((_s3, port)) = start_s3_server() else { return };
-    // The server needs a moment to bind; poll until the bucket is created.
-    eventually(Duration::from_secs(60), || async move {
-        http_put(port, "/eddy-test").ok().filter(|r| r.starts_with("HTTP/1.1 200"))
-    })
-    .await;
+    create_bucket(port, "eddy-test").await;
     let env = [
         ("AWS_ENDPOINT_URL", format!("http://127.0.0.1:{port}")),
         ("AWS_ALLOW_HTTP", "true".to_string()),

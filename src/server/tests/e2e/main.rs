@@ -20,6 +20,7 @@ mod durability;
 mod failures;
 mod faults;
 mod hostile;
+mod iceberg;
 mod kafka;
 mod nexmark;
 mod postgres_sink;

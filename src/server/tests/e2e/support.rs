@@ -188,6 +188,39 @@ impl Census {
     }
 }
 
+/// Starts `moto_server` (a real S3 API server) on a free port, or returns `None` when it is
+/// not installed and this is not CI.
+pub fn start_s3_server() -> Option<(Process, u16)> {
+    let port = std::net::TcpListener::bind("127.0.0.1:0").ok()?.local_addr().ok()?.port();
+    match std::process::Command::new("moto_server").args(["-H", "127.0.0.1", "-p", &port.to_string()]).stdout(std::process::Stdio::null()).stderr(std::process::Stdio::null()).spawn() {
+        Ok(child) => Some((Process(child), port)),
+        Err(e) => {
+            assert!(std::env::var("CI").is_err(), "moto_server is required in CI: {e}");
+            eprintln!("skipping S3 test: moto_server not installed ({e}); .ci/run installs it");
+            None
+        }
+    }
+}
+
+pub fn http_put(port: u16, path: &str) -> std::io::Result<String> {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port))?;
+    write!(s, "PUT {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")?;
+    let mut out = String::new();
+    s.read_to_string(&mut out)?;
+    Ok(out)
+}
+
+/// Creates bucket `name` on the S3 server on `port`, waiting for the server to come up.
+pub async fn create_bucket(port: u16, name: &str) {
+    let path = format!("/{name}");
+    eventually(Duration::from_secs(60), || {
+        let path = path.clone();
+        async move { http_put(port, &path).ok().filter(|r| r.starts_with("HTTP/1.1 200")) }
+    })
+    .await;
+}
+
 /// A real `eddy` process, killed with SIGKILL when dropped.
 pub struct Process(pub std::process::Child);
 

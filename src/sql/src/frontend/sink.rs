@@ -76,13 +76,28 @@ pub fn parse_create_sink(sql: &str) -> Result<CreateSinkSpec> {
     })
 }
 
+/// The option under which a sink keeps the identity it records in its target (set at
+/// `CREATE SINK`, random, so a sink dropped and created again is never taken for the old one).
+const SINK_UID_OPTION: &str = "eddy.sink.uid";
+
 /// The connector's view of sink `sink` (an entry of the catalog, or one being created).
 pub(crate) fn sink_spec(sink: &TableCatalog, append_only: bool) -> Result<eddy_connector::sink::SinkSpec> {
     let schema: SchemaRef = sink.user_schema();
     let visible = sink.visible_indices();
     // The input's key, where the sink's columns include all of it.
     let default_key: Option<Vec<usize>> = sink.pk.iter().map(|k| visible.iter().position(|v| v == k)).collect();
-    eddy_connector::sink::check(&eddy_connector::Options(sink.with_options.clone()), &schema, default_key, append_only)
+    let mut options = sink.with_options.clone();
+    let uid = options.remove(SINK_UID_OPTION).unwrap_or_else(|| sink.id.to_string());
+    eddy_connector::sink::check(&eddy_connector::Options(options), &schema, default_key, append_only, uid)
+}
+
+/// What a sink writes to, for `SHOW SINKS`: its topic or table.
+fn sink_target(options: &std::collections::BTreeMap<String, String>) -> String {
+    let get = |k: &str| options.get(k).cloned();
+    match (get("database.name"), get("table.name")) {
+        (Some(db), Some(t)) if get("connector").is_some_and(|c| c.eq_ignore_ascii_case("iceberg")) => format!("{db}.{t}"),
+        _ => ["topic", "table", "table.name"].iter().find_map(|k| get(k)).unwrap_or_default(),
+    }
 }
 
 /// Columns of `SHOW SINKS`.
@@ -93,7 +108,9 @@ pub(crate) fn show_sinks_schema() -> SchemaRef {
 impl Session {
     /// `CREATE SINK`.
     pub(crate) async fn create_sink(&mut self, spec: &CreateSinkSpec) -> Result<()> {
-        self.create_mview(&spec.name, &spec.query, spec.if_not_exists, &spec.sql, Some(spec.options.clone())).await
+        let mut options = spec.options.clone();
+        options.insert(SINK_UID_OPTION.to_string(), format!("{:016x}", rand::random::<u64>()));
+        self.create_mview(&spec.name, &spec.query, spec.if_not_exists, &spec.sql, Some(options)).await
     }
 
     /// The last operator of sink `sink`: its log, delivering to the connector from sequence
@@ -101,7 +118,7 @@ impl Session {
     pub(crate) fn sink_log(&self, sink: &TableCatalog, append_only: bool, next_seq: u64) -> Result<Box<dyn eddy_stream::operator::Operator>> {
         let spec = sink_spec(sink, append_only)?;
         let log = *sink.internal_tables.last().ok_or_else(|| eddy_common::internal_err!("sink {} has no log", sink.name))?;
-        let target = eddy_connector::sink::open(spec);
+        let target = eddy_connector::sink::open(spec)?;
         Ok(Box::new(eddy_stream::SinkLog::new(
             log,
             sink.user_schema(),
@@ -134,7 +151,7 @@ impl Session {
                 vec![
                     t.name.clone(),
                     t.with_options.get("connector").cloned().unwrap_or_default(),
-                    ["topic", "table", "table.name"].iter().find_map(|k| t.with_options.get(*k)).cloned().unwrap_or_default(),
+                    sink_target(&t.with_options),
                     state,
                     count(|s| s.delivered.load(std::sync::atomic::Ordering::Relaxed)),
                     count(|s| s.pending.load(std::sync::atomic::Ordering::Relaxed)),
