@@ -28,7 +28,7 @@ use eddy_common::error::sqlstate;
 use eddy_common::{not_supported, user_err, EddyError, Epoch, Op, Result, StreamChunk};
 use eddy_stream::SinkTarget;
 use iceberg::spec::{
-    DataFile, DataFileFormat, FormatVersion, ManifestListWriter, ManifestWriterBuilder, NestedField, Operation, PrimitiveType, Schema, Snapshot, Summary,
+    DataFile, DataFileFormat, FormatVersion, ManifestContentType, ManifestFile, ManifestListWriter, ManifestWriterBuilder, NestedField, Operation, PrimitiveType, Schema, Snapshot, Summary,
     TableMetadata, TableMetadataBuilder, Type, MAIN_BRANCH,
 };
 use iceberg::writer::base_writer::data_file_writer::DataFileWriterBuilder;
@@ -71,6 +71,9 @@ pub const MAX_STAGED_BYTES: usize = 64 << 20;
 /// Committed epochs between two Iceberg commits, by default (about one second at the default
 /// 250 ms barrier interval).
 const DEFAULT_COMMIT_INTERVAL: u64 = 4;
+
+/// Manifests in a snapshot above which a commit folds them into one data and one delete manifest.
+const MERGE_MANIFESTS: usize = 32;
 
 /// Summary keys of the snapshots a sink commits.
 const SINK_ID_KEY: &str = "eddy.sink-id";
@@ -449,6 +452,30 @@ impl IcebergSink {
         }
         let metadata_dir = format!("{}/metadata", meta.location());
         let spec = meta.default_partition_spec().as_ref().clone();
+        if manifests.len() > MERGE_MANIFESTS {
+            // Each commit adds a manifest or two: fold them, or the manifest list (read and
+            // rewritten by every commit, and by every reader) grows without bound.
+            let mut merged = Vec::new();
+            for (n, content) in [(2, ManifestContentType::Data), (3, ManifestContentType::Deletes)] {
+                let group: Vec<&ManifestFile> = manifests.iter().filter(|m| m.content == content).collect();
+                if group.is_empty() {
+                    continue;
+                }
+                let out = file_io.new_output(format!("{metadata_dir}/{prefix}-m{n}.avro")).map_err(iceberg_error)?;
+                let builder = ManifestWriterBuilder::new(out, Some(snapshot_id), schema.clone(), spec.clone());
+                let mut w = if content == ManifestContentType::Deletes { builder.build_v2_deletes() } else { builder.build_v2_data() };
+                for m in group {
+                    let manifest = m.load_manifest(&file_io).await.map_err(iceberg_error)?;
+                    for e in manifest.entries().iter().filter(|e| e.is_alive()) {
+                        let seq = e.sequence_number().unwrap_or(m.sequence_number);
+                        w.add_existing_file(e.data_file().clone(), e.snapshot_id().unwrap_or(m.added_snapshot_id), seq, Some(e.file_sequence_number.unwrap_or(seq)))
+                            .map_err(iceberg_error)?;
+                    }
+                }
+                merged.push(w.write_manifest_file().await.map_err(iceberg_error)?);
+            }
+            manifests = merged;
+        }
         for (n, (files, deletes)) in [(&data_files, false), (&delete_files, true)].into_iter().enumerate() {
             if files.is_empty() {
                 continue;
@@ -692,6 +719,42 @@ mod tests {
         let mut narrow = s.clone();
         narrow.schema = Arc::new(ArrowSchema::new(vec![Field::new("id", DataType::Int32, false), Field::new("w", DataType::Utf8, true)]));
         assert_eq!(prepare(&narrow).await.unwrap_err().sqlstate, sqlstate::UNDEFINED_COLUMN);
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    #[tokio::test]
+    async fn many_commits_fold_their_manifests_and_keep_every_row() {
+        let dir = temp("fold");
+        let mut s = spec(&dir, "append-only", "f");
+        s.options.0.insert("commit_checkpoint_interval".into(), "1".into());
+        prepare(&s).await.unwrap();
+        let mut sink = IcebergSink::new(s.clone()).unwrap();
+        assert_eq!(sink.resume().await.unwrap(), Some(0));
+        let commits = MERGE_MANIFESTS as u64 + 8;
+        for i in 0..commits {
+            sink.deliver(&chunk(&[(Op::Insert, i as i32, Some("x"))]), i..i + 1).await.unwrap();
+            assert_eq!(sink.flush(Epoch(i + 1)).await.unwrap(), Some(i + 1));
+        }
+        let meta = table(&s).await;
+        let cfg = config(&s.options).unwrap();
+        let file_io = cfg.warehouse.file_io();
+        let list = iceberg::table::Table::builder()
+            .metadata(meta.clone())
+            .identifier(iceberg::TableIdent::from_strs(["db", "append-only"]).unwrap())
+            .file_io(file_io.clone())
+            .runtime(iceberg::Runtime::try_current().unwrap())
+            .build()
+            .unwrap()
+            .manifest_list_reader(meta.current_snapshot().unwrap())
+            .load()
+            .await
+            .unwrap();
+        assert!(list.entries().len() <= MERGE_MANIFESTS + 1, "{} manifests", list.entries().len());
+        let mut rows = 0;
+        for m in list.entries() {
+            rows += m.load_manifest(&file_io).await.unwrap().entries().iter().filter(|e| e.is_alive()).map(|e| e.record_count()).sum::<u64>();
+        }
+        assert_eq!(rows, commits, "every committed row is still in the table");
         let _ = std::fs::remove_dir_all(dir);
     }
 }
