@@ -3,6 +3,9 @@
 
     iceberg_read.py sql <sqlite-catalog-file> <catalog-name> <warehouse> <namespace.table> [s3-endpoint]
     iceberg_read.py storage <table-location> [s3-endpoint]
+    iceberg_read.py append <first-id> <count> sql <sqlite-catalog-file> <catalog-name> <warehouse> <namespace.table>
+
+`append` is another writer: it appends rows (id, 'py' || id) through pyiceberg's own commit.
 
 Prints one JSON object: {"rows": [...], "snapshots": [{"summary": {...}}, ...], "scan": [...]}.
 `rows` are the table's live rows, computed from the current snapshot's files by the spec's
@@ -95,7 +98,21 @@ def live_rows(table):
     return sorted(out, key=json.dumps), bool(deletes)
 
 
+def append(first, count, args):
+    import pyarrow as pa
+
+    table = load(args)
+    schema = table.schema().as_arrow()
+    ids = list(range(first, first + count))
+    data = pa.table({"id": pa.array(ids, type=schema.field("id").type), "v": pa.array([f"py{i}" for i in ids], type=schema.field("v").type)}, schema=schema)
+    table.append(data)
+    print(json.dumps({"appended": count}))
+
+
 def main():
+    if sys.argv[1] == "append":
+        append(int(sys.argv[2]), int(sys.argv[3]), sys.argv[4:])
+        return
     table = load(sys.argv[1:])
     if table is None:
         print(json.dumps({"missing": True}))
