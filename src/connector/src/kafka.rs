@@ -20,7 +20,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use arrow::array::RecordBatch;
+use arrow::array::{ArrayRef, BinaryArray, RecordBatch, StringArray, TimestampMicrosecondArray};
 use arrow::datatypes::{DataType, SchemaRef};
 use eddy_common::error::sqlstate;
 use eddy_common::{internal_err, not_supported, user_err, EddyError, Result};
@@ -122,12 +122,53 @@ enum Fetched {
 #[derive(Debug, Default)]
 pub struct Malformed(pub AtomicU64);
 
+/// A message's metadata, as a column (`INCLUDE key | partition | offset | timestamp`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Include {
+    Key,
+    Partition,
+    Offset,
+    Timestamp,
+}
+
+/// Where a source column's values come from.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Column {
+    /// Column `i` of the decoded message values.
+    Payload(usize),
+    Meta(Include),
+}
+
+/// The source's columns: where each comes from, and the schema of the message values (the
+/// columns that are not metadata).
+fn columns(options: &Options, schema: &SchemaRef) -> (Vec<Column>, SchemaRef) {
+    let includes = [("include.key", Include::Key), ("include.partition", Include::Partition), ("include.offset", Include::Offset), ("include.timestamp", Include::Timestamp)];
+    let mut payload = Vec::new();
+    let columns = schema
+        .fields()
+        .iter()
+        .map(|f| match includes.iter().find(|(k, _)| options.get(k) == Some(f.name().as_str())) {
+            Some((_, what)) => Column::Meta(*what),
+            None => {
+                payload.push(f.clone());
+                Column::Payload(payload.len() - 1)
+            }
+        })
+        .collect();
+    (columns, Arc::new(arrow::datatypes::Schema::new(payload)))
+}
+
 /// One partition.
 struct KafkaSplit {
     options: Options,
     topic: String,
     partition: i32,
+    /// The source's columns.
     schema: SchemaRef,
+    /// Where each comes from.
+    columns: Vec<Column>,
+    /// The columns decoded from message values.
+    payload: SchemaRef,
     encoding: Encoding,
     startup: Startup,
     /// Offset of the next message to hand out (`None`: not yet resolved from `startup`).
@@ -169,7 +210,8 @@ pub(crate) async fn splits(options: &Options, schema: &SchemaRef, committed: Opt
         None | Some("PLAIN") | Some("UPSERT") => {}
         Some(other) => return Err(not_supported!("FORMAT {other} for a kafka source (PLAIN or UPSERT)")),
     }
-    for f in schema.fields() {
+    let (columns, payload) = columns(options, schema);
+    for f in payload.fields() {
         if matches!(f.data_type(), DataType::Interval(_) | DataType::Binary) {
             return Err(not_supported!("kafka sources cannot read column \"{}\" of type {}", f.name(), f.data_type()));
         }
@@ -190,6 +232,8 @@ pub(crate) async fn splits(options: &Options, schema: &SchemaRef, committed: Opt
                 topic: topic.clone(),
                 partition,
                 schema: schema.clone(),
+                columns: columns.clone(),
+                payload: payload.clone(),
                 encoding,
                 startup,
                 next: None,
@@ -292,19 +336,49 @@ impl KafkaSplit {
         Ok(())
     }
 
-    /// Decodes message values into a batch; messages that do not decode are skipped.
+    /// Decodes messages into a batch of the source's columns; messages whose value does not
+    /// decode are skipped.
     fn decode(&self, messages: &[RecordAndOffset]) -> Result<RecordBatch> {
+        let (payload, kept) = self.decode_payload(messages)?;
+        if self.columns.iter().all(|c| matches!(c, Column::Payload(_))) {
+            return Ok(payload);
+        }
+        let kept: Vec<&RecordAndOffset> = kept.into_iter().map(|i| &messages[i]).collect();
+        let cols = self
+            .columns
+            .iter()
+            .zip(self.schema.fields())
+            .map(|(c, f)| -> Result<ArrayRef> {
+                let a: ArrayRef = match c {
+                    Column::Payload(i) => return Ok(payload.column(*i).clone()),
+                    Column::Meta(Include::Key) => Arc::new(BinaryArray::from_iter(kept.iter().map(|m| m.record.key.as_deref()))),
+                    Column::Meta(Include::Partition) => Arc::new(StringArray::from_iter_values(kept.iter().map(|_| self.partition.to_string()))),
+                    Column::Meta(Include::Offset) => Arc::new(StringArray::from_iter_values(kept.iter().map(|m| m.offset.to_string()))),
+                    Column::Meta(Include::Timestamp) => Arc::new(TimestampMicrosecondArray::from_iter_values(kept.iter().map(|m| m.record.timestamp.timestamp_micros()))),
+                };
+                Ok(if a.data_type() == f.data_type() { a } else { arrow::compute::cast(&a, f.data_type())? })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(RecordBatch::try_new(self.schema.clone(), cols)?)
+    }
+
+    /// Decodes message values (the payload columns); the index of each message decoded.
+    fn decode_payload(&self, messages: &[RecordAndOffset]) -> Result<(RecordBatch, Vec<usize>)> {
         let values: Vec<&[u8]> = messages.iter().map(|m| m.record.value.as_deref().unwrap_or_default()).collect();
         if let Ok(batch) = self.decode_values(&values) {
             if batch.num_rows() == values.len() {
-                return Ok(batch);
+                return Ok((batch, (0..values.len()).collect()));
             }
         }
         // Some message is malformed: decode one at a time to find which.
         let mut batches = Vec::new();
-        for (m, v) in messages.iter().zip(&values) {
+        let mut kept = Vec::new();
+        for (i, (m, v)) in messages.iter().zip(&values).enumerate() {
             match self.decode_values(std::slice::from_ref(v)) {
-                Ok(b) if b.num_rows() == 1 => batches.push(b),
+                Ok(b) if b.num_rows() == 1 => {
+                    batches.push(b);
+                    kept.push(i);
+                }
                 outcome => {
                     let n = self.malformed.0.fetch_add(1, Ordering::Relaxed) + 1;
                     let why = match outcome {
@@ -317,7 +391,7 @@ impl KafkaSplit {
                 }
             }
         }
-        Ok(arrow::compute::concat_batches(&self.schema, &batches)?)
+        Ok((arrow::compute::concat_batches(&self.payload, &batches)?, kept))
     }
 
     fn decode_values(&self, values: &[&[u8]]) -> Result<RecordBatch> {
@@ -333,7 +407,7 @@ impl KafkaSplit {
         let mut batches = Vec::new();
         match self.encoding {
             Encoding::Json => {
-                let mut decoder = arrow::json::ReaderBuilder::new(self.schema.clone()).with_batch_size(values.len().max(1)).build_decoder()?;
+                let mut decoder = arrow::json::ReaderBuilder::new(self.payload.clone()).with_batch_size(values.len().max(1)).build_decoder()?;
                 let mut at = 0;
                 while at < data.len() {
                     let n = decoder.decode(&data[at..])?;
@@ -350,7 +424,7 @@ impl KafkaSplit {
                 }
             }
             Encoding::Csv { delimiter } => {
-                let reader = arrow::csv::ReaderBuilder::new(self.schema.clone())
+                let reader = arrow::csv::ReaderBuilder::new(self.payload.clone())
                     .with_header(false)
                     .with_delimiter(delimiter)
                     .with_batch_size(values.len().max(1))
@@ -360,7 +434,7 @@ impl KafkaSplit {
                 }
             }
         }
-        Ok(arrow::compute::concat_batches(&self.schema, &batches)?)
+        Ok(arrow::compute::concat_batches(&self.payload, &batches)?)
     }
 }
 

@@ -366,3 +366,51 @@ async fn a_sink_rides_out_a_broker_outage() {
     assert_eq!(ids, (51..=100).collect(), "the changes made during the outage");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn include_columns_carry_each_messages_key_partition_offset_and_timestamp() {
+    let Some(broker) = Broker::start() else { return };
+    broker.create_topic("meta", 2);
+    let lines: Vec<String> = (0..40).map(|i| format!("k{i}\t{{\"id\": {i}, \"note\": \"n{i}\"}}")).collect();
+    broker.produce("meta", &lines);
+    let dir = temp_dir("kafka-include");
+    let (_proc, addr) = spawn_eddy(&format!("file://{}", dir.display()));
+    let c = connect(addr).await;
+    let source = |include: &str| {
+        format!(
+            "CREATE SOURCE m (id INT, note VARCHAR) {include} WITH (connector = 'kafka', topic = 'meta', properties.bootstrap.server = '{}') FORMAT PLAIN ENCODE JSON",
+            broker.addr
+        )
+    };
+    for (sql, code) in [
+        ("CREATE SOURCE d (x INT) INCLUDE key WITH (connector = 'datagen')".to_string(), "0A000"),
+        (source("INCLUDE header AS h"), "0A000"),
+        (source("INCLUDE key AS note"), "42701"),
+    ] {
+        let err = c.batch_execute(&sql).await.unwrap_err();
+        assert_eq!(sqlstate(&err), code, "{sql}: {err:?}");
+    }
+    c.batch_execute(&source("INCLUDE key AS k INCLUDE partition AS p INCLUDE offset AS o INCLUDE timestamp")).await.unwrap();
+    c.batch_execute("CREATE MATERIALIZED VIEW mv AS SELECT id, note, k, p, o, _rw_kafka_timestamp AS ts FROM m").await.unwrap();
+    let described = c.prepare("SELECT id, note, k, p, o, ts FROM mv").await.unwrap();
+    let types: Vec<String> = described.columns().iter().map(|col| col.type_().name().to_string()).collect();
+    assert_eq!(types, ["int4", "text", "bytea", "text", "text", "timestamptz"]);
+    let got = eventually(DEADLINE, || async {
+        let r = rows(&c, "SELECT id, note, k, p, o, ts IS NOT NULL FROM mv ORDER BY id").await.ok()?;
+        (r.len() == 40).then_some(r)
+    })
+    .await;
+    // confluent-kafka's view of the same messages: partition and offset of each key.
+    let consumed = broker.consume("meta", 40);
+    assert_eq!(consumed.len(), 40);
+    for m in consumed {
+        let key = m["key"].as_str().unwrap();
+        let id: usize = key[1..].parse().unwrap();
+        let row = &got[id];
+        let hex: String = key.bytes().map(|b| format!("{b:02x}")).collect();
+        assert_eq!(row[..4], [id.to_string(), format!("n{id}"), format!("\\x{hex}"), m["partition"].to_string()], "{row:?}");
+        assert_eq!(row[4], m["offset"].to_string(), "{row:?}");
+        assert_eq!(row[5], "t", "{row:?}");
+    }
+    let _ = std::fs::remove_dir_all(dir);
+}

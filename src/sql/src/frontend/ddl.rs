@@ -57,6 +57,7 @@ impl Session {
                     ));
                 }
                 table.with_options = crate::frontend::with_options::connector_options(&clauses)?;
+                crate::frontend::with_options::add_included_columns(&mut table.columns, &table.with_options)?;
                 eddy_connector::validate(&eddy_connector::Options(table.with_options.clone()), &table.user_schema()).await?;
             }
         }

@@ -24,6 +24,8 @@ impl Session {
             return Err(not_supported!("source column \"{}\" cannot have a DEFAULT", c.name));
         }
         let options = crate::frontend::with_options::connector_options(clauses)?;
+        let mut columns = columns;
+        crate::frontend::with_options::add_included_columns(&mut columns, &options)?;
         let definition = sql.trim().trim_end_matches(';').to_string();
         let mut source = new_relation(schema, name, RelationKind::Source, columns, vec![], definition);
         source.with_options = options;

@@ -1,6 +1,8 @@
 //! RisingWave's connector clauses, which sqlparser does not know, taken out of a statement's
 //! text before it is parsed: `WITH (key = value, ...)` after the column list (keys may be
-//! dotted, `fields.v.kind`, `properties.bootstrap.server`), and `FORMAT x ENCODE y [(...)]`.
+//! dotted, `fields.v.kind`, `properties.bootstrap.server`), `FORMAT x ENCODE y [(...)]`, and
+//! `INCLUDE key | partition | offset | timestamp [AS name]` (a Kafka message's metadata as
+//! extra columns, stored as options `include.<what> = name`).
 
 use datafusion::sql::sqlparser::tokenizer::Token;
 use eddy_common::error::sqlstate;
@@ -19,6 +21,8 @@ pub struct ConnectorClauses {
     pub format: Option<(String, String)>,
     /// `ENCODE y (key = value, ...)` options, keys lower-cased.
     pub encode_options: Vec<(String, String)>,
+    /// `INCLUDE what [AS name]`: `what` lower-cased, in order.
+    pub includes: Vec<(String, Option<String>)>,
 }
 
 /// The text of a value token (`'abc'`, `123`, `true`, an identifier).
@@ -96,6 +100,24 @@ pub fn take_connector_clauses(sql: &str) -> Result<Option<ConnectorClauses>> {
             i = j + 1;
             continue;
         }
+        if depth == 0 && is(i, "INCLUDE") {
+            if let Some(Token::Word(what)) = code.get(i + 1).map(|(t, _)| t) {
+                let start = at(i);
+                let what = what.value.to_ascii_lowercase();
+                let (alias, j) = if is(i + 2, "AS") {
+                    match code.get(i + 3).map(|(t, _)| t) {
+                        Some(Token::Word(w)) => (Some(if w.quote_style.is_some() { w.value.clone() } else { w.value.to_ascii_lowercase() }), i + 4),
+                        _ => return Err(bad("INCLUDE ... AS")),
+                    }
+                } else {
+                    (None, i + 2)
+                };
+                out.includes.push((what, alias));
+                cuts.push((start, at(j)));
+                i = j;
+                continue;
+            }
+        }
         if depth == 0 && is(i, "FORMAT") && is(i + 2, "ENCODE") {
             let start = at(i);
             let word = |k: usize| match code.get(k).map(|(t, _)| t) {
@@ -150,9 +172,44 @@ pub(crate) fn connector_options(clauses: &ConnectorClauses) -> Result<std::colle
     for (k, v) in &clauses.encode_options {
         options.insert(format!("encode.{k}"), v.clone());
     }
+    for (what, alias) in &clauses.includes {
+        if !connector.eq_ignore_ascii_case("kafka") {
+            return Err(not_supported!("INCLUDE {what} for a {connector} source (only kafka sources include message metadata)"));
+        }
+        let Some((_, default)) = INCLUDABLE.iter().find(|(w, _)| w == what) else {
+            return Err(not_supported!("INCLUDE {what} (supported: key, partition, offset, timestamp)"));
+        };
+        let name = alias.clone().unwrap_or_else(|| default.to_string());
+        if options.insert(format!("include.{what}"), name).is_some() {
+            return Err(user_err!(sqlstate::SYNTAX_ERROR, "INCLUDE {what} is given twice"));
+        }
+    }
     let now_us = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_micros() as i64).unwrap_or(0);
     options.entry(eddy_connector::datagen::BASE_TIME_OPTION.to_string()).or_insert_with(|| now_us.to_string());
     Ok(options)
+}
+
+/// What `INCLUDE` takes, with each column's default name (RisingWave's).
+const INCLUDABLE: &[(&str, &str)] = &[("key", "_rw_kafka_key"), ("partition", "_rw_kafka_partition"), ("offset", "_rw_kafka_offset"), ("timestamp", "_rw_kafka_timestamp")];
+
+/// Appends the columns a connector's `INCLUDE` clauses add (stored in `options`) to `columns`,
+/// after the declared ones: the key as `bytea`, partition and offset as `varchar`, the message
+/// timestamp as `timestamptz`.
+pub(crate) fn add_included_columns(columns: &mut Vec<crate::catalog::ColumnCatalog>, options: &std::collections::BTreeMap<String, String>) -> Result<()> {
+    use eddy_common::types::ColumnType;
+    for (what, _) in INCLUDABLE {
+        let Some(name) = options.get(&format!("include.{what}")) else { continue };
+        if columns.iter().any(|c| c.name == *name) {
+            return Err(user_err!(sqlstate::DUPLICATE_COLUMN, "column \"{name}\" of INCLUDE {what} is also a declared column"));
+        }
+        let ty = match *what {
+            "key" => ColumnType::Bytea,
+            "timestamp" => ColumnType::Timestamptz,
+            _ => ColumnType::Varchar(None),
+        };
+        columns.push(crate::catalog::ColumnCatalog { name: name.clone(), ty, not_null: false, default: None, hidden: false });
+    }
+    Ok(())
 }
 
 /// A sink's stored options: the `WITH` options, with `FORMAT`/`ENCODE` under `format` and
@@ -189,6 +246,20 @@ mod tests {
             .unwrap();
         assert_eq!(c.encode_options, vec![("without_header".into(), "true".into()), ("delimiter".into(), ",".into())]);
         assert_eq!(c.text.trim(), "CREATE SOURCE s (a INT)");
+    }
+
+    #[test]
+    fn include_clauses_come_out_with_their_names() {
+        let c = take_connector_clauses("CREATE SOURCE s (a INT) INCLUDE key AS k INCLUDE \"offset\" INCLUDE timestamp AS \"At\" WITH (connector = 'kafka', topic = 't')")
+            .unwrap()
+            .unwrap();
+        assert_eq!(c.text.split_whitespace().collect::<Vec<_>>(), ["CREATE", "SOURCE", "s", "(a", "INT)"]);
+        assert_eq!(c.includes, vec![("key".into(), Some("k".into())), ("offset".into(), None), ("timestamp".into(), Some("At".into()))]);
+        let options = connector_options(&c).unwrap();
+        assert_eq!(options.get("include.offset").map(String::as_str), Some("_rw_kafka_offset"));
+        assert_eq!(options.get("include.timestamp").map(String::as_str), Some("At"));
+        // A covering index's INCLUDE (columns) is not a connector clause.
+        assert_eq!(take_connector_clauses("CREATE INDEX i ON t (a) INCLUDE (b)").unwrap(), None);
     }
 
     #[test]
