@@ -277,8 +277,10 @@ impl Delivery {
                 }
                 continue;
             }
-            let snapshot = self.store.snapshot();
+            // Mark the commit seen before taking the snapshot: one landing in between makes
+            // the wait below return at once instead of being missed until the next.
             let epoch = *completed.borrow_and_update();
+            let snapshot = self.store.snapshot();
             match self.catch_up(&snapshot, epoch).await {
                 Some(true) => {}
                 Some(false) => {
