@@ -124,12 +124,21 @@ pub struct Malformed(pub AtomicU64);
 
 /// A message's metadata, as a column (`INCLUDE key | partition | offset | timestamp`).
 #[derive(Debug, Clone, Copy, PartialEq)]
-enum Include {
+pub enum Include {
     Key,
     Partition,
     Offset,
     Timestamp,
 }
+
+/// What `INCLUDE` takes (stored as option `include.<what>` = the column's name), each with its
+/// column's default name (RisingWave's).
+pub const INCLUDABLE: &[(&str, &str, Include)] = &[
+    ("key", "_rw_kafka_key", Include::Key),
+    ("partition", "_rw_kafka_partition", Include::Partition),
+    ("offset", "_rw_kafka_offset", Include::Offset),
+    ("timestamp", "_rw_kafka_timestamp", Include::Timestamp),
+];
 
 /// Where a source column's values come from.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -142,13 +151,12 @@ enum Column {
 /// The source's columns: where each comes from, and the schema of the message values (the
 /// columns that are not metadata).
 fn columns(options: &Options, schema: &SchemaRef) -> (Vec<Column>, SchemaRef) {
-    let includes = [("include.key", Include::Key), ("include.partition", Include::Partition), ("include.offset", Include::Offset), ("include.timestamp", Include::Timestamp)];
     let mut payload = Vec::new();
     let columns = schema
         .fields()
         .iter()
-        .map(|f| match includes.iter().find(|(k, _)| options.get(k) == Some(f.name().as_str())) {
-            Some((_, what)) => Column::Meta(*what),
+        .map(|f| match INCLUDABLE.iter().find(|(what, _, _)| options.get(&format!("include.{what}")) == Some(f.name().as_str())) {
+            Some((_, _, what)) => Column::Meta(*what),
             None => {
                 payload.push(f.clone());
                 Column::Payload(payload.len() - 1)

@@ -317,12 +317,12 @@ impl Delivery {
         let snapshot = self.store.snapshot();
         let end = row_key(self.table, u64::MAX);
         let mut cursor = snapshot.scan_batches(Bound::Included(row_key(self.table, 0)), Bound::Included(end), 1).await?;
+        let logged = restored_next_seq(self.table, &snapshot).await?;
         let first = match cursor.next_batch().await?.and_then(|e| e.first().map(|(k, _)| k.to_vec())) {
             Some(k) => seq_of(&k)?,
-            None => restored_next_seq(self.table, &snapshot).await?,
+            None => logged,
         };
         let held = self.target.resume().await?.unwrap_or(0);
-        let logged = restored_next_seq(self.table, &snapshot).await?;
         self.next = first.max(held.min(logged));
         if self.next > first {
             // Delivered before a crash, not yet deleted from the log.

@@ -286,10 +286,6 @@ impl IcebergSink {
         Ok(Self { spec, cfg, current: None, columns: None, committed: 0, staged: Staged::default(), keys: None })
     }
 
-    fn id(&self) -> String {
-        self.spec.uid.clone()
-    }
-
     /// Loads the table and what it holds of this sink.
     async fn load(&mut self) -> Result<()> {
         if self.current.is_some() {
@@ -304,7 +300,7 @@ impl IcebergSink {
             self.keys = Some((conv, key_cols));
         }
         self.columns = Some((schema, map));
-        self.committed = self.committed.max(committed_seq(&current.metadata, &self.id()).unwrap_or(0));
+        self.committed = self.committed.max(committed_seq(&current.metadata, &self.spec.uid).unwrap_or(0));
         self.current = Some(current);
         Ok(())
     }
@@ -377,16 +373,14 @@ impl IcebergSink {
         let prefix = format!("eddy-{}-{snapshot_id}", self.spec.uid);
         let location = DefaultLocationGenerator::new(meta).map_err(iceberg_error)?;
         let props = || WriterProperties::builder().set_compression(parquet::basic::Compression::SNAPPY).build();
-        let interleave = |at: &mut dyn Iterator<Item = (usize, usize)>, columns: Option<&[usize]>| -> Result<Option<RecordBatch>> {
+        let interleave = |at: &mut dyn Iterator<Item = (usize, usize)>| -> Result<Option<RecordBatch>> {
             let at: Vec<(usize, usize)> = at.collect();
             if at.is_empty() {
                 return Ok(None);
             }
             let all = staged.batches.first().expect("staged rows").schema();
-            let cols: Vec<usize> = columns.map(<[usize]>::to_vec).unwrap_or_else(|| (0..all.fields().len()).collect());
-            let arrays = cols
-                .iter()
-                .map(|&c| {
+            let arrays = (0..all.fields().len())
+                .map(|c| {
                     let parts: Vec<&dyn Array> = staged.batches.iter().map(|b| b.column(c).as_ref()).collect();
                     arrow::compute::interleave(&parts, &at)
                 })
@@ -394,8 +388,8 @@ impl IcebergSink {
             Ok(Some(RecordBatch::try_new(all, arrays)?))
         };
         let inserts = match &self.keys {
-            Some(_) => interleave(&mut staged.keys.values().filter(|(_, _, ins)| *ins).map(|(b, r, _)| (*b, *r)), None)?,
-            None => interleave(&mut staged.rows.iter().copied(), None)?,
+            Some(_) => interleave(&mut staged.keys.values().filter(|(_, _, ins)| *ins).map(|(b, r, _)| (*b, *r)))?,
+            None => interleave(&mut staged.rows.iter().copied())?,
         };
         let mut data_files: Vec<DataFile> = Vec::new();
         if let Some(rows) = inserts {
@@ -410,17 +404,11 @@ impl IcebergSink {
             data_files.extend(w.close().await.map_err(iceberg_error)?);
         }
         let mut delete_files: Vec<DataFile> = Vec::new();
-        if self.keys.is_some() && !staged.keys.is_empty() {
-            let rows = interleave(&mut staged.keys.values().map(|(b, r, _)| (*b, *r)), None)?.expect("keys staged");
-            let key_ids: Vec<i32> = self
-                .spec
-                .key
-                .iter()
-                .map(|k| {
-                    let name = self.spec.schema.field(*k).name();
-                    schema.as_struct().fields().iter().find(|f| f.name.eq_ignore_ascii_case(name)).map(|f| f.id).ok_or_else(|| EddyError::external(format!("key column {name} is not in the iceberg table")))
-                })
-                .collect::<Result<_>>()?;
+        if let Some((_, key_cols)) = self.keys.as_ref().filter(|_| !staged.keys.is_empty()) {
+            let rows = interleave(&mut staged.keys.values().map(|(b, r, _)| (*b, *r)))?.expect("keys staged");
+            // The table's columns are the current schema's fields, in order.
+            let fields = schema.as_struct().fields();
+            let key_ids: Vec<i32> = key_cols.iter().map(|c| fields[*c].id).collect();
             let config = EqualityDeleteWriterConfig::new(key_ids, schema.clone()).map_err(iceberg_error)?;
             let delete_schema = Arc::new(iceberg::arrow::arrow_schema_to_schema(config.projected_arrow_schema_ref()).map_err(iceberg_error)?);
             let rolling = RollingFileWriterBuilder::new_with_default_file_size(
@@ -496,7 +484,7 @@ impl IcebergSink {
         let added: u64 = data_files.iter().map(DataFile::record_count).sum();
         let deleted: u64 = delete_files.iter().map(DataFile::record_count).sum();
         let mut summary = HashMap::from([
-            (SINK_ID_KEY.to_string(), self.id()),
+            (SINK_ID_KEY.to_string(), self.spec.uid.clone()),
             (NEXT_SEQ_KEY.to_string(), staged.end.to_string()),
             ("added-data-files".to_string(), data_files.len().to_string()),
             ("added-records".to_string(), added.to_string()),

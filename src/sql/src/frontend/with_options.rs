@@ -176,7 +176,7 @@ pub(crate) fn connector_options(clauses: &ConnectorClauses) -> Result<std::colle
         if !connector.eq_ignore_ascii_case("kafka") {
             return Err(not_supported!("INCLUDE {what} for a {connector} source (only kafka sources include message metadata)"));
         }
-        let Some((_, default)) = INCLUDABLE.iter().find(|(w, _)| w == what) else {
+        let Some((_, default, _)) = eddy_connector::kafka::INCLUDABLE.iter().find(|(w, _, _)| w == what) else {
             return Err(not_supported!("INCLUDE {what} (supported: key, partition, offset, timestamp)"));
         };
         let name = alias.clone().unwrap_or_else(|| default.to_string());
@@ -189,23 +189,21 @@ pub(crate) fn connector_options(clauses: &ConnectorClauses) -> Result<std::colle
     Ok(options)
 }
 
-/// What `INCLUDE` takes, with each column's default name (RisingWave's).
-const INCLUDABLE: &[(&str, &str)] = &[("key", "_rw_kafka_key"), ("partition", "_rw_kafka_partition"), ("offset", "_rw_kafka_offset"), ("timestamp", "_rw_kafka_timestamp")];
-
 /// Appends the columns a connector's `INCLUDE` clauses add (stored in `options`) to `columns`,
 /// after the declared ones: the key as `bytea`, partition and offset as `varchar`, the message
 /// timestamp as `timestamptz`.
 pub(crate) fn add_included_columns(columns: &mut Vec<crate::catalog::ColumnCatalog>, options: &std::collections::BTreeMap<String, String>) -> Result<()> {
     use eddy_common::types::ColumnType;
-    for (what, _) in INCLUDABLE {
+    use eddy_connector::kafka::Include;
+    for (what, _, include) in eddy_connector::kafka::INCLUDABLE {
         let Some(name) = options.get(&format!("include.{what}")) else { continue };
         if columns.iter().any(|c| c.name == *name) {
             return Err(user_err!(sqlstate::DUPLICATE_COLUMN, "column \"{name}\" of INCLUDE {what} is also a declared column"));
         }
-        let ty = match *what {
-            "key" => ColumnType::Bytea,
-            "timestamp" => ColumnType::Timestamptz,
-            _ => ColumnType::Varchar(None),
+        let ty = match include {
+            Include::Key => ColumnType::Bytea,
+            Include::Timestamp => ColumnType::Timestamptz,
+            Include::Partition | Include::Offset => ColumnType::Varchar(None),
         };
         columns.push(crate::catalog::ColumnCatalog { name: name.clone(), ty, not_null: false, default: None, hidden: false });
     }
