@@ -67,6 +67,13 @@ def run_psycopg():
                 check_mv_rows(cur.fetchall(), f"psycopg mv binary={binary}")
         kind = conn.execute("SELECT relkind FROM pg_class WHERE relname = 'py3_mv'").fetchone()
         assert kind == ("m",), kind
+        # Array columns from Python lists, in text and binary format.
+        conn.execute("CREATE TABLE py3_arr (id INT PRIMARY KEY, xs INT[], tags TEXT[])")
+        for binary in (False, True):
+            with conn.cursor(binary=binary) as cur:
+                cur.execute("INSERT INTO py3_arr VALUES (%s, %s, %s)", (int(binary), [1, None], ['a,b', '"q"']))
+                cur.execute("SELECT xs, tags FROM py3_arr WHERE id = %s", (int(binary),))
+                assert cur.fetchone() == ([1, None], ['a,b', '"q"']), binary
     print("psycopg ok")
 
 
@@ -162,6 +169,14 @@ def run_asyncpg():
             decimal.Decimal("12.50"), decimal.Decimal("1.25"), decimal.Decimal("0.10")]
         assert await conn.fetchval("SELECT $1::int8[]", [5, None]) == [5, None]
         assert await conn.fetchval("SELECT cardinality($1::text[])", ["x", "y"]) == 2
+        # Array columns: written from binary list parameters, read back as lists, aggregated
+        # into an array by a view.
+        await conn.execute("CREATE TABLE apg_arr (id INT PRIMARY KEY, xs INT[], tags TEXT[])")
+        await conn.execute("CREATE MATERIALIZED VIEW apg_arr_mv AS SELECT array_agg(id ORDER BY id DESC) AS ids FROM apg_arr")
+        await conn.executemany("INSERT INTO apg_arr VALUES ($1, $2, $3)", [(1, [1, None, 3], ["a", "b c"]), (2, [], None)])
+        rows = await conn.fetch("SELECT xs, tags FROM apg_arr ORDER BY id")
+        assert [tuple(r) for r in rows] == [([1, None, 3], ["a", "b c"]), ([], None)], rows
+        assert await conn.fetchval("SELECT ids FROM apg_arr_mv") == [2, 1]
         await conn.close()
 
     asyncio.run(main())

@@ -37,7 +37,29 @@ pub enum ColumnType {
     Interval,
     Bytea,
     Jsonb,
+    /// A one-dimensional array of the element type (`integer[]`), NULL elements allowed.
+    Array(Box<ColumnType>),
 }
+
+/// PostgreSQL's array type OID for each element type OID (`_int4` = 1007 for `int4` = 23).
+const ARRAY_OIDS: &[(u32, u32)] = &[
+    (16, 1000),
+    (21, 1005),
+    (23, 1007),
+    (20, 1016),
+    (700, 1021),
+    (701, 1022),
+    (1700, 1231),
+    (1043, 1015),
+    (25, 1009),
+    (1082, 1182),
+    (1083, 1183),
+    (1114, 1115),
+    (1184, 1185),
+    (1186, 1187),
+    (17, 1001),
+    (3802, 3807),
+];
 
 /// Precision and scale used for an unconstrained `numeric`.
 pub const DEFAULT_NUMERIC: (u8, i8) = (38, 10);
@@ -63,6 +85,9 @@ impl ColumnType {
             ColumnType::Timestamptz => DataType::Timestamp(TimeUnit::Microsecond, Some(Arc::from(UTC))),
             ColumnType::Interval => DataType::Interval(IntervalUnit::MonthDayNano),
             ColumnType::Bytea => DataType::Binary,
+            // Element fields carry no metadata (list types must compare equal to the ones
+            // DataFusion builds): a `jsonb[]` result column is reported as `text[]`.
+            ColumnType::Array(elem) => DataType::List(Arc::new(Field::new_list_field(elem.to_arrow(), true))),
         }
     }
 
@@ -100,6 +125,7 @@ impl ColumnType {
             ColumnType::Interval => "interval".into(),
             ColumnType::Bytea => "bytea".into(),
             ColumnType::Jsonb => "jsonb".into(),
+            ColumnType::Array(elem) => format!("{}[]", elem.pg_name()),
         }
     }
 
@@ -122,6 +148,10 @@ impl ColumnType {
             ColumnType::Interval => 1186,
             ColumnType::Bytea => 17,
             ColumnType::Jsonb => 3802,
+            ColumnType::Array(elem) => {
+                let e = elem.pg_oid();
+                ARRAY_OIDS.iter().find(|(x, _)| *x == e).map_or(1009, |(_, a)| *a)
+            }
         }
     }
 
@@ -144,7 +174,12 @@ impl ColumnType {
             1186 => ColumnType::Interval,
             17 => ColumnType::Bytea,
             3802 | 114 => ColumnType::Jsonb,
-            _ => return None,
+            1014 => ColumnType::Array(Box::new(ColumnType::Varchar(None))), // _bpchar
+            199 => ColumnType::Array(Box::new(ColumnType::Jsonb)), // _json
+            a => {
+                let (elem, _) = ARRAY_OIDS.iter().find(|(_, x)| *x == a)?;
+                ColumnType::Array(Box::new(ColumnType::from_pg_oid(*elem)?))
+            }
         })
     }
 
@@ -153,10 +188,18 @@ impl ColumnType {
         if field.metadata().get(JSONB_METADATA_KEY).map(String::as_str) == Some("jsonb") {
             return Some(ColumnType::Jsonb);
         }
+        if let DataType::List(elem) | DataType::LargeList(elem) = field.data_type() {
+            // One dimension only: a list of lists has no column type.
+            return match Self::from_arrow_field(elem)? {
+                ColumnType::Array(_) => None,
+                e => Some(ColumnType::Array(Box::new(e))),
+            };
+        }
         Self::from_arrow(field.data_type())
     }
 
-    /// The column type that best describes an Arrow type; `None` for nested types.
+    /// The column type that best describes an Arrow type; `None` for nested types other than
+    /// lists of a scalar type (arrays).
     pub fn from_arrow(dt: &DataType) -> Option<ColumnType> {
         Some(match dt {
             DataType::Boolean => ColumnType::Bool,
@@ -178,6 +221,10 @@ impl ColumnType {
             DataType::Timestamp(_, Some(_)) => ColumnType::Timestamptz,
             DataType::Interval(_) | DataType::Duration(_) => ColumnType::Interval,
             DataType::Dictionary(_, v) => return Self::from_arrow(v),
+            DataType::List(elem) | DataType::LargeList(elem) => match Self::from_arrow_field(elem)? {
+                ColumnType::Array(_) => return None,
+                e => ColumnType::Array(Box::new(e)),
+            },
             _ => return None,
         })
     }
@@ -194,6 +241,7 @@ mod tests {
             ColumnType::Float4, ColumnType::Float8, ColumnType::Text, ColumnType::Date,
             ColumnType::Time, ColumnType::Timestamp, ColumnType::Timestamptz,
             ColumnType::Interval, ColumnType::Bytea, ColumnType::Jsonb,
+            ColumnType::Array(Box::new(ColumnType::Int4)), ColumnType::Array(Box::new(ColumnType::Text)),
         ] {
             assert_eq!(ColumnType::from_pg_oid(t.pg_oid()), Some(t.clone()));
             assert_eq!(ColumnType::from_arrow_field(&t.to_field("c", true)).map(|x| x.to_arrow()), Some(t.to_arrow()));

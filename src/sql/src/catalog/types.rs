@@ -7,6 +7,21 @@ use eddy_common::{user_err, ColumnType, Result};
 /// The column type named by `sql_type` (e.g. `numeric(10, 2)`).
 pub fn parse_type_name(sql_type: &str) -> Result<ColumnType> {
     let lower = sql_type.trim().to_ascii_lowercase();
+    // `integer[]`, `text[3]`, `int array`: one-dimensional arrays (PostgreSQL ignores the size).
+    let element = lower
+        .strip_suffix(']')
+        .and_then(|s| s.rfind('[').map(|i| &s[..i]))
+        .filter(|_| lower.matches('[').count() == 1)
+        .or_else(|| lower.strip_suffix(" array"));
+    if let Some(element) = element {
+        return match parse_type_name(element)? {
+            ColumnType::Array(_) => Err(user_err!(sqlstate::FEATURE_NOT_SUPPORTED, "multidimensional arrays ({}) are not supported", sql_type.trim())),
+            e => Ok(ColumnType::Array(Box::new(e))),
+        };
+    }
+    if lower.contains('[') {
+        return Err(user_err!(sqlstate::FEATURE_NOT_SUPPORTED, "multidimensional arrays ({}) are not supported", sql_type.trim()));
+    }
     let (base, args) = match lower.find('(') {
         Some(i) => {
             let close = lower.rfind(')').unwrap_or(lower.len());
@@ -86,6 +101,12 @@ mod tests {
         assert_eq!(parse_type_name("character varying(20)").unwrap(), ColumnType::Varchar(Some(20)));
         assert_eq!(parse_type_name("double precision").unwrap(), ColumnType::Float8);
         assert_eq!(parse_type_name("timestamp(3) without time zone").unwrap(), ColumnType::Timestamp);
+        let int_array = ColumnType::Array(Box::new(ColumnType::Int4));
+        assert_eq!(parse_type_name("INT[]").unwrap(), int_array);
+        assert_eq!(parse_type_name("integer[3]").unwrap(), int_array);
+        assert_eq!(parse_type_name("int4 ARRAY").unwrap(), int_array);
+        assert_eq!(parse_type_name("varchar(10)[]").unwrap(), ColumnType::Array(Box::new(ColumnType::Varchar(Some(10)))));
+        assert_eq!(parse_type_name("int[][]").unwrap_err().sqlstate, "0A000");
     }
 
     #[test]

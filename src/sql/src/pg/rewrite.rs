@@ -361,6 +361,60 @@ fn rewrite_function(f: &mut Function) -> Option<Expr> {
             }
             None
         }
+        // PostgreSQL sorts to find distinct values, so `array_agg(DISTINCT x)` comes out in
+        // ascending order (NULL last); DataFusion's hash set gives an arbitrary one, and it
+        // cannot combine a DISTINCT call's ORDER BY with other ordered calls.
+        "array_agg" => match &f.args {
+            FunctionArguments::List(l)
+                if matches!(l.duplicate_treatment, Some(datafusion::sql::sqlparser::ast::DuplicateTreatment::Distinct))
+                    && !l.clauses.iter().any(|c| matches!(c, FunctionArgumentClause::OrderBy(_)))
+                    && f.over.is_none() =>
+            {
+                let lit = |s: &str| Expr::value(Value::SingleQuotedString(s.to_string()));
+                Some(call("array_sort", vec![Expr::Function(f.clone()), lit("ASC"), lit("NULLS LAST")]))
+            }
+            _ => None,
+        },
+        // `string_agg(DISTINCT x, sep)` likewise: the sorted distinct non-NULL values joined,
+        // NULL when there are none.
+        "string_agg" => match &f.args {
+            FunctionArguments::List(l)
+                if matches!(l.duplicate_treatment, Some(datafusion::sql::sqlparser::ast::DuplicateTreatment::Distinct))
+                    && l.clauses.is_empty()
+                    && l.args.len() == 2
+                    && f.over.is_none() =>
+            {
+                let sep = function_args(f).pop()?;
+                let lit = |s: &str| Expr::value(Value::SingleQuotedString(s.to_string()));
+                let mut values = f.clone();
+                values.name = ObjectName::from(vec![Ident::new("array_agg")]);
+                if let FunctionArguments::List(l) = &mut values.args {
+                    l.args.truncate(1);
+                }
+                let mut count = f.clone();
+                count.name = ObjectName::from(vec![Ident::new("count")]);
+                if let FunctionArguments::List(l) = &mut count.args {
+                    l.args.truncate(1);
+                    l.duplicate_treatment = None;
+                }
+                let sorted = call("array_sort", vec![Expr::Function(values), lit("ASC"), lit("NULLS LAST")]);
+                Some(Expr::Case {
+                    case_token: datafusion::sql::sqlparser::ast::helpers::attached_token::AttachedToken::empty(),
+                    end_token: datafusion::sql::sqlparser::ast::helpers::attached_token::AttachedToken::empty(),
+                    operand: None,
+                    conditions: vec![datafusion::sql::sqlparser::ast::CaseWhen {
+                        condition: Expr::BinaryOp {
+                            left: Box::new(Expr::Function(count)),
+                            op: datafusion::sql::sqlparser::ast::BinaryOperator::Gt,
+                            right: Box::new(Expr::value(Value::Number("0".into(), false))),
+                        },
+                        result: call("array_to_string", vec![sorted, sep]),
+                    }],
+                    else_result: None,
+                })
+            }
+            _ => None,
+        },
         "every" => {
             f.name = ObjectName::from(vec![Ident::new("bool_and")]);
             None

@@ -230,9 +230,11 @@ pub fn format_type(oid: u32, typmod: Option<i32>) -> String {
     }
 }
 
-/// `atttypmod` of a column type: `numeric(p,s)` and `varchar(n)` carry one, others are -1.
+/// `atttypmod` of a column type: `numeric(p,s)` and `varchar(n)` carry one (and arrays of
+/// them, PostgreSQL keeps the element's), others are -1.
 pub fn column_typmod(ty: &ColumnType) -> i32 {
     match ty {
+        ColumnType::Array(elem) => column_typmod(elem),
         ColumnType::Numeric(Some((p, s))) => ((i32::from(*p) << 16) | (i32::from(*s) & 0xffff)) + 4,
         ColumnType::Varchar(Some(n)) => i32::try_from(*n).unwrap_or(i32::MAX - 4) + 4,
         _ => -1,
@@ -252,6 +254,8 @@ mod tests {
             (ColumnType::Varchar(Some(20)), "character varying(20)"),
             (ColumnType::Timestamptz, "timestamp with time zone"),
             (ColumnType::Jsonb, "jsonb"),
+            (ColumnType::Array(Box::new(ColumnType::Numeric(Some((6, 2))))), "numeric(6,2)[]"),
+            (ColumnType::Array(Box::new(ColumnType::Text)), "text[]"),
         ] {
             assert_eq!(format_type(ty.pg_oid(), Some(column_typmod(&ty))), want);
             assert_eq!(ty.pg_name(), want);

@@ -294,14 +294,15 @@ fn agg_call(expr: &Expr, input: &DFSchema, output: DataType) -> Result<AggCall> 
         ("first_value" | "last_value", false) => {
             return Err(not_supported!("{name}() in a materialized view needs an ORDER BY inside the call (which row is first is otherwise arbitrary)"))
         }
-        ("string_agg", false) => {
+        ("string_agg", distinct) => {
             let sep = match p.args.get(1) {
                 Some(Expr::Literal(ScalarValue::Utf8(Some(s)) | ScalarValue::LargeUtf8(Some(s)) | ScalarValue::Utf8View(Some(s)), _)) => s.clone(),
                 Some(Expr::Literal(v, _)) if v.is_null() => String::new(),
                 _ => return Err(not_supported!("string_agg() in a materialized view needs a constant separator")),
             };
-            AggKind::StringAgg(sep)
+            AggKind::StringAgg { sep, distinct }
         }
+        ("array_agg", distinct) => AggKind::ArrayAgg { distinct },
         (other, true) => return Err(not_supported!("{other}(DISTINCT ...) is not supported in a materialized view yet")),
         (other, false) => return Err(not_supported!("aggregate function {other}() is not supported in a materialized view yet")),
     };
@@ -309,19 +310,15 @@ fn agg_call(expr: &Expr, input: &DFSchema, output: DataType) -> Result<AggCall> 
         AggKind::CountStar => None,
         _ => Some(physical(arg.ok_or_else(|| not_supported!("{name}() without an argument"))?, input)?),
     };
-    // ORDER BY inside the call matters to first/last_value; to the others only where it
-    // changes the result.
-    let ordered = matches!(kind, AggKind::FirstValue | AggKind::LastValue);
+    // ORDER BY inside the call matters to first/last_value, string_agg and array_agg; to the
+    // others it makes no difference.
+    let ordered = matches!(kind, AggKind::FirstValue | AggKind::LastValue | AggKind::ArrayAgg { .. } | AggKind::StringAgg { .. });
     if !ordered && !p.order_by.is_empty() {
-        let value_order = matches!(kind, AggKind::StringAgg(_))
-            && p.order_by.len() == 1
-            && p.order_by[0].asc
-            && p.args.first().is_some_and(|a| strip_alias(a) == strip_alias(&p.order_by[0].expr));
         let order_free = matches!(
             kind,
             AggKind::CountStar | AggKind::Count | AggKind::CountDistinct | AggKind::Sum | AggKind::Min | AggKind::Max | AggKind::BoolAnd | AggKind::BoolOr | AggKind::Variance { .. }
         );
-        if !(value_order || order_free) {
+        if !order_free {
             return Err(not_supported!("ORDER BY inside {name}() is not supported in a materialized view yet"));
         }
     }
@@ -612,6 +609,26 @@ fn build<'a>(
                     .enumerate()
                     .map(|(i, e)| agg_call(e, input_df, a.schema.field(g + i).data_type().clone()))
                     .collect::<Result<Vec<_>>>()?;
+                // array_agg / string_agg without ORDER BY list values in the input's key order:
+                // for a table that is the order a scan returns them in (PostgreSQL's is its
+                // heap order; SQL leaves it unspecified).
+                let calls = calls
+                    .into_iter()
+                    .map(|mut c| {
+                        let unordered = matches!(c.kind, AggKind::ArrayAgg { distinct: false } | AggKind::StringAgg { distinct: false, .. }) && c.order_by.is_empty();
+                        if unordered {
+                            c.order_by = b
+                                .key
+                                .iter()
+                                .map(|&k| {
+                                    let column = Arc::new(PhysicalColumn::new(input_arrow.field(k).name(), k)) as Arc<dyn PhysicalExpr>;
+                                    datafusion::physical_expr::PhysicalSortExpr::new(column, arrow::compute::SortOptions::default())
+                                })
+                                .collect();
+                        }
+                        c
+                    })
+                    .collect::<Vec<_>>();
                 let fields: Vec<Field> =
                     a.schema.fields().iter().map(|f| Field::new(f.name(), f.data_type().clone(), true).with_metadata(f.metadata().clone())).collect();
                 let schema = Arc::new(Schema::new(fields.clone()));

@@ -47,8 +47,12 @@ pub enum AggKind {
     Max,
     BoolAnd,
     BoolOr,
-    /// `string_agg(x, sep)`; values are concatenated in value order.
-    StringAgg(String),
+    /// `string_agg([DISTINCT] x, sep [ORDER BY ...])`: non-null values concatenated in the
+    /// call's order (value order without one).
+    StringAgg { sep: String, distinct: bool },
+    /// `array_agg([DISTINCT] x [ORDER BY ...])`: every value, NULLs included, in the call's
+    /// order (value order without one).
+    ArrayAgg { distinct: bool },
     /// `first_value(x ORDER BY ...)`: `x` of the first row in that order (ties: the smallest `x`).
     FirstValue,
     /// `last_value(x ORDER BY ...)`.
@@ -79,7 +83,8 @@ pub struct AggCall {
     pub output: DataType,
     /// `FILTER (WHERE ...)`: only rows where it is true count.
     pub filter: Option<Arc<dyn PhysicalExpr>>,
-    /// `ORDER BY` inside the call (used by `first_value` / `last_value`).
+    /// `ORDER BY` inside the call (used by `first_value` / `last_value`, and by `string_agg` /
+    /// `array_agg` when it is not the value order).
     pub order_by: Vec<datafusion::physical_expr::PhysicalSortExpr>,
 }
 
@@ -186,9 +191,14 @@ fn initial_acc(kind: &AggKind, arg_type: Option<&DataType>) -> Acc {
         AggKind::BoolAnd | AggKind::BoolOr => Acc::Bools { trues: 0, falses: 0 },
         AggKind::Variance { .. } => Acc::Moments { n: 0, shift: f64::NAN, sum: 0.0, sumsq: 0.0 },
         AggKind::Bit(_) => Acc::Bits { n: 0, ones: vec![0; 64] },
-        AggKind::SumDistinct { .. } | AggKind::CountDistinct | AggKind::Min | AggKind::Max | AggKind::StringAgg(_) | AggKind::FirstValue | AggKind::LastValue => {
-            Acc::Values(BTreeMap::new())
-        }
+        AggKind::SumDistinct { .. }
+        | AggKind::CountDistinct
+        | AggKind::Min
+        | AggKind::Max
+        | AggKind::StringAgg { .. }
+        | AggKind::ArrayAgg { .. }
+        | AggKind::FirstValue
+        | AggKind::LastValue => Acc::Values(BTreeMap::new()),
     }
 }
 
@@ -213,17 +223,21 @@ impl HashAgg {
             .iter()
             .zip(&arg_types)
             .map(|(c, t)| match (&c.kind, t) {
-                (AggKind::CountDistinct | AggKind::SumDistinct { .. } | AggKind::Min | AggKind::Max | AggKind::StringAgg(_), Some(t)) => {
+                (AggKind::CountDistinct | AggKind::SumDistinct { .. } | AggKind::Min | AggKind::Max, Some(t)) => {
                     Ok(Some(RowConverter::new(vec![SortField::new(t.clone())])?))
                 }
+                (AggKind::StringAgg { .. }, Some(t)) if c.order_by.is_empty() => Ok(Some(RowConverter::new(vec![SortField::new(t.clone())])?)),
                 // Rows of (ORDER BY values..., x): their order is the call's order.
-                (AggKind::FirstValue | AggKind::LastValue, Some(t)) => {
+                (AggKind::FirstValue | AggKind::LastValue | AggKind::StringAgg { .. } | AggKind::ArrayAgg { .. }, Some(t)) => {
                     let mut fields = c
                         .order_by
                         .iter()
                         .map(|o| Ok(SortField::new_with_options(o.expr.data_type(input_schema)?, o.options)))
                         .collect::<Result<Vec<_>>>()?;
-                    fields.push(SortField::new(t.clone()));
+                    // Value order (array_agg(DISTINCT x), ties) is ascending with NULLs last, as
+                    // PostgreSQL sorts; first/last_value keep their stored NULLs-first order.
+                    let nulls_first = matches!(c.kind, AggKind::FirstValue | AggKind::LastValue);
+                    fields.push(SortField::new_with_options(t.clone(), arrow::compute::SortOptions::new(false, nulls_first)));
                     Ok(Some(RowConverter::new(fields)?))
                 }
                 _ => Ok(None),
@@ -460,11 +474,15 @@ impl HashAgg {
             (AggKind::BoolOr, Acc::Bools { trues, falses }) => {
                 if trues + falses == 0 { null() } else { ScalarValue::Boolean(Some(*trues > 0)) }
             }
-            (AggKind::Min | AggKind::Max | AggKind::StringAgg(_) | AggKind::FirstValue | AggKind::LastValue, Acc::Values(m)) => {
+            (
+                AggKind::Min | AggKind::Max | AggKind::StringAgg { .. } | AggKind::ArrayAgg { .. } | AggKind::FirstValue | AggKind::LastValue,
+                Acc::Values(m),
+            ) => {
                 let conv = self.value_converters[i].as_ref().ok_or_else(|| internal_err!("missing value converter"))?;
                 let picked: Vec<(&Vec<u8>, i64)> = match call.kind {
                     AggKind::Min | AggKind::FirstValue => m.iter().next().map(|(k, _)| (k, 1)).into_iter().collect(),
                     AggKind::Max | AggKind::LastValue => m.iter().next_back().map(|(k, _)| (k, 1)).into_iter().collect(),
+                    AggKind::StringAgg { distinct: true, .. } | AggKind::ArrayAgg { distinct: true } => m.keys().map(|k| (k, 1)).collect(),
                     _ => m.iter().map(|(k, c)| (k, *c)).collect(),
                 };
                 if picked.is_empty() {
@@ -474,12 +492,22 @@ impl HashAgg {
                 // The value is the last column (first/last rows start with their order keys).
                 let arr = conv.convert_rows(picked.iter().map(|(k, _)| parser.parse(k)))?.pop().ok_or_else(|| internal_err!("empty value row"))?;
                 match &call.kind {
-                    AggKind::StringAgg(sep) => {
+                    AggKind::ArrayAgg { .. } => {
+                        // Each value as often as it occurs.
+                        let take: Vec<u32> = picked.iter().enumerate().flat_map(|(j, (_, c))| std::iter::repeat_n(j as u32, *c as usize)).collect();
+                        let values = arrow::compute::take(&arr, &arrow::array::UInt32Array::from(take), None)?;
+                        let list = datafusion::common::utils::SingleRowListArrayBuilder::new(values).with_nullable(true).build_list_array();
+                        ScalarValue::List(Arc::new(list))
+                    }
+                    AggKind::StringAgg { sep, .. } => {
                         let arr = arrow::compute::cast(&arr, &DataType::Utf8)?;
                         let s = arr.as_any().downcast_ref::<arrow::array::StringArray>().ok_or_else(|| internal_err!("string_agg input"))?;
                         let mut out = String::new();
                         let mut first = true;
                         for (j, (_, count)) in picked.iter().enumerate() {
+                            if s.is_null(j) {
+                                continue;
+                            }
                             for _ in 0..*count {
                                 if !first {
                                     out.push_str(sep);
@@ -577,10 +605,17 @@ impl Operator for HashAgg {
                     return Ok(ArgInput::Star);
                 }
                 let arr = arg_values.next().ok_or_else(|| internal_err!("missing aggregate argument"))?;
-                if matches!(c.kind, AggKind::FirstValue | AggKind::LastValue) {
+                let ordered = match c.kind {
+                    AggKind::FirstValue | AggKind::LastValue | AggKind::ArrayAgg { .. } => true,
+                    AggKind::StringAgg { .. } => !c.order_by.is_empty(),
+                    _ => false,
+                };
+                if ordered {
                     let conv = conv.as_ref().ok_or_else(|| internal_err!("missing value converter"))?;
+                    // string_agg leaves NULL values out; the others keep them.
+                    let skip_nulls = matches!(c.kind, AggKind::StringAgg { .. }).then(|| arr.clone());
                     let cols: Vec<ArrayRef> = order.iter().cloned().chain([arr]).collect();
-                    return Ok(ArgInput::Ordered(conv.convert_columns(&cols)?));
+                    return Ok(ArgInput::Ordered(conv.convert_columns(&cols)?, skip_nulls));
                 }
                 ArgInput::decode(&c.kind, arr, conv.as_ref(), t.as_ref())
             })
@@ -720,8 +755,9 @@ enum ArgInput {
     Encoded(arrow::row::Rows, ArrayRef),
     /// Anything else only needs its null mask (`count(x)`).
     Any(ArrayRef),
-    /// Rows of (ORDER BY values..., x) for `first_value` / `last_value` (NULL `x` included).
-    Ordered(arrow::row::Rows),
+    /// Rows of (ORDER BY values..., x) for ordered calls, with `x` when rows whose `x` is NULL
+    /// are left out (`string_agg`; `first_value`, `last_value` and `array_agg` keep them).
+    Ordered(arrow::row::Rows, Option<ArrayRef>),
 }
 
 impl ArgInput {
@@ -829,7 +865,10 @@ impl ArgInput {
                     }
                 }
             }
-            (ArgInput::Ordered(rows), Acc::Values(m)) => {
+            (ArgInput::Ordered(rows, skip_nulls), Acc::Values(m)) => {
+                if skip_nulls.as_ref().is_some_and(|x| x.is_null(row)) {
+                    return Ok(());
+                }
                 let k = rows.row(row);
                 let e = m.entry(k.as_ref().to_vec()).or_insert(0);
                 *e += sign;
