@@ -188,13 +188,6 @@ impl ColumnType {
         if field.metadata().get(JSONB_METADATA_KEY).map(String::as_str) == Some("jsonb") {
             return Some(ColumnType::Jsonb);
         }
-        if let DataType::List(elem) | DataType::LargeList(elem) = field.data_type() {
-            // One dimension only: a list of lists has no column type.
-            return match Self::from_arrow_field(elem)? {
-                ColumnType::Array(_) => None,
-                e => Some(ColumnType::Array(Box::new(e))),
-            };
-        }
         Self::from_arrow(field.data_type())
     }
 
@@ -221,6 +214,7 @@ impl ColumnType {
             DataType::Timestamp(_, Some(_)) => ColumnType::Timestamptz,
             DataType::Interval(_) | DataType::Duration(_) => ColumnType::Interval,
             DataType::Dictionary(_, v) => return Self::from_arrow(v),
+            // One dimension only: a list of lists has no column type.
             DataType::List(elem) | DataType::LargeList(elem) => match Self::from_arrow_field(elem)? {
                 ColumnType::Array(_) => return None,
                 e => ColumnType::Array(Box::new(e)),

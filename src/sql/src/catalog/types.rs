@@ -8,19 +8,16 @@ use eddy_common::{user_err, ColumnType, Result};
 pub fn parse_type_name(sql_type: &str) -> Result<ColumnType> {
     let lower = sql_type.trim().to_ascii_lowercase();
     // `integer[]`, `text[3]`, `int array`: one-dimensional arrays (PostgreSQL ignores the size).
-    let element = lower
-        .strip_suffix(']')
-        .and_then(|s| s.rfind('[').map(|i| &s[..i]))
-        .filter(|_| lower.matches('[').count() == 1)
-        .or_else(|| lower.strip_suffix(" array"));
+    let multidimensional = || user_err!(sqlstate::FEATURE_NOT_SUPPORTED, "multidimensional arrays ({}) are not supported", sql_type.trim());
+    if lower.matches('[').count() > 1 {
+        return Err(multidimensional());
+    }
+    let element = lower.strip_suffix(']').and_then(|s| s.rfind('[').map(|i| &s[..i])).or_else(|| lower.strip_suffix(" array"));
     if let Some(element) = element {
         return match parse_type_name(element)? {
-            ColumnType::Array(_) => Err(user_err!(sqlstate::FEATURE_NOT_SUPPORTED, "multidimensional arrays ({}) are not supported", sql_type.trim())),
+            ColumnType::Array(_) => Err(multidimensional()),
             e => Ok(ColumnType::Array(Box::new(e))),
         };
-    }
-    if lower.contains('[') {
-        return Err(user_err!(sqlstate::FEATURE_NOT_SUPPORTED, "multidimensional arrays ({}) are not supported", sql_type.trim()));
     }
     let (base, args) = match lower.find('(') {
         Some(i) => {

@@ -43,7 +43,7 @@ mod time_windows;
 
 pub(crate) use time_windows::interval_micros;
 
-use ast::{base_name, unnamed_arg_exprs};
+use ast::{base_name, string_lit, unnamed_arg_exprs};
 pub use ast::{call, is_aggregate_call};
 pub use datetime::pg_datetime_pattern;
 use quantified::{exists_as_count, quantified_subquery};
@@ -190,7 +190,7 @@ fn array_literal(e: &Expr) -> Option<Expr> {
             if x.parse::<i64>().is_ok() {
                 Expr::value(Value::Number(x.to_string(), false))
             } else {
-                Expr::value(Value::SingleQuotedString(x.to_string()))
+                string_lit(x)
             }
         })
         .collect();
@@ -370,8 +370,7 @@ fn rewrite_function(f: &mut Function) -> Option<Expr> {
                     && !l.clauses.iter().any(|c| matches!(c, FunctionArgumentClause::OrderBy(_)))
                     && f.over.is_none() =>
             {
-                let lit = |s: &str| Expr::value(Value::SingleQuotedString(s.to_string()));
-                Some(call("array_sort", vec![Expr::Function(f.clone()), lit("ASC"), lit("NULLS LAST")]))
+                Some(call("array_sort", vec![Expr::Function(f.clone()), string_lit("ASC"), string_lit("NULLS LAST")]))
             }
             _ => None,
         },
@@ -385,7 +384,6 @@ fn rewrite_function(f: &mut Function) -> Option<Expr> {
                     && f.over.is_none() =>
             {
                 let sep = function_args(f).pop()?;
-                let lit = |s: &str| Expr::value(Value::SingleQuotedString(s.to_string()));
                 let mut values = f.clone();
                 values.name = ObjectName::from(vec![Ident::new("array_agg")]);
                 if let FunctionArguments::List(l) = &mut values.args {
@@ -397,7 +395,7 @@ fn rewrite_function(f: &mut Function) -> Option<Expr> {
                     l.args.truncate(1);
                     l.duplicate_treatment = None;
                 }
-                let sorted = call("array_sort", vec![Expr::Function(values), lit("ASC"), lit("NULLS LAST")]);
+                let sorted = call("array_sort", vec![Expr::Function(values), string_lit("ASC"), string_lit("NULLS LAST")]);
                 Some(Expr::Case {
                     case_token: datafusion::sql::sqlparser::ast::helpers::attached_token::AttachedToken::empty(),
                     end_token: datafusion::sql::sqlparser::ast::helpers::attached_token::AttachedToken::empty(),
@@ -560,9 +558,8 @@ impl VisitorMut for PgRewriter {
             Expr::Like { escape_char: Some(esc), pattern, .. } if esc.to_string().trim_matches('\'') != "\\" => {
                 // Only `\\` escapes in DataFusion: turn the custom escape into backslashes.
                 let c = esc.to_string().trim_matches('\'').to_string();
-                let lit = |s: &str| Expr::value(Value::SingleQuotedString(s.to_string()));
-                let doubled = call("replace", vec![pattern.as_ref().clone(), lit("\\"), lit("\\\\")]);
-                **pattern = call("replace", vec![doubled, lit(&c), lit("\\")]);
+                let doubled = call("replace", vec![pattern.as_ref().clone(), string_lit("\\"), string_lit("\\\\")]);
+                **pattern = call("replace", vec![doubled, string_lit(&c), string_lit("\\")]);
                 *esc = Value::SingleQuotedString("\\".to_string()).into();
                 None
             }

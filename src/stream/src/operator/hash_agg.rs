@@ -2,7 +2,7 @@
 //!
 //! Group keys and aggregate arguments are evaluated per chunk with `PhysicalExpr`s; rows are
 //! routed to groups by their memcomparable key. Every aggregate supports retraction: sums and
-//! counts keep running totals, and `min`/`max`/`count(DISTINCT)`/`string_agg` keep the group's
+//! counts keep running totals, and `min`/`max`/`count(DISTINCT)`/`string_agg`/`array_agg` keep the group's
 //! multiset of values (so deleting the current minimum finds the next one). Output is emitted at
 //! barriers, one change per dirty group: `Insert` for a new group, an `UpdateDelete`/
 //! `UpdateInsert` pair for a changed one, `Delete` when its last row is retracted. A global
@@ -83,8 +83,8 @@ pub struct AggCall {
     pub output: DataType,
     /// `FILTER (WHERE ...)`: only rows where it is true count.
     pub filter: Option<Arc<dyn PhysicalExpr>>,
-    /// `ORDER BY` inside the call (used by `first_value` / `last_value`, and by `string_agg` /
-    /// `array_agg` when it is not the value order).
+    /// `ORDER BY` inside the call (used by `first_value`, `last_value`, `string_agg` and
+    /// `array_agg`; the last two are in value order without one).
     pub order_by: Vec<datafusion::physical_expr::PhysicalSortExpr>,
 }
 
@@ -226,7 +226,6 @@ impl HashAgg {
                 (AggKind::CountDistinct | AggKind::SumDistinct { .. } | AggKind::Min | AggKind::Max, Some(t)) => {
                     Ok(Some(RowConverter::new(vec![SortField::new(t.clone())])?))
                 }
-                (AggKind::StringAgg { .. }, Some(t)) if c.order_by.is_empty() => Ok(Some(RowConverter::new(vec![SortField::new(t.clone())])?)),
                 // Rows of (ORDER BY values..., x): their order is the call's order.
                 (AggKind::FirstValue | AggKind::LastValue | AggKind::StringAgg { .. } | AggKind::ArrayAgg { .. }, Some(t)) => {
                     let mut fields = c
@@ -505,9 +504,6 @@ impl HashAgg {
                         let mut out = String::new();
                         let mut first = true;
                         for (j, (_, count)) in picked.iter().enumerate() {
-                            if s.is_null(j) {
-                                continue;
-                            }
                             for _ in 0..*count {
                                 if !first {
                                     out.push_str(sep);
@@ -605,12 +601,7 @@ impl Operator for HashAgg {
                     return Ok(ArgInput::Star);
                 }
                 let arr = arg_values.next().ok_or_else(|| internal_err!("missing aggregate argument"))?;
-                let ordered = match c.kind {
-                    AggKind::FirstValue | AggKind::LastValue | AggKind::ArrayAgg { .. } => true,
-                    AggKind::StringAgg { .. } => !c.order_by.is_empty(),
-                    _ => false,
-                };
-                if ordered {
+                if matches!(c.kind, AggKind::FirstValue | AggKind::LastValue | AggKind::ArrayAgg { .. } | AggKind::StringAgg { .. }) {
                     let conv = conv.as_ref().ok_or_else(|| internal_err!("missing value converter"))?;
                     // string_agg leaves NULL values out; the others keep them.
                     let skip_nulls = matches!(c.kind, AggKind::StringAgg { .. }).then(|| arr.clone());

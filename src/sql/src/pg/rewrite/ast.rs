@@ -15,6 +15,11 @@ pub(super) fn base_name(name: &ObjectName) -> String {
     }
 }
 
+/// A `'text'` literal.
+pub fn string_lit(s: &str) -> Expr {
+    Expr::value(datafusion::sql::sqlparser::ast::Value::SingleQuotedString(s.to_string()))
+}
+
 /// `name(args...)`.
 pub fn call(name: &str, args: Vec<Expr>) -> Expr {
     Expr::Function(Function {
