@@ -8,6 +8,7 @@ pub mod codec;
 pub mod epoch;
 pub mod error;
 pub mod interval;
+pub mod percentile;
 pub mod text;
 pub mod text_out;
 pub mod types;

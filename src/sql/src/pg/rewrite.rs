@@ -10,6 +10,7 @@
 //!   `ARRAY(SELECT e(x) FROM unnest(a) x WHERE w(x))` → `array_transform(array_filter(a, x -> w),
 //!   x -> e)`, which needs no decorrelation when `a` is an outer column.
 //! * `(expr).field` → `get_field(expr, 'field')`.
+//! * `json_agg(x)` / `jsonb_agg(x)` → `eddy_json_agg(array_agg(to_json(x)), ..)` (see [`json_agg`]).
 //! * Set-returning calls in a select list: `_pg_expandarray(a)` → `unnest(_pg_expandarray(a))`,
 //!   `generate_subscripts(a, 1)` → `unnest(range(1, cardinality(a) + 1))`.
 //! * Array text literals where an array is expected: `= ANY('{r,p}')`, `<> ALL('{..}')`,
@@ -283,6 +284,37 @@ fn array_map(q: &Query) -> Option<Expr> {
     simple.then(|| call("coalesce", vec![mapped, call("make_array", vec![])]))
 }
 
+/// `json[b]_agg([DISTINCT] x [ORDER BY o])` → `eddy_json_agg(array_agg([DISTINCT] to_json[b](x)
+/// [ORDER BY o]), sort)` (`crate::planner::to_json`; json_agg's elements are
+/// `eddy_json_agg_item(x)`, `to_json` marking arrays for its line breaks). DISTINCT values come out sorted
+/// by value, as PostgreSQL sorts them (`sort` 1 ascending, 2 descending by the call's ORDER
+/// BY, which for DISTINCT can only be the value itself); a view keeps the `array_agg`
+/// incrementally.
+fn json_agg(f: &Function, jsonb: bool) -> Option<Expr> {
+    let FunctionArguments::List(l) = &f.args else { return None };
+    let [FunctionArg::Unnamed(FunctionArgExpr::Expr(x))] = l.args.as_slice() else { return None };
+    let distinct = matches!(l.duplicate_treatment, Some(datafusion::sql::sqlparser::ast::DuplicateTreatment::Distinct));
+    let mut values = f.clone();
+    values.name = ObjectName::from(vec![Ident::new("array_agg")]);
+    let mut sort = 0;
+    if let FunctionArguments::List(l) = &mut values.args {
+        l.args = vec![FunctionArg::Unnamed(FunctionArgExpr::Expr(call(if jsonb { "to_jsonb" } else { "eddy_json_agg_item" }, vec![x.clone()])))];
+        if distinct {
+            sort = 1;
+            l.clauses.retain(|c| match c {
+                FunctionArgumentClause::OrderBy(o) => {
+                    if o.first().is_some_and(|o| o.options.asc == Some(false)) {
+                        sort = 2;
+                    }
+                    false
+                }
+                _ => true,
+            });
+        }
+    }
+    Some(call("eddy_json_agg", vec![Expr::Function(values), Expr::value(Value::Number(sort.to_string(), false))]))
+}
+
 /// `ARRAY(SELECT e FROM ... ORDER BY o)` → `(SELECT array_agg(e ORDER BY o) FROM ...)`, or a
 /// map over one array ([`array_map`]).
 fn array_subquery(mut q: Query) -> Option<Expr> {
@@ -413,6 +445,7 @@ fn rewrite_function(f: &mut Function) -> Option<Expr> {
             }
             _ => None,
         },
+        "json_agg" | "jsonb_agg" if f.over.is_none() => json_agg(f, name == "jsonb_agg"),
         "every" => {
             f.name = ObjectName::from(vec![Ident::new("bool_and")]);
             None

@@ -58,6 +58,9 @@ pub struct SessionInfo {
 pub fn register_session_functions(ctx: &SessionContext, info: &SessionInfo) {
     register_interval_arithmetic(ctx);
     register_jsonb(ctx);
+    crate::planner::to_json::register(ctx);
+    crate::planner::ordered_set::register(ctx);
+    crate::planner::pg_aggregates::register(ctx);
     register_format(ctx);
     constant_text(ctx, "version", version_string());
     constant_text(ctx, "current_database", crate::catalog::DATABASE_NAME.to_string());

@@ -5,7 +5,9 @@
 
 pub mod enums;
 pub mod jsonb;
+pub mod to_json;
 pub mod names;
+pub mod ordered_set;
 pub mod overflow;
 pub mod parse;
 pub mod pg_aggregates;

@@ -144,3 +144,86 @@ fn rewrite_aggregate(a: Aggregate) -> DfResult<Transformed<LogicalPlan>> {
         .collect::<Vec<_>>();
     Ok(Transformed::yes(LogicalPlan::Projection(Projection::try_new(projection, Arc::new(agg))?)))
 }
+
+/// `array_agg` and `string_agg` without DataFusion's reversal: given `f(x ORDER BY k)` and
+/// `f(y ORDER BY k DESC)` in one aggregation, DataFusion feeds both the input sorted by `k` and
+/// runs the second "reversed", but its two-phase merge then loses the reversal (the second list
+/// came out ascending). Refusing the reversal makes the second call sort its own values.
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct NoReverse(datafusion::logical_expr::AggregateUDF);
+
+/// Registers [`NoReverse`] forms of `array_agg` and `string_agg` on `ctx`, in place of
+/// DataFusion's.
+pub fn register(ctx: &datafusion::prelude::SessionContext) {
+    for f in [datafusion::functions_aggregate::array_agg::array_agg_udaf(), datafusion::functions_aggregate::string_agg::string_agg_udaf()] {
+        ctx.register_udaf(datafusion::logical_expr::AggregateUDF::new_from_impl(NoReverse(f.as_ref().clone())));
+    }
+}
+
+mod no_reverse {
+    use super::NoReverse;
+    use arrow::datatypes::{DataType, FieldRef};
+    use datafusion::common::Result as DfResult;
+    use datafusion::logical_expr::function::{AccumulatorArgs, StateFieldsArgs};
+    use datafusion::logical_expr::utils::AggregateOrderSensitivity;
+    use datafusion::logical_expr::{Accumulator, AggregateUDFImpl, Documentation, GroupsAccumulator, ReversedUDAF, Signature};
+    use datafusion::scalar::ScalarValue;
+    use std::sync::Arc;
+
+    impl AggregateUDFImpl for NoReverse {
+        fn name(&self) -> &str {
+            self.0.name()
+        }
+        fn aliases(&self) -> &[String] {
+            self.0.aliases()
+        }
+        fn signature(&self) -> &Signature {
+            self.0.signature()
+        }
+        fn return_type(&self, args: &[DataType]) -> DfResult<DataType> {
+            self.0.return_type(args)
+        }
+        fn return_field(&self, args: &[FieldRef]) -> DfResult<FieldRef> {
+            self.0.return_field(args)
+        }
+        fn is_nullable(&self) -> bool {
+            self.0.is_nullable()
+        }
+        fn accumulator(&self, args: AccumulatorArgs) -> DfResult<Box<dyn Accumulator>> {
+            self.0.accumulator(args)
+        }
+        fn state_fields(&self, args: StateFieldsArgs) -> DfResult<Vec<FieldRef>> {
+            self.0.state_fields(args)
+        }
+        fn groups_accumulator_supported(&self, args: AccumulatorArgs) -> bool {
+            self.0.groups_accumulator_supported(args)
+        }
+        fn create_groups_accumulator(&self, args: AccumulatorArgs) -> DfResult<Box<dyn GroupsAccumulator>> {
+            self.0.create_groups_accumulator(args)
+        }
+        fn create_sliding_accumulator(&self, args: AccumulatorArgs) -> DfResult<Box<dyn Accumulator>> {
+            self.0.create_sliding_accumulator(args)
+        }
+        fn coerce_types(&self, args: &[DataType]) -> DfResult<Vec<DataType>> {
+            self.0.coerce_types(args)
+        }
+        fn with_beneficial_ordering(self: Arc<Self>, beneficial: bool) -> DfResult<Option<Arc<dyn AggregateUDFImpl>>> {
+            Ok(self.0.clone().with_beneficial_ordering(beneficial)?.map(|f| Arc::new(NoReverse(f)) as _))
+        }
+        fn order_sensitivity(&self) -> AggregateOrderSensitivity {
+            self.0.order_sensitivity()
+        }
+        fn reverse_expr(&self) -> ReversedUDAF {
+            ReversedUDAF::NotSupported
+        }
+        fn default_value(&self, t: &DataType) -> DfResult<ScalarValue> {
+            self.0.default_value(t)
+        }
+        fn supports_null_handling_clause(&self) -> bool {
+            self.0.supports_null_handling_clause()
+        }
+        fn documentation(&self) -> Option<&Documentation> {
+            self.0.documentation()
+        }
+    }
+}

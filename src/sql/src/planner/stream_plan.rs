@@ -30,7 +30,8 @@ use datafusion::physical_expr::{create_physical_expr, PhysicalExpr};
 use datafusion::physical_expr::expressions::{Column as PhysicalColumn, Literal};
 use datafusion::scalar::ScalarValue;
 use eddy_common::error::sqlstate;
-use eddy_common::{not_supported, user_err, ColumnType, Result};
+use eddy_common::percentile::{Fractions, OrderedSet};
+use eddy_common::{internal_err, not_supported, user_err, ColumnType, Result};
 use eddy_storage::ReadSnapshot;
 use eddy_stream::operator::{
     AggCall, AggKind, BinaryOperator, Filter, HashAgg, HashJoin, JoinKind, JoinSpec, Operator, OverWindow, Project, Side, TemporalFilter,
@@ -260,6 +261,22 @@ fn strip_alias(e: &Expr) -> &Expr {
     }
 }
 
+/// The value of `e` if it reads no column.
+fn constant(e: &Expr, input: &DFSchema) -> Result<Option<ScalarValue>> {
+    if !e.column_refs().is_empty() {
+        return Ok(None);
+    }
+    let batch = arrow::array::RecordBatch::try_new_with_options(
+        Arc::new(arrow::datatypes::Schema::empty()),
+        vec![],
+        &arrow::array::RecordBatchOptions::new().with_row_count(Some(1)),
+    )?;
+    match physical(e, input)?.evaluate(&batch)? {
+        datafusion::logical_expr::ColumnarValue::Scalar(v) => Ok(Some(v)),
+        datafusion::logical_expr::ColumnarValue::Array(a) => Ok(Some(ScalarValue::try_from_array(&a, 0)?)),
+    }
+}
+
 fn agg_call(expr: &Expr, input: &DFSchema, output: DataType) -> Result<AggCall> {
     let Expr::AggregateFunction(af) = strip_alias(expr) else {
         return Err(not_supported!("aggregate expression {expr} is not supported in a materialized view"));
@@ -303,6 +320,14 @@ fn agg_call(expr: &Expr, input: &DFSchema, output: DataType) -> Result<AggCall> 
             AggKind::StringAgg { sep, distinct }
         }
         ("array_agg", distinct) => AggKind::ArrayAgg { distinct },
+        (n, false) if OrderedSet::from_name(n).is_some() => {
+            let kind = OrderedSet::from_name(n).ok_or_else(|| internal_err!("ordered-set aggregate {n}"))?;
+            let fractions = match p.args.get(1) {
+                None => Fractions::None,
+                Some(e) => Fractions::from_scalar(&constant(e, input)?.ok_or_else(|| not_supported!("the fraction of {n}() in a materialized view must be a constant"))?)?,
+            };
+            AggKind::Percentile { kind, fractions }
+        }
         (other, true) => return Err(not_supported!("{other}(DISTINCT ...) is not supported in a materialized view yet")),
         (other, false) => return Err(not_supported!("aggregate function {other}() is not supported in a materialized view yet")),
     };
@@ -312,7 +337,7 @@ fn agg_call(expr: &Expr, input: &DFSchema, output: DataType) -> Result<AggCall> 
     };
     // ORDER BY inside the call matters to first/last_value, string_agg and array_agg; to the
     // others it makes no difference.
-    let ordered = matches!(kind, AggKind::FirstValue | AggKind::LastValue | AggKind::ArrayAgg { .. } | AggKind::StringAgg { .. });
+    let ordered = matches!(kind, AggKind::FirstValue | AggKind::LastValue | AggKind::ArrayAgg { .. } | AggKind::StringAgg { .. } | AggKind::Percentile { .. });
     if !ordered && !p.order_by.is_empty() {
         let order_free = matches!(
             kind,

@@ -23,6 +23,7 @@ use async_trait::async_trait;
 use datafusion::physical_expr::PhysicalExpr;
 use datafusion::scalar::ScalarValue;
 use eddy_common::codec::make_key;
+use eddy_common::percentile::{ordered_set_result, Fractions, OrderedSet};
 use eddy_common::error::sqlstate;
 use eddy_common::{internal_err, user_err, Epoch, Op, Result, StreamChunk};
 use eddy_storage::{EpochBatch, ReadSnapshot, StateStore};
@@ -63,6 +64,9 @@ pub enum AggKind {
     SumDistinct { avg: bool },
     /// `bit_and` / `bit_or` / `bit_xor` of integers.
     Bit(BitOp),
+    /// `percentile_cont(p)` / `percentile_disc(p)` / `mode()` `WITHIN GROUP (ORDER BY x)`: over
+    /// the group's multiset of non-null `x`, in the call's order.
+    Percentile { kind: OrderedSet, fractions: Fractions },
 }
 
 /// Which bitwise aggregate.
@@ -197,6 +201,7 @@ fn initial_acc(kind: &AggKind, arg_type: Option<&DataType>) -> Acc {
         | AggKind::Max
         | AggKind::StringAgg { .. }
         | AggKind::ArrayAgg { .. }
+        | AggKind::Percentile { .. }
         | AggKind::FirstValue
         | AggKind::LastValue => Acc::Values(BTreeMap::new()),
     }
@@ -225,6 +230,11 @@ impl HashAgg {
             .map(|(c, t)| match (&c.kind, t) {
                 (AggKind::CountDistinct | AggKind::SumDistinct { .. } | AggKind::Min | AggKind::Max, Some(t)) => {
                     Ok(Some(RowConverter::new(vec![SortField::new(t.clone())])?))
+                }
+                // Values in the WITHIN GROUP order.
+                (AggKind::Percentile { .. }, Some(t)) => {
+                    let options = c.order_by.first().map(|o| o.options).unwrap_or_default();
+                    Ok(Some(RowConverter::new(vec![SortField::new_with_options(t.clone(), options)])?))
                 }
                 // Rows of (ORDER BY values..., x): their order is the call's order.
                 (AggKind::FirstValue | AggKind::LastValue | AggKind::StringAgg { .. } | AggKind::ArrayAgg { .. }, Some(t)) => {
@@ -474,7 +484,13 @@ impl HashAgg {
                 if trues + falses == 0 { null() } else { ScalarValue::Boolean(Some(*trues > 0)) }
             }
             (
-                AggKind::Min | AggKind::Max | AggKind::StringAgg { .. } | AggKind::ArrayAgg { .. } | AggKind::FirstValue | AggKind::LastValue,
+                AggKind::Min
+                | AggKind::Max
+                | AggKind::StringAgg { .. }
+                | AggKind::ArrayAgg { .. }
+                | AggKind::Percentile { .. }
+                | AggKind::FirstValue
+                | AggKind::LastValue,
                 Acc::Values(m),
             ) => {
                 let conv = self.value_converters[i].as_ref().ok_or_else(|| internal_err!("missing value converter"))?;
@@ -484,20 +500,23 @@ impl HashAgg {
                     AggKind::StringAgg { distinct: true, .. } | AggKind::ArrayAgg { distinct: true } => m.keys().map(|k| (k, 1)).collect(),
                     _ => m.iter().map(|(k, c)| (k, *c)).collect(),
                 };
-                if picked.is_empty() {
+                if picked.is_empty() && !matches!(call.kind, AggKind::Percentile { .. }) {
                     return Ok(null());
                 }
                 let parser = conv.parser();
                 // The value is the last column (first/last rows start with their order keys).
                 let arr = conv.convert_rows(picked.iter().map(|(k, _)| parser.parse(k)))?.pop().ok_or_else(|| internal_err!("empty value row"))?;
+                // Each value as often as it occurs.
+                let all_values = || -> Result<ArrayRef> {
+                    let take: Vec<u32> = picked.iter().enumerate().flat_map(|(j, (_, c))| std::iter::repeat_n(j as u32, *c as usize)).collect();
+                    Ok(arrow::compute::take(&arr, &arrow::array::UInt32Array::from(take), None)?)
+                };
                 match &call.kind {
                     AggKind::ArrayAgg { .. } => {
-                        // Each value as often as it occurs.
-                        let take: Vec<u32> = picked.iter().enumerate().flat_map(|(j, (_, c))| std::iter::repeat_n(j as u32, *c as usize)).collect();
-                        let values = arrow::compute::take(&arr, &arrow::array::UInt32Array::from(take), None)?;
-                        let list = datafusion::common::utils::SingleRowListArrayBuilder::new(values).with_nullable(true).build_list_array();
+                        let list = datafusion::common::utils::SingleRowListArrayBuilder::new(all_values()?).with_nullable(true).build_list_array();
                         ScalarValue::List(Arc::new(list))
                     }
+                    AggKind::Percentile { kind, fractions } => ordered_set_result(*kind, fractions, &all_values()?, &call.output)?,
                     AggKind::StringAgg { sep, .. } => {
                         let arr = arrow::compute::cast(&arr, &DataType::Utf8)?;
                         let s = arr.as_any().downcast_ref::<arrow::array::StringArray>().ok_or_else(|| internal_err!("string_agg input"))?;

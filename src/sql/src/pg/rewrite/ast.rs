@@ -41,7 +41,7 @@ pub fn call(name: &str, args: Vec<Expr>) -> Expr {
 /// Aggregate functions: a scalar subquery projecting one of these already returns one row.
 const AGGREGATES: &[&str] = &[
     "count", "sum", "min", "max", "avg", "array_agg", "string_agg", "bool_and", "bool_or", "every", "first_value",
-    "last_value", "json_agg", "jsonb_agg", "stddev", "variance",
+    "last_value", "json_agg", "jsonb_agg", "stddev", "variance", "percentile_cont", "percentile_disc", "mode",
 ];
 
 /// True when `e` is a call of an aggregate function (possibly cast or parenthesized).

@@ -199,3 +199,24 @@ async fn over_append_only_input_extremes_keep_one_value_and_retractions_are_refu
     assert!(group.accs.iter().all(|acc| matches!(acc, Acc::Values(m) if m.len() == 1)), "{:?}", group.accs);
     assert!(a.process(chunk(&[Op::Delete], &["x"], &[Some(0)]), &mut RowErrors::default()).is_err());
 }
+
+#[tokio::test]
+async fn percentiles_follow_retractions_and_skip_nulls() {
+    let cont = AggKind::Percentile { kind: OrderedSet::Cont, fractions: Fractions::One(Some(0.5)) };
+    let disc = AggKind::Percentile { kind: OrderedSet::Disc, fractions: Fractions::One(Some(0.5)) };
+    let mode = AggKind::Percentile { kind: OrderedSet::Mode, fractions: Fractions::None };
+    let mut a = agg(&[(cont, DataType::Float64), (disc, DataType::Int32), (mode, DataType::Int32)], true);
+    a.restore(None).await.unwrap();
+    let ins = [Op::Insert; 5];
+    a.process(chunk(&ins, &["x"; 5], &[Some(4), Some(1), None, Some(2), Some(4)]), &mut RowErrors::default()).unwrap();
+    // Values 1, 2, 4, 4: the median interpolates 2 and 4; the discrete one is the second; 4 is the mode.
+    assert_eq!(barrier(&mut a).await, vec![(Op::Insert, vec!["x".into(), "3.0".into(), "2".into(), "4".into()])]);
+    a.process(chunk(&[Op::Delete, Op::Delete], &["x", "x"], &[Some(4), Some(1)]), &mut RowErrors::default()).unwrap();
+    assert_eq!(
+        barrier(&mut a).await,
+        vec![
+            (Op::UpdateDelete, vec!["x".into(), "3.0".into(), "2".into(), "4".into()]),
+            (Op::UpdateInsert, vec!["x".into(), "3.0".into(), "2".into(), "2".into()])
+        ]
+    );
+}

@@ -1,0 +1,364 @@
+//! SQL values as JSON: `to_json` / `to_jsonb`, and the final step of `json_agg` / `jsonb_agg`.
+//!
+//! The PostgreSQL rewrite turns `jsonb_agg([DISTINCT] x [ORDER BY o])` into
+//! `eddy_json_agg(array_agg([DISTINCT] to_jsonb(x) [ORDER BY o]), sort)`: each value is
+//! converted on the way in, `array_agg` collects them (incrementally in a view, where it is an
+//! ordered multiset), and [`json_agg_final`] writes the array. `sort` orders DISTINCT values the
+//! way PostgreSQL does (it sorts by the value to find the distinct ones), by their JSON value.
+//!
+//! Values convert as PostgreSQL converts them: numbers stay numbers (NaN and infinities become
+//! strings), timestamps are ISO 8601 with a `T`, arrays become arrays, records objects, json
+//! values are embedded, everything else is its text output as a string. `jsonb` prints as
+//! PostgreSQL prints jsonb (`[1, 2]`, `{"a": 1}`, keys by length then bytes, numbers without
+//! exponents); `json` keeps PostgreSQL's compact forms (`[1,2]`, `{"a":1}`).
+
+use std::cmp::Ordering;
+use std::sync::Arc;
+
+use arrow::array::{Array, ArrayRef, AsArray, StringArray};
+use arrow::datatypes::{DataType, Field, FieldRef};
+use datafusion::common::ScalarValue;
+use datafusion::error::{DataFusionError, Result as DfResult};
+use datafusion::logical_expr::{ColumnarValue, ReturnFieldArgs, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature, Volatility};
+use datafusion::prelude::SessionContext;
+use eddy_common::text_out::{self, write_text};
+use eddy_common::types::JSONB_METADATA_KEY;
+
+/// Registers `to_json`, `to_jsonb` and `eddy_json_agg` on `ctx`.
+pub fn register(ctx: &SessionContext) {
+    let any = |n| Signature::any(n, Volatility::Immutable);
+    for (name, jsonb, agg_item) in [("to_json", false, false), ("to_jsonb", true, false), ("eddy_json_agg_item", false, true)] {
+        ctx.register_udf(ScalarUDF::new_from_impl(JsonFn { name, kind: JsonFnKind::ToJson { jsonb, agg_item }, signature: any(1) }));
+    }
+    ctx.register_udf(ScalarUDF::new_from_impl(JsonFn { name: "eddy_json_agg", kind: JsonFnKind::AggFinal, signature: any(2) }));
+}
+
+#[derive(Debug, PartialEq, Eq, Hash)]
+enum JsonFnKind {
+    /// `to_json(x)` / `to_jsonb(x)`; `agg_item`: an element of `json_agg`, which starts arrays
+    /// and records after the first on a new line ([`NEW_LINE`]).
+    ToJson { jsonb: bool, agg_item: bool },
+    /// `eddy_json_agg(list of json, sort)`: [`json_agg_final`].
+    AggFinal,
+}
+
+/// The functions of this module. Not closures: `to_json` reads its argument's field to tell a
+/// json value (embedded as it is) from text (quoted), and the results are typed jsonb.
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct JsonFn {
+    name: &'static str,
+    kind: JsonFnKind,
+    signature: Signature,
+}
+
+impl ScalarUDFImpl for JsonFn {
+    fn name(&self) -> &str {
+        self.name
+    }
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+    fn return_type(&self, _args: &[DataType]) -> DfResult<DataType> {
+        Ok(DataType::Utf8)
+    }
+    fn return_field_from_args(&self, _args: ReturnFieldArgs) -> DfResult<FieldRef> {
+        Ok(Arc::new(eddy_common::ColumnType::Jsonb.to_field(self.name, true)))
+    }
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
+        let rows = args.number_rows;
+        let values = args.args[0].to_array(rows)?;
+        let out: StringArray = match self.kind {
+            JsonFnKind::ToJson { jsonb, agg_item } => {
+                let field: FieldRef = args.arg_fields.first().cloned().unwrap_or_else(|| Arc::new(Field::new("x", values.data_type().clone(), true)));
+                let structured = matches!(values.data_type(), DataType::List(_) | DataType::LargeList(_) | DataType::FixedSizeList(..) | DataType::Struct(_));
+                let prefix = if agg_item && structured { NEW_LINE } else { "" };
+                (0..values.len())
+                    .map(|i| {
+                        let mut s = String::from(prefix);
+                        Ok(write_json(&values, i, &field, jsonb, &mut s).map_err(|e| DataFusionError::External(Box::new(e)))?.then_some(s))
+                    })
+                    .collect::<DfResult<_>>()?
+            }
+            JsonFnKind::AggFinal => {
+                let Some(ColumnarValue::Scalar(sort)) = args.args.get(1) else {
+                    return Err(DataFusionError::Plan("eddy_json_agg(list, sort) takes a constant sort".into()));
+                };
+                let sort = match sort.cast_to(&DataType::Int64)? {
+                    ScalarValue::Int64(Some(1)) => Some(false),
+                    ScalarValue::Int64(Some(2)) => Some(true),
+                    _ => None,
+                };
+                (0..rows).map(|i| json_agg_final(&values, i, sort)).collect::<DfResult<_>>()?
+            }
+        };
+        Ok(ColumnarValue::Array(Arc::new(out)))
+    }
+}
+
+/// What `json_agg` puts before an array or record element after the first (PostgreSQL's
+/// `json_agg_transfn`); its elements carry it from [`JsonFnKind::ToJson`] to the final step.
+const NEW_LINE: &str = "\n ";
+
+/// Writes value `row` of `array` as JSON; `false` (nothing written) if it is NULL.
+pub fn write_json(array: &ArrayRef, row: usize, field: &Field, jsonb: bool, out: &mut String) -> eddy_common::Result<bool> {
+    if array.is_null(row) {
+        return Ok(false);
+    }
+    match array.data_type() {
+        DataType::Null => return Ok(false),
+        DataType::Boolean => out.push_str(if array.as_boolean().value(row) { "true" } else { "false" }),
+        t if t.is_integer() => {
+            write_text(array, row, field, out)?;
+        }
+        DataType::Float16 | DataType::Float32 | DataType::Float64 | DataType::Decimal128(..) | DataType::Decimal256(..) => {
+            let mut s = String::new();
+            write_text(array, row, field, &mut s)?;
+            if s.contains(['N', 'I']) {
+                // NaN and ±Infinity are not JSON numbers.
+                out.push_str(&quote(&s));
+            } else if jsonb && s.contains('e') {
+                // jsonb stores numbers as numeric, which prints without an exponent.
+                out.push_str(&without_exponent(&s));
+            } else {
+                out.push_str(&s);
+            }
+        }
+        DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => {
+            let mut s = String::new();
+            write_text(array, row, field, &mut s)?;
+            if field.metadata().contains_key(JSONB_METADATA_KEY) {
+                out.push_str(&s);
+            } else {
+                out.push_str(&quote(&s));
+            }
+        }
+        DataType::Timestamp(_, tz) => {
+            let mut s = String::new();
+            text_out::write_timestamp(text_out::timestamp_micros(array, row), &mut s);
+            let mut s = s.replacen(' ', "T", 1);
+            if tz.is_some() && s != "infinity" {
+                s.push_str("+00:00");
+            }
+            out.push_str(&quote(&s));
+        }
+        DataType::List(_) | DataType::LargeList(_) | DataType::FixedSizeList(..) => {
+            let values: ArrayRef = match array.data_type() {
+                DataType::List(_) => array.as_list::<i32>().value(row),
+                DataType::LargeList(_) => array.as_list::<i64>().value(row),
+                _ => array.as_fixed_size_list().value(row),
+            };
+            let item = Field::new("item", values.data_type().clone(), true);
+            out.push('[');
+            for i in 0..values.len() {
+                if i > 0 {
+                    out.push_str(if jsonb { ", " } else { "," });
+                }
+                if !write_json(&values, i, &item, jsonb, out)? {
+                    out.push_str("null");
+                }
+            }
+            out.push(']');
+        }
+        DataType::Struct(_) => {
+            let s = array.as_struct();
+            let mut members: Vec<(&str, String)> = Vec::with_capacity(s.num_columns());
+            for (col, f) in s.columns().iter().zip(s.fields()) {
+                let mut v = String::new();
+                if !write_json(col, row, f, jsonb, &mut v)? {
+                    v.push_str("null");
+                }
+                members.push((f.name(), v));
+            }
+            if jsonb {
+                // jsonb's key order, the last of duplicate keys kept.
+                members.reverse();
+                members.sort_by(|a, b| a.0.len().cmp(&b.0.len()).then_with(|| a.0.as_bytes().cmp(b.0.as_bytes())));
+                members.dedup_by(|a, b| a.0 == b.0);
+            }
+            out.push('{');
+            for (i, (k, v)) in members.iter().enumerate() {
+                if i > 0 {
+                    out.push_str(if jsonb { ", " } else { "," });
+                }
+                out.push_str(&quote(k));
+                out.push_str(if jsonb { ": " } else { ":" });
+                out.push_str(v);
+            }
+            out.push('}');
+        }
+        _ => {
+            let mut s = String::new();
+            write_text(array, row, field, &mut s)?;
+            out.push_str(&quote(&s));
+        }
+    }
+    Ok(true)
+}
+
+/// A JSON string literal, escaped as PostgreSQL escapes it.
+fn quote(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            '\u{8}' => out.push_str("\\b"),
+            '\u{c}' => out.push_str("\\f"),
+            c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+/// `1.5e+20` → `150000000000000000000`, `1.5e-07` → `0.00000015`.
+fn without_exponent(s: &str) -> String {
+    let Some((mantissa, exp)) = s.split_once('e') else { return s.to_string() };
+    let Ok(exp) = exp.parse::<i64>() else { return s.to_string() };
+    let (sign, mantissa) = match mantissa.strip_prefix('-') {
+        Some(m) => ("-", m),
+        None => ("", mantissa),
+    };
+    let (int, frac) = mantissa.split_once('.').unwrap_or((mantissa, ""));
+    let digits = format!("{int}{frac}");
+    // Position of the decimal point within `digits`.
+    let point = int.len() as i64 + exp;
+    let body = if point <= 0 {
+        format!("0.{}{}", "0".repeat((-point) as usize), digits)
+    } else if point as usize >= digits.len() {
+        format!("{digits}{}", "0".repeat(point as usize - digits.len()))
+    } else {
+        format!("{}.{}", &digits[..point as usize], &digits[point as usize..])
+    };
+    format!("{sign}{body}")
+}
+
+/// The JSON array of the `row`th list of JSON texts (NULL elements are `null`); NULL for a NULL
+/// list. `sort` orders the elements by their JSON value (`Some(true)`: descending).
+fn json_agg_final(lists: &ArrayRef, row: usize, sort: Option<bool>) -> DfResult<Option<String>> {
+    if lists.is_null(row) {
+        return Ok(None);
+    }
+    let values = match lists.data_type() {
+        DataType::List(_) => lists.as_list::<i32>().value(row),
+        DataType::LargeList(_) => lists.as_list::<i64>().value(row),
+        other => return Err(DataFusionError::Internal(format!("eddy_json_agg over {other}"))),
+    };
+    let values = arrow::compute::cast(&values, &DataType::Utf8)?;
+    let texts = values.as_string::<i32>();
+    let mut items: Vec<Option<&str>> = texts.iter().collect();
+    if let Some(descending) = sort {
+        let parsed: Vec<Option<serde_json::Value>> = items.iter().map(|t| t.and_then(|t| serde_json::from_str(t).ok())).collect();
+        let mut order: Vec<usize> = (0..items.len()).collect();
+        // NULLs last ascending, first descending, as PostgreSQL sorts.
+        order.sort_by(|&a, &b| {
+            let o = match (&parsed[a], &parsed[b]) {
+                (None, None) => Ordering::Equal,
+                (None, Some(_)) => Ordering::Greater,
+                (Some(_), None) => Ordering::Less,
+                (Some(x), Some(y)) => json_cmp(x, y),
+            };
+            if descending { o.reverse() } else { o }
+        });
+        items = order.into_iter().map(|i| items[i]).collect();
+    }
+    let mut out = String::from("[");
+    for (i, item) in items.iter().enumerate() {
+        let item = item.unwrap_or("null");
+        if i > 0 {
+            out.push_str(", ");
+            out.push_str(item);
+        } else {
+            out.push_str(item.strip_prefix(NEW_LINE).unwrap_or(item));
+        }
+    }
+    out.push(']');
+    Ok(Some(out))
+}
+
+/// The order of the SQL values behind two JSON values of the same kind: numbers by value,
+/// strings by bytes (ISO dates and timestamps sort as they are), `false` before `true`; values
+/// of different kinds by kind.
+fn json_cmp(a: &serde_json::Value, b: &serde_json::Value) -> Ordering {
+    use serde_json::Value;
+    fn rank(v: &Value) -> u8 {
+        match v {
+            Value::Null => 0,
+            Value::String(_) => 1,
+            Value::Number(_) => 2,
+            Value::Bool(_) => 3,
+            Value::Array(_) => 4,
+            Value::Object(_) => 5,
+        }
+    }
+    match (a, b) {
+        (Value::Number(x), Value::Number(y)) => {
+            let (x, y) = (x.as_f64().unwrap_or(f64::NAN), y.as_f64().unwrap_or(f64::NAN));
+            x.total_cmp(&y)
+        }
+        (Value::String(x), Value::String(y)) => x.as_bytes().cmp(y.as_bytes()),
+        (Value::Bool(x), Value::Bool(y)) => x.cmp(y),
+        (Value::Array(x), Value::Array(y)) => {
+            x.iter().zip(y).map(|(p, q)| json_cmp(p, q)).find(|o| o.is_ne()).unwrap_or_else(|| x.len().cmp(&y.len()))
+        }
+        _ => rank(a).cmp(&rank(b)).then_with(|| a.to_string().cmp(&b.to_string())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arrow::array::{Float64Array, Int32Array, ListArray};
+    use arrow::datatypes::Int32Type;
+
+    fn json(array: ArrayRef, jsonb: bool) -> Vec<Option<String>> {
+        let field = Field::new("x", array.data_type().clone(), true);
+        (0..array.len())
+            .map(|i| {
+                let mut s = String::new();
+                write_json(&array, i, &field, jsonb, &mut s).unwrap().then_some(s)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn numbers_strings_and_lists_convert_as_postgres_does() {
+        assert_eq!(json(Arc::new(Int32Array::from(vec![Some(1), None])), true), vec![Some("1".into()), None]);
+        let floats = Arc::new(Float64Array::from(vec![1.5, 1e20, 1.5e-7, f64::NAN]));
+        assert_eq!(json(floats.clone(), false), vec![Some("1.5".into()), Some("1e+20".into()), Some("1.5e-07".into()), Some("\"NaN\"".into())]);
+        assert_eq!(json(floats, true)[1..3], [Some("100000000000000000000".into()), Some("0.00000015".into())]);
+        assert_eq!(json(Arc::new(StringArray::from(vec!["a\"b\n"])), true), vec![Some(r#""a\"b\n""#.into())]);
+        let list = Arc::new(ListArray::from_iter_primitive::<Int32Type, _, _>(vec![Some(vec![Some(1), None, Some(3)])]));
+        assert_eq!(json(list.clone(), true), vec![Some("[1, null, 3]".into())]);
+        assert_eq!(json(list, false), vec![Some("[1,null,3]".into())]);
+    }
+
+    #[test]
+    fn json_values_are_embedded() {
+        let field = Field::new("j", DataType::Utf8, true).with_metadata([(JSONB_METADATA_KEY.to_string(), "jsonb".to_string())].into());
+        let array: ArrayRef = Arc::new(StringArray::from(vec![r#"{"a": 1}"#]));
+        let mut s = String::new();
+        write_json(&array, 0, &field, true, &mut s).unwrap();
+        assert_eq!(s, r#"{"a": 1}"#);
+    }
+
+    #[test]
+    fn aggregate_arrays_sort_distinct_values_by_value() {
+        let texts = StringArray::from(vec![Some("10"), Some("9"), None, Some("-1")]);
+        let list: ArrayRef = Arc::new(ListArray::new(
+            Arc::new(Field::new_list_field(DataType::Utf8, true)),
+            arrow::buffer::OffsetBuffer::from_lengths([4]),
+            Arc::new(texts),
+            None,
+        ));
+        assert_eq!(json_agg_final(&list, 0, None).unwrap().unwrap(), "[10, 9, null, -1]");
+        assert_eq!(json_agg_final(&list, 0, Some(false)).unwrap().unwrap(), "[-1, 9, 10, null]");
+        assert_eq!(json_agg_final(&list, 0, Some(true)).unwrap().unwrap(), "[null, 10, 9, -1]");
+        assert_eq!(without_exponent("-1.25e+02"), "-125");
+    }
+}
