@@ -11,6 +11,7 @@
 //!   x -> e)`, which needs no decorrelation when `a` is an outer column.
 //! * `(expr).field` → `get_field(expr, 'field')`.
 //! * `json_agg(x)` / `jsonb_agg(x)` → `eddy_json_agg(array_agg(to_json(x)), ..)` (see [`json_agg`]).
+//! * `approx_count_distinct(x)` → `count(DISTINCT x)` (exact).
 //! * Set-returning calls in a select list: `_pg_expandarray(a)` → `unnest(_pg_expandarray(a))`,
 //!   `generate_subscripts(a, 1)` → `unnest(range(1, cardinality(a) + 1))`.
 //! * Array text literals where an array is expected: `= ANY('{r,p}')`, `<> ALL('{..}')`,
@@ -446,6 +447,15 @@ fn rewrite_function(f: &mut Function) -> Option<Expr> {
             _ => None,
         },
         "json_agg" | "jsonb_agg" if f.over.is_none() => json_agg(f, name == "jsonb_agg"),
+        // RisingWave's approx_count_distinct: counted exactly, which a view keeps under updates
+        // and deletes (a sketch could not retract) and a query computes alike.
+        "approx_count_distinct" => {
+            f.name = ObjectName::from(vec![Ident::new("count")]);
+            if let FunctionArguments::List(l) = &mut f.args {
+                l.duplicate_treatment = Some(datafusion::sql::sqlparser::ast::DuplicateTreatment::Distinct);
+            }
+            None
+        }
         "every" => {
             f.name = ObjectName::from(vec![Ident::new("bool_and")]);
             None
