@@ -74,6 +74,17 @@ def run_psycopg():
                 cur.execute("INSERT INTO py3_arr VALUES (%s, %s, %s)", (int(binary), [1, None], ['a,b', '"q"']))
                 cur.execute("SELECT xs, tags FROM py3_arr WHERE id = %s", (int(binary),))
                 assert cur.fetchone() == ([1, None], ['a,b', '"q"']), binary
+        # jsonb_agg in a view arrives as jsonb (decoded to Python values); percentiles as
+        # float8 and float8[].
+        conn.execute(
+            "CREATE MATERIALIZED VIEW py3_json_mv AS SELECT jsonb_agg(xs ORDER BY id) AS lists, "
+            "percentile_cont(0.5) WITHIN GROUP (ORDER BY id) AS med, "
+            "percentile_cont(ARRAY[0, 1]) WITHIN GROUP (ORDER BY id DESC) AS ends FROM py3_arr"
+        )
+        for binary in (False, True):
+            with conn.cursor(binary=binary) as cur:
+                cur.execute("SELECT lists, med, ends FROM py3_json_mv")
+                assert cur.fetchone() == ([[1, None], [1, None]], 0.5, [1.0, 0.0]), binary
     print("psycopg ok")
 
 
