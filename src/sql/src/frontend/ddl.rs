@@ -124,6 +124,22 @@ impl Session {
                         not_null = true;
                         default = Some(crate::catalog::sequence::serial_default(name, &cname));
                     }
+                    // RisingWave's processing-time column: when the row was written (the
+                    // statement's time, as `DEFAULT now()`).
+                    ColumnOption::Generated { generation_expr: Some(e), .. } => {
+                        let proctime = matches!(e, datafusion::sql::sqlparser::ast::Expr::Function(f)
+                            if f.name.to_string().eq_ignore_ascii_case("proctime") && f.args.to_string().trim_matches(['(', ')', ' ']).is_empty());
+                        if !proctime {
+                            return Err(not_supported!("generated column \"{cname}\" AS {e}: only AS PROCTIME() is supported"));
+                        }
+                        if ty != ColumnType::Timestamptz {
+                            return Err(user_err!(
+                                sqlstate::INVALID_COLUMN_DEFINITION,
+                                "column \"{cname}\" AS PROCTIME() must be of type timestamp with time zone"
+                            ));
+                        }
+                        default = Some("now()".to_string());
+                    }
                     ColumnOption::Unique(_) => {
                         return Err(not_supported!("UNIQUE constraints are not supported (column \"{cname}\"); use PRIMARY KEY"));
                     }

@@ -21,7 +21,7 @@ impl Session {
             return Err(not_supported!("a source has no primary key (source \"{name}\"); declare a table with a connector for keyed data"));
         }
         if let Some(c) = columns.iter().find(|c| c.default.is_some()) {
-            return Err(not_supported!("source column \"{}\" cannot have a DEFAULT", c.name));
+            return Err(not_supported!("source column \"{}\" cannot have a DEFAULT (nor be AS PROCTIME(); a table can)", c.name));
         }
         let options = crate::frontend::with_options::connector_options(clauses)?;
         let mut columns = columns;

@@ -5,7 +5,7 @@ use std::any::TypeId;
 
 use datafusion::common::tree_node::{TreeNode, TreeNodeRecursion};
 use datafusion::logical_expr::{Expr, LogicalPlan};
-use datafusion::sql::sqlparser::ast::Statement;
+use datafusion::sql::sqlparser::ast::{ColumnOption, GeneratedAs, Statement};
 use datafusion::sql::sqlparser::dialect::{Dialect, PostgreSqlDialect, Precedence};
 use datafusion::sql::sqlparser::keywords::Keyword;
 use datafusion::sql::sqlparser::parser::{Parser, ParserError};
@@ -199,6 +199,26 @@ impl Dialect for EddyDialect {
 
     fn supports_empty_projections(&self) -> bool {
         self.0.supports_empty_projections()
+    }
+
+    /// RisingWave's generated column `ts TIMESTAMPTZ AS PROCTIME()` (`AS expr` without
+    /// `GENERATED ALWAYS`, which PostgreSQL's grammar lacks); the frontend decides which
+    /// expressions it takes.
+    fn parse_column_option(&self, parser: &mut Parser) -> Result<Option<Result<Option<ColumnOption>, ParserError>>, ParserError> {
+        if !parser.parse_keyword(Keyword::AS) {
+            return Ok(None);
+        }
+        let expr = match parser.parse_expr() {
+            Ok(e) => e,
+            Err(e) => return Ok(Some(Err(e))),
+        };
+        Ok(Some(Ok(Some(ColumnOption::Generated {
+            generated_as: GeneratedAs::Always,
+            sequence_options: None,
+            generation_expr: Some(expr),
+            generation_expr_mode: None,
+            generated_keyword: false,
+        }))))
     }
 
     fn supports_nested_comments(&self) -> bool {
