@@ -179,7 +179,7 @@ CREATE MATERIALIZED VIEW w_running AS SELECT id, sum(v) OVER (PARTITION BY g ORD
 CREATE MATERIALIZED VIEW w_latest AS SELECT DISTINCT ON (g) g, id, v FROM w ORDER BY g, v DESC, id;
 CREATE MATERIALIZED VIEW w_filter AS SELECT g, count(*) FILTER (WHERE v > 10) AS big, sum(v) FILTER (WHERE id % 2 = 0) AS even, first_value(id ORDER BY v, id) AS f, last_value(v ORDER BY id) AS l, stddev(v) AS sd, var_pop(v) AS vp FROM w GROUP BY g;
 CREATE MATERIALIZED VIEW w_top_groups AS SELECT g, n FROM (SELECT g, count(*) AS n FROM w GROUP BY g) c ORDER BY n DESC, g NULLS FIRST LIMIT 3;
-CREATE MATERIALIZED VIEW w_ordered AS SELECT g, array_agg(v ORDER BY id DESC) AS a, jsonb_agg(DISTINCT v) AS j, json_agg(id ORDER BY v, id) AS ji, percentile_cont(0.3) WITHIN GROUP (ORDER BY v) AS p, percentile_disc(ARRAY[0.5, 1]) WITHIN GROUP (ORDER BY v DESC) AS d, mode() WITHIN GROUP (ORDER BY v) AS m FROM w GROUP BY g;
+CREATE MATERIALIZED VIEW w_ordered AS SELECT g, array_agg(v ORDER BY id DESC) AS a, jsonb_agg(DISTINCT v) AS j, json_agg(id ORDER BY v, id) AS ji, percentile_cont(0.3) WITHIN GROUP (ORDER BY v) AS p, percentile_disc(ARRAY[0.5, 1]) WITHIN GROUP (ORDER BY v DESC) AS d, mode() WITHIN GROUP (ORDER BY v) AS m, jsonb_object_agg(id, v) AS o FROM w GROUP BY g;
 ",
     views: &["w_top", "w_page", "w_group_top", "w_dedup", "w_ranks", "w_lag", "w_running", "w_top_groups", "w_latest", "w_filter", "w_ordered"],
     digest: "SELECT (SELECT count(*) FROM w), (SELECT sum(id + coalesce(g, 0) + coalesce(v, 0)) FROM w)",

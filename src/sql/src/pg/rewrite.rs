@@ -11,6 +11,7 @@
 //!   x -> e)`, which needs no decorrelation when `a` is an outer column.
 //! * `(expr).field` → `get_field(expr, 'field')`.
 //! * `json_agg(x)` / `jsonb_agg(x)` → `eddy_json_agg(array_agg(to_json(x)), ..)` (see [`json_agg`]).
+//! * `json_object_agg(k, v)` / `jsonb_object_agg(k, v)` → the same over `array_agg` of pairs.
 //! * `approx_count_distinct(x)` → `count(DISTINCT x)` (exact).
 //! * Set-returning calls in a select list: `_pg_expandarray(a)` → `unnest(_pg_expandarray(a))`,
 //!   `generate_subscripts(a, 1)` → `unnest(range(1, cardinality(a) + 1))`.
@@ -316,6 +317,22 @@ fn json_agg(f: &Function, jsonb: bool) -> Option<Expr> {
     Some(call("eddy_json_agg", vec![Expr::Function(values), Expr::value(Value::Number(sort.to_string(), false))]))
 }
 
+/// `json[b]_object_agg(k, v [ORDER BY o])` → `eddy_json[b]_object_agg(array_agg(make_array(
+/// to_json[b](k), to_json[b](v)) [ORDER BY o]))`: the pairs collected in order (in a view, as
+/// `array_agg`'s ordered multiset), the object written at the end.
+fn json_object_agg(f: &Function, jsonb: bool) -> Option<Expr> {
+    let FunctionArguments::List(l) = &f.args else { return None };
+    let [FunctionArg::Unnamed(FunctionArgExpr::Expr(k)), FunctionArg::Unnamed(FunctionArgExpr::Expr(v))] = l.args.as_slice() else { return None };
+    let to_json = if jsonb { "to_jsonb" } else { "to_json" };
+    let pair = call("make_array", vec![call(to_json, vec![k.clone()]), call(to_json, vec![v.clone()])]);
+    let mut pairs = f.clone();
+    pairs.name = ObjectName::from(vec![Ident::new("array_agg")]);
+    if let FunctionArguments::List(l) = &mut pairs.args {
+        l.args = vec![FunctionArg::Unnamed(FunctionArgExpr::Expr(pair))];
+    }
+    Some(call(if jsonb { "eddy_jsonb_object_agg" } else { "eddy_json_object_agg" }, vec![Expr::Function(pairs)]))
+}
+
 /// `ARRAY(SELECT e FROM ... ORDER BY o)` → `(SELECT array_agg(e ORDER BY o) FROM ...)`, or a
 /// map over one array ([`array_map`]).
 fn array_subquery(mut q: Query) -> Option<Expr> {
@@ -447,6 +464,7 @@ fn rewrite_function(f: &mut Function) -> Option<Expr> {
             _ => None,
         },
         "json_agg" | "jsonb_agg" if f.over.is_none() => json_agg(f, name == "jsonb_agg"),
+        "json_object_agg" | "jsonb_object_agg" if f.over.is_none() => json_object_agg(f, name == "jsonb_object_agg"),
         // RisingWave's approx_count_distinct: counted exactly, which a view keeps under updates
         // and deletes (a sketch could not retract) and a query computes alike.
         "approx_count_distinct" => {

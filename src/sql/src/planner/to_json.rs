@@ -31,6 +31,9 @@ pub fn register(ctx: &SessionContext) {
         ctx.register_udf(ScalarUDF::new_from_impl(JsonFn { name, kind: JsonFnKind::ToJson { jsonb, agg_item }, signature: any(1) }));
     }
     ctx.register_udf(ScalarUDF::new_from_impl(JsonFn { name: "eddy_json_agg", kind: JsonFnKind::AggFinal, signature: any(2) }));
+    for (name, jsonb) in [("eddy_json_object_agg", false), ("eddy_jsonb_object_agg", true)] {
+        ctx.register_udf(ScalarUDF::new_from_impl(JsonFn { name, kind: JsonFnKind::ObjectAggFinal { jsonb }, signature: any(1) }));
+    }
 }
 
 #[derive(Debug, PartialEq, Eq, Hash)]
@@ -40,6 +43,8 @@ enum JsonFnKind {
     ToJson { jsonb: bool, agg_item: bool },
     /// `eddy_json_agg(list of json, sort)`: [`json_agg_final`].
     AggFinal,
+    /// `eddy_json[b]_object_agg(list of [key json, value json])`: [`object_agg_final`].
+    ObjectAggFinal { jsonb: bool },
 }
 
 /// The functions of this module. Not closures: `to_json` reads its argument's field to tell a
@@ -90,6 +95,7 @@ impl ScalarUDFImpl for JsonFn {
                 };
                 (0..rows).map(|i| json_agg_final(&values, i, sort)).collect::<DfResult<_>>()?
             }
+            JsonFnKind::ObjectAggFinal { jsonb } => (0..rows).map(|i| object_agg_final(&values, i, jsonb)).collect::<DfResult<_>>()?,
         };
         Ok(ColumnarValue::Array(Arc::new(out)))
     }
@@ -279,6 +285,47 @@ fn json_agg_final(lists: &ArrayRef, row: usize, sort: Option<bool>) -> DfResult<
     }
     out.push(']');
     Ok(Some(out))
+}
+
+/// The object of the `row`th list of `[key, value]` pairs (both JSON texts; a string key is its
+/// text, any other its JSON), as `json_object_agg` writes it (`{ "k" : v, ... }`, every pair in
+/// order) or `jsonb_object_agg` (`{"k": v}`, jsonb's key order, the last of duplicate keys).
+/// NULL for a NULL list; a NULL key is an error, as in PostgreSQL.
+fn object_agg_final(lists: &ArrayRef, row: usize, jsonb: bool) -> DfResult<Option<String>> {
+    if lists.is_null(row) {
+        return Ok(None);
+    }
+    let pairs = match lists.data_type() {
+        DataType::List(_) => lists.as_list::<i32>().value(row),
+        other => return Err(DataFusionError::Internal(format!("eddy_json_object_agg over {other}"))),
+    };
+    let mut members: Vec<(String, String)> = Vec::with_capacity(pairs.len());
+    for i in 0..pairs.len() {
+        let pair = arrow::compute::cast(&pairs.as_list::<i32>().value(i), &DataType::Utf8)?;
+        let pair = pair.as_string::<i32>();
+        if pair.len() != 2 || pair.is_null(0) {
+            return Err(DataFusionError::External(Box::new(eddy_common::user_err!(
+                eddy_common::error::sqlstate::INVALID_PARAMETER_VALUE,
+                "field name must not be null"
+            ))));
+        }
+        let key = match serde_json::from_str::<serde_json::Value>(pair.value(0)) {
+            Ok(serde_json::Value::String(k)) => k,
+            _ => pair.value(0).to_string(),
+        };
+        let value = if pair.is_null(1) { "null".to_string() } else { pair.value(1).to_string() };
+        members.push((key, value));
+    }
+    if jsonb {
+        members.reverse();
+        members.sort_by(|a, b| a.0.len().cmp(&b.0.len()).then_with(|| a.0.as_bytes().cmp(b.0.as_bytes())));
+        members.dedup_by(|a, b| a.0 == b.0);
+    }
+    let body: Vec<String> = members
+        .iter()
+        .map(|(k, v)| if jsonb { format!("{}: {v}", quote(k)) } else { format!("{} : {v}", quote(k)) })
+        .collect();
+    Ok(Some(if jsonb { format!("{{{}}}", body.join(", ")) } else { format!("{{ {} }}", body.join(", ")) }))
 }
 
 /// The order of the SQL values behind two JSON values of the same kind: numbers by value,

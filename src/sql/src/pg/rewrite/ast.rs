@@ -42,7 +42,7 @@ pub fn call(name: &str, args: Vec<Expr>) -> Expr {
 const AGGREGATES: &[&str] = &[
     "count", "sum", "min", "max", "avg", "array_agg", "string_agg", "bool_and", "bool_or", "every", "first_value",
     "last_value", "json_agg", "jsonb_agg", "stddev", "variance", "percentile_cont", "percentile_disc", "mode",
-    "approx_count_distinct",
+    "approx_count_distinct", "json_object_agg", "jsonb_object_agg",
 ];
 
 /// True when `e` is a call of an aggregate function (possibly cast or parenthesized).
