@@ -192,6 +192,27 @@ pub fn parse_duration(v: &str, bare_seconds: bool) -> Option<std::time::Duration
     std::time::Duration::try_from_secs_f64(secs).ok()
 }
 
+/// `v * factor` as PostgreSQL multiplies an interval: fractional months spill into days (30 to
+/// the month), fractional days into time (24 hours to the day), time kept to microseconds.
+pub fn scale(v: IntervalMonthDayNano, factor: f64) -> IntervalMonthDayNano {
+    let months = f64::from(v.months) * factor;
+    let whole_months = months.trunc();
+    let days = f64::from(v.days) * factor + (months - whole_months) * 30.0;
+    let whole_days = days.trunc();
+    let nanos = v.nanoseconds as f64 * factor + (days - whole_days) * 86_400e9;
+    let nanos = (nanos / 1_000.0).round() * 1_000.0;
+    IntervalMonthDayNano::new(whole_months as i32, whole_days as i32, nanos as i64)
+}
+
+/// The interval of field-wise sums (what `sum(interval)` adds up), or `22008` when a field
+/// leaves an interval's range, as in PostgreSQL.
+pub fn from_sums(months: i64, days: i64, nanos: i128) -> Result<IntervalMonthDayNano> {
+    match (i32::try_from(months), i32::try_from(days), i64::try_from(nanos)) {
+        (Ok(m), Ok(d), Ok(n)) => Ok(IntervalMonthDayNano::new(m, d, n)),
+        _ => Err(user_err!(sqlstate::DATETIME_FIELD_OVERFLOW, "interval out of range")),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

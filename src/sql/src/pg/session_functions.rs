@@ -200,7 +200,7 @@ pub fn register_test_functions(ctx: &SessionContext) {
 /// month) and time, as in PostgreSQL (`'1 mon' * 1.5` is `1 mon 15 days`).
 fn register_interval_arithmetic(ctx: &SessionContext) {
     use arrow::array::{Array, AsArray, IntervalMonthDayNanoArray};
-    use arrow::datatypes::{IntervalMonthDayNano, IntervalMonthDayNanoType};
+    use arrow::datatypes::IntervalMonthDayNanoType;
     for (name, divide) in [("eddy_interval_mul", false), ("eddy_interval_div", true)] {
         let body = move |args: &[ColumnarValue], rows: usize| -> DfResult<ColumnarValue> {
             let iv = arrow::compute::cast(&args[0].to_array(rows)?, &DataType::Interval(arrow::datatypes::IntervalUnit::MonthDayNano))?;
@@ -220,15 +220,7 @@ fn register_interval_arithmetic(ctx: &SessionContext) {
                 } else {
                     f.value(i)
                 };
-                let v = iv.value(i);
-                let months = v.months as f64 * factor;
-                let whole_months = months.trunc();
-                let days = v.days as f64 * factor + (months - whole_months) * 30.0;
-                let whole_days = days.trunc();
-                let nanos = v.nanoseconds as f64 * factor + (days - whole_days) * 86_400e9;
-                // PostgreSQL keeps microseconds.
-                let nanos = (nanos / 1_000.0).round() * 1_000.0;
-                out.push(Some(IntervalMonthDayNano::new(whole_months as i32, whole_days as i32, nanos as i64)));
+                out.push(Some(eddy_common::interval::scale(iv.value(i), factor)));
             }
             Ok(ColumnarValue::Array(Arc::new(out.into_iter().collect::<IntervalMonthDayNanoArray>())))
         };

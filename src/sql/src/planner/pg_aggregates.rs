@@ -11,6 +11,11 @@
 //! for averages from 1 to 9999, more below, fewer above); a column here has one scale, 16 (or
 //! the input's, if larger), which matches PostgreSQL's text for averages from 1 to 9999.
 //!
+//! * `sum(interval)` and `avg(interval)`, which DataFusion lacks: `sum` and `avg` are
+//!   registered as [`SumAvg`], DataFusion's own for every other type; over intervals, field-wise
+//!   sums (an error when a field overflows, as in PostgreSQL), the average dividing them as
+//!   PostgreSQL divides an interval.
+//!
 //! An analyzer rule, run before type coercion (which then fits the expressions above an
 //! aggregation to the new types), so it sees the argument types as written.
 
@@ -158,6 +163,9 @@ pub fn register(ctx: &datafusion::prelude::SessionContext) {
     for f in [datafusion::functions_aggregate::array_agg::array_agg_udaf(), datafusion::functions_aggregate::string_agg::string_agg_udaf()] {
         ctx.register_udaf(datafusion::logical_expr::AggregateUDF::new_from_impl(NoReverse(f.as_ref().clone())));
     }
+    for (avg, f) in [(false, datafusion::functions_aggregate::sum::sum_udaf()), (true, datafusion::functions_aggregate::average::avg_udaf())] {
+        ctx.register_udaf(datafusion::logical_expr::AggregateUDF::new_from_impl(SumAvg { avg, inner: f.as_ref().clone(), signature: datafusion::logical_expr::Signature::user_defined(datafusion::logical_expr::Volatility::Immutable) }));
+    }
 }
 
 mod no_reverse {
@@ -224,6 +232,175 @@ mod no_reverse {
         }
         fn documentation(&self) -> Option<&Documentation> {
             self.0.documentation()
+        }
+    }
+}
+
+/// `sum` / `avg`: DataFusion's, and over intervals months, days and nanoseconds summed apart
+/// (views keep the same sums, `hash_agg`'s `SumInterval`).
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct SumAvg {
+    /// The average rather than the sum.
+    avg: bool,
+    /// DataFusion's function, for every other type.
+    inner: datafusion::logical_expr::AggregateUDF,
+    signature: datafusion::logical_expr::Signature,
+}
+
+mod interval_sum {
+    use super::SumAvg;
+    use datafusion::logical_expr::utils::AggregateOrderSensitivity;
+    use datafusion::logical_expr::{Documentation, GroupsAccumulator, ReversedUDAF};
+    use arrow::array::{Array, ArrayRef, AsArray};
+    use arrow::datatypes::{DataType, Field, FieldRef, IntervalMonthDayNanoType, IntervalUnit};
+    use datafusion::common::Result as DfResult;
+    use datafusion::error::DataFusionError;
+    use datafusion::logical_expr::function::{AccumulatorArgs, StateFieldsArgs};
+    use datafusion::logical_expr::{Accumulator, AggregateUDFImpl, Signature};
+    use datafusion::scalar::ScalarValue;
+    use std::sync::Arc;
+
+    fn is_interval(t: &DataType) -> bool {
+        matches!(t, DataType::Interval(_))
+    }
+
+    impl AggregateUDFImpl for SumAvg {
+        fn name(&self) -> &str {
+            self.inner.name()
+        }
+        fn aliases(&self) -> &[String] {
+            self.inner.aliases()
+        }
+        fn signature(&self) -> &Signature {
+            &self.signature
+        }
+        fn coerce_types(&self, args: &[DataType]) -> DfResult<Vec<DataType>> {
+            if let [t] = args {
+                if is_interval(t) {
+                    return Ok(vec![DataType::Interval(IntervalUnit::MonthDayNano)]);
+                }
+            }
+            let fields: Vec<FieldRef> = args.iter().map(|t| Arc::new(Field::new("x", t.clone(), true))).collect();
+            let coerced = datafusion::logical_expr::type_coercion::functions::fields_with_udf(&fields, &self.inner)?;
+            Ok(coerced.iter().map(|f| f.data_type().clone()).collect())
+        }
+        fn return_type(&self, args: &[DataType]) -> DfResult<DataType> {
+            match args {
+                [t] if is_interval(t) => Ok(DataType::Interval(IntervalUnit::MonthDayNano)),
+                _ => self.inner.return_type(args),
+            }
+        }
+        fn groups_accumulator_supported(&self, args: AccumulatorArgs) -> bool {
+            !is_interval(args.expr_fields[0].data_type()) && self.inner.groups_accumulator_supported(args)
+        }
+        fn create_groups_accumulator(&self, args: AccumulatorArgs) -> DfResult<Box<dyn GroupsAccumulator>> {
+            self.inner.create_groups_accumulator(args)
+        }
+        fn create_sliding_accumulator(&self, args: AccumulatorArgs) -> DfResult<Box<dyn Accumulator>> {
+            if is_interval(args.expr_fields[0].data_type()) {
+                return self.accumulator(args);
+            }
+            self.inner.create_sliding_accumulator(args)
+        }
+        fn reverse_expr(&self) -> ReversedUDAF {
+            ReversedUDAF::Identical
+        }
+        fn order_sensitivity(&self) -> AggregateOrderSensitivity {
+            self.inner.order_sensitivity()
+        }
+        fn default_value(&self, t: &DataType) -> DfResult<ScalarValue> {
+            self.inner.default_value(t)
+        }
+        fn documentation(&self) -> Option<&Documentation> {
+            self.inner.documentation()
+        }
+        fn state_fields(&self, args: StateFieldsArgs) -> DfResult<Vec<FieldRef>> {
+            if !is_interval(args.input_fields[0].data_type()) {
+                return self.inner.state_fields(args);
+            }
+            Ok(["months", "days", "nanos", "n"]
+                .iter()
+                .map(|f| {
+                    let t = if *f == "nanos" { DataType::Decimal128(38, 0) } else { DataType::Int64 };
+                    Arc::new(Field::new(format!("{}[{f}]", args.name), t, true))
+                })
+                .collect())
+        }
+        fn accumulator(&self, args: AccumulatorArgs) -> DfResult<Box<dyn Accumulator>> {
+            if !is_interval(args.expr_fields[0].data_type()) {
+                return self.inner.accumulator(args);
+            }
+            if args.is_distinct {
+                return Err(DataFusionError::NotImplemented(format!("{}(DISTINCT interval)", self.inner.name())));
+            }
+            Ok(Box::new(Sums { avg: self.avg, months: 0, days: 0, nanos: 0, n: 0 }))
+        }
+    }
+
+    #[derive(Debug)]
+    struct Sums {
+        avg: bool,
+        months: i64,
+        days: i64,
+        nanos: i128,
+        n: i64,
+    }
+
+    impl Sums {
+        fn add(&mut self, values: &ArrayRef, sign: i64) {
+            let v = values.as_primitive::<IntervalMonthDayNanoType>();
+            for x in v.iter().flatten() {
+                self.months += sign * i64::from(x.months);
+                self.days += sign * i64::from(x.days);
+                self.nanos += i128::from(sign) * i128::from(x.nanoseconds);
+                self.n += sign;
+            }
+        }
+    }
+
+    impl Accumulator for Sums {
+        fn update_batch(&mut self, values: &[ArrayRef]) -> DfResult<()> {
+            self.add(&values[0], 1);
+            Ok(())
+        }
+        fn retract_batch(&mut self, values: &[ArrayRef]) -> DfResult<()> {
+            self.add(&values[0], -1);
+            Ok(())
+        }
+        fn supports_retract_batch(&self) -> bool {
+            true
+        }
+        fn merge_batch(&mut self, states: &[ArrayRef]) -> DfResult<()> {
+            let ints = |i: usize| states[i].as_primitive::<arrow::datatypes::Int64Type>().clone();
+            let (months, days, n) = (ints(0), ints(1), ints(3));
+            let nanos = states[2].as_primitive::<arrow::datatypes::Decimal128Type>();
+            for row in 0..n.len() {
+                if n.is_valid(row) {
+                    self.months += months.value(row);
+                    self.days += days.value(row);
+                    self.nanos += nanos.value(row);
+                    self.n += n.value(row);
+                }
+            }
+            Ok(())
+        }
+        fn state(&mut self) -> DfResult<Vec<ScalarValue>> {
+            Ok(vec![
+                ScalarValue::Int64(Some(self.months)),
+                ScalarValue::Int64(Some(self.days)),
+                ScalarValue::Decimal128(Some(self.nanos), 38, 0),
+                ScalarValue::Int64(Some(self.n)),
+            ])
+        }
+        fn evaluate(&mut self) -> DfResult<ScalarValue> {
+            if self.n == 0 {
+                return Ok(ScalarValue::IntervalMonthDayNano(None));
+            }
+            let sum = eddy_common::interval::from_sums(self.months, self.days, self.nanos).map_err(|e| DataFusionError::External(Box::new(e)))?;
+            Ok(ScalarValue::IntervalMonthDayNano(Some(if self.avg { eddy_common::interval::scale(sum, 1.0 / self.n as f64) } else { sum })))
+        }
+        fn size(&self) -> usize {
+            std::mem::size_of_val(self)
         }
     }
 }

@@ -103,6 +103,8 @@ enum Acc {
     SumFloat { sum: f64, n: i64, nan: i64, pos_inf: i64, neg_inf: i64 },
     /// Multiset of encoded values with multiplicities.
     Values(BTreeMap<Vec<u8>, i64>),
+    /// Interval sum: months, days and nanoseconds summed apart, with the non-null count.
+    SumInterval { months: i64, days: i64, nanos: i128, n: i64 },
     Bools { trues: i64, falses: i64 },
     /// Sums of `x - shift` and of its square over the non-null values, `shift` being the first
     /// value the group saw (keeps the variance accurate for large values; fixed, so retraction
@@ -189,6 +191,7 @@ fn initial_acc(kind: &AggKind, arg_type: Option<&DataType>) -> Acc {
     match kind {
         AggKind::CountStar | AggKind::Count => Acc::Count(0),
         AggKind::Sum | AggKind::Avg => match arg_type {
+            Some(DataType::Interval(_)) => Acc::SumInterval { months: 0, days: 0, nanos: 0, n: 0 },
             Some(DataType::Float16 | DataType::Float32 | DataType::Float64) => Acc::SumFloat { sum: 0.0, n: 0, nan: 0, pos_inf: 0, neg_inf: 0 },
             _ => Acc::SumInt { sum: 0, n: 0 },
         },
@@ -419,7 +422,12 @@ impl HashAgg {
         let v = match (&call.kind, acc) {
             (AggKind::CountStar | AggKind::Count, Acc::Count(c)) => ScalarValue::Int64(Some(*c)),
             (AggKind::CountDistinct, Acc::Values(m)) => ScalarValue::Int64(Some(m.len() as i64)),
-            (_, Acc::SumInt { n: 0, .. } | Acc::SumFloat { n: 0, .. }) => null(),
+            (_, Acc::SumInt { n: 0, .. } | Acc::SumFloat { n: 0, .. } | Acc::SumInterval { n: 0, .. }) => null(),
+            (AggKind::Sum | AggKind::Avg, &Acc::SumInterval { months, days, nanos, n }) => {
+                let sum = eddy_common::interval::from_sums(months, days, nanos)?;
+                let v = if call.kind == AggKind::Avg { eddy_common::interval::scale(sum, 1.0 / n as f64) } else { sum };
+                ScalarValue::IntervalMonthDayNano(Some(v))
+            }
             (AggKind::Sum, &Acc::SumFloat { sum, nan, pos_inf, neg_inf, .. }) => ScalarValue::Float64(Some(float_total(sum, nan, pos_inf, neg_inf))),
             (AggKind::Avg, &Acc::SumFloat { sum, n, nan, pos_inf, neg_inf }) => {
                 ScalarValue::Float64(Some(float_total(sum, nan, pos_inf, neg_inf) / n as f64))
@@ -761,6 +769,8 @@ enum ArgInput {
     Float(arrow::array::Float64Array),
     /// Booleans.
     Bool(arrow::array::BooleanArray),
+    /// Intervals.
+    Interval(arrow::array::IntervalMonthDayNanoArray),
     /// Encoded values for multiset accumulators, with the input's null mask.
     Encoded(arrow::row::Rows, ArrayRef),
     /// Anything else only needs its null mask (`count(x)`).
@@ -779,6 +789,11 @@ impl ArgInput {
                 ArgInput::Float(arrow::compute::cast(&arr, &DataType::Float64)?.as_primitive::<arrow::datatypes::Float64Type>().clone())
             }
             (AggKind::Sum | AggKind::Avg, None) => match ty {
+                Some(DataType::Interval(_)) => ArgInput::Interval(
+                    arrow::compute::cast(&arr, &DataType::Interval(arrow::datatypes::IntervalUnit::MonthDayNano))?
+                        .as_primitive::<arrow::datatypes::IntervalMonthDayNanoType>()
+                        .clone(),
+                ),
                 Some(DataType::Float16 | DataType::Float32 | DataType::Float64) => {
                     ArgInput::Float(arrow::compute::cast(&arr, &DataType::Float64)?.as_primitive::<arrow::datatypes::Float64Type>().clone())
                 }
@@ -846,6 +861,15 @@ impl ArgInput {
                             *c += sign;
                         }
                     }
+                    *n += sign;
+                }
+            }
+            (ArgInput::Interval(a), Acc::SumInterval { months, days, nanos, n }) => {
+                if a.is_valid(row) {
+                    let x = a.value(row);
+                    *months += sign * i64::from(x.months);
+                    *days += sign * i64::from(x.days);
+                    *nanos += i128::from(sign) * i128::from(x.nanoseconds);
                     *n += sign;
                 }
             }
