@@ -10,6 +10,7 @@ use std::sync::Arc;
 use arrow::array::{Array, AsArray, Int64Array, StructArray};
 use arrow::datatypes::{DataType, Field, Fields};
 use datafusion::error::Result as DfResult;
+use datafusion::logical_expr::{ColumnarValue, Signature, Volatility};
 use datafusion::scalar::ScalarValue;
 use eddy_common::error::sqlstate;
 
@@ -255,10 +256,9 @@ fn list_len(v: Option<&ScalarValue>) -> Option<usize> {
 /// Arrays, JSON and session functions.
 fn register_misc(r: &Registrar<'_>) {
     // The SQL name of the argument's type (PostgreSQL returns regtype, shown as this name).
-    r.any("pg_typeof", DataType::Utf8, |_, a| {
-        let name = a.first().map(|v| pg_type_name(&v.data_type())).unwrap_or_else(|| "unknown".to_string());
-        Ok(text(Some(name)))
-    });
+    r.ctx.register_udf(datafusion::logical_expr::ScalarUDF::new_from_impl(PgTypeof {
+        signature: Signature::any(1, Volatility::Immutable),
+    }));
     r.any("current_schemas", DataType::new_list(DataType::Utf8, true), |cx, a| {
         let mut schemas = Vec::new();
         if bool_arg(a.first()).unwrap_or(false) {
@@ -320,6 +320,33 @@ fn json_value(v: Option<&ScalarValue>) -> serde_json::Value {
 }
 
 /// PostgreSQL's name for values of Arrow type `dt`.
+/// `pg_typeof(x)`: the type PostgreSQL would name for `x`, from its field (so a jsonb value
+/// says jsonb, as its RowDescription does), one constant per call.
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct PgTypeof {
+    signature: Signature,
+}
+
+impl datafusion::logical_expr::ScalarUDFImpl for PgTypeof {
+    fn name(&self) -> &str {
+        "pg_typeof"
+    }
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+    fn return_type(&self, _args: &[DataType]) -> DfResult<DataType> {
+        Ok(DataType::Utf8)
+    }
+    fn invoke_with_args(&self, args: datafusion::logical_expr::ScalarFunctionArgs) -> DfResult<ColumnarValue> {
+        let name = match args.arg_fields.first() {
+            Some(f) if eddy_common::types::ColumnType::from_arrow_field(f) == Some(eddy_common::types::ColumnType::Jsonb) => "jsonb".to_string(),
+            Some(f) => pg_type_name(f.data_type()),
+            None => "unknown".to_string(),
+        };
+        Ok(ColumnarValue::Scalar(ScalarValue::Utf8(Some(name))))
+    }
+}
+
 fn pg_type_name(dt: &DataType) -> String {
     match dt {
         DataType::Null => "unknown".to_string(),
