@@ -85,6 +85,13 @@ def run_psycopg():
             with conn.cursor(binary=binary) as cur:
                 cur.execute("SELECT lists, med, ends FROM py3_json_mv")
                 assert cur.fetchone() == ([[1, None], [1, None]], 0.5, [1.0, 0.0]), binary
+        # jsonb operators give jsonb (decoded) for -> and #>, text for ->> and #>>, as in PostgreSQL.
+        conn.execute("CREATE TABLE py3_j (id INT PRIMARY KEY, j JSONB)")
+        conn.execute("""INSERT INTO py3_j VALUES (1, '{"a": {"b": [1, 2]}, "s": "x"}')""")
+        for binary in (False, True):
+            with conn.cursor(binary=binary) as cur:
+                cur.execute("SELECT j -> 'a', j ->> 's', j #> '{a,b}', j #>> '{a,b}' FROM py3_j")
+                assert cur.fetchone() == ({"b": [1, 2]}, "x", [1, 2], "[1, 2]"), binary
     print("psycopg ok")
 
 

@@ -237,6 +237,15 @@ fn register_interval_arithmetic(ctx: &SessionContext) {
 /// The jsonb operators (`->`, `->>`, `#>`, `#>>`, `@>`, `<@`, `?`, which the rewrite turns into
 /// `eddy_jsonb_*` calls) and functions, over jsonb text.
 fn register_jsonb(ctx: &SessionContext) {
+    // `->` and `#>` give jsonb, `->>` and `#>>` text.
+    fn register_result(ctx: &SessionContext, name: &str, text: bool, body: Arc<crate::planner::udf::Body>) {
+        let signature = Signature::any(2, Volatility::Immutable);
+        if text {
+            register(ctx, name, signature, DataType::Utf8, body);
+        } else {
+            crate::planner::udf::register_jsonb(ctx, name, signature, body);
+        }
+    }
     use arrow::array::{Array, AsArray, BooleanArray, Int64Array, StringArray};
     use crate::planner::jsonb;
     fn strings(v: &ColumnarValue, rows: usize) -> DfResult<StringArray> {
@@ -259,7 +268,7 @@ fn register_jsonb(ctx: &SessionContext) {
                 .collect();
             Ok(ColumnarValue::Array(Arc::new(out)))
         };
-        register(ctx, name, Signature::any(2, Volatility::Immutable), DataType::Utf8, Arc::new(body));
+        register_result(ctx, name, text, Arc::new(body));
     }
     for (name, text) in [("eddy_jsonb_path", false), ("eddy_jsonb_path_text", true)] {
         let body = move |args: &[ColumnarValue], rows: usize| -> DfResult<ColumnarValue> {
@@ -292,7 +301,7 @@ fn register_jsonb(ctx: &SessionContext) {
                 .collect::<DfResult<_>>()?;
             Ok(ColumnarValue::Array(Arc::new(out)))
         };
-        register(ctx, name, Signature::any(2, Volatility::Immutable), DataType::Utf8, Arc::new(body));
+        register_result(ctx, name, text, Arc::new(body));
     }
     type JsonbTest = fn(&str, &str) -> Option<bool>;
     let tests: [(&str, JsonbTest); 2] =

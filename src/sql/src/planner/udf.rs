@@ -18,6 +18,8 @@ struct FnUdf {
     name: String,
     signature: Signature,
     ret: DataType,
+    /// The result is jsonb (a `Utf8` field marked so): clients see jsonb.
+    jsonb: bool,
     body: Arc<Body>,
 }
 
@@ -51,6 +53,13 @@ impl ScalarUDFImpl for FnUdf {
     fn return_type(&self, _args: &[DataType]) -> DfResult<DataType> {
         Ok(self.ret.clone())
     }
+    fn return_field_from_args(&self, _args: datafusion::logical_expr::ReturnFieldArgs) -> DfResult<arrow::datatypes::FieldRef> {
+        Ok(Arc::new(if self.jsonb {
+            eddy_common::ColumnType::Jsonb.to_field(&self.name, true)
+        } else {
+            arrow::datatypes::Field::new(&self.name, self.ret.clone(), true)
+        }))
+    }
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
         (self.body)(&args.args, args.number_rows)
     }
@@ -58,7 +67,12 @@ impl ScalarUDFImpl for FnUdf {
 
 /// A closure-defined scalar function.
 pub(crate) fn closure_udf(name: &str, signature: Signature, ret: DataType, body: Arc<Body>) -> ScalarUDF {
-    ScalarUDF::new_from_impl(FnUdf { name: name.to_string(), signature, ret, body })
+    ScalarUDF::new_from_impl(FnUdf { name: name.to_string(), signature, ret, jsonb: false, body })
+}
+
+/// Registers a closure-defined scalar function whose text result is jsonb.
+pub(crate) fn register_jsonb(ctx: &SessionContext, name: &str, signature: Signature, body: Arc<Body>) {
+    ctx.register_udf(ScalarUDF::new_from_impl(FnUdf { name: name.to_string(), signature, ret: DataType::Utf8, jsonb: true, body }));
 }
 
 /// Registers a closure-defined scalar function on `ctx`.
