@@ -294,29 +294,8 @@ fn register_misc(r: &Registrar<'_>) {
         )?;
         Ok(ScalarValue::List(Arc::new(list)))
     });
-    r.any("json_build_object", DataType::Utf8, |_, a| {
-        let mut obj = serde_json::Map::new();
-        for pair in a.chunks(2) {
-            let key = text_arg(pair.first()).unwrap_or_default();
-            obj.insert(key, json_value(pair.get(1)));
-        }
-        Ok(text(Some(serde_json::Value::Object(obj).to_string())))
-    });
     r.nullary("pg_is_in_recovery", DataType::Boolean, |_, _| Ok(ScalarValue::Boolean(Some(false))));
     r.nullary("pg_postmaster_start_time", DataType::Utf8, |_, _| Ok(text(None)));
-}
-
-fn json_value(v: Option<&ScalarValue>) -> serde_json::Value {
-    match v {
-        None => serde_json::Value::Null,
-        Some(s) if s.is_null() => serde_json::Value::Null,
-        Some(ScalarValue::Boolean(Some(b))) => serde_json::Value::Bool(*b),
-        Some(s) if s.data_type().is_integer() => int_arg(Some(s)).map(serde_json::Value::from).unwrap_or(serde_json::Value::Null),
-        Some(s) if s.data_type().is_floating() => {
-            s.to_string().parse::<f64>().ok().map(serde_json::Value::from).unwrap_or(serde_json::Value::Null)
-        }
-        Some(s) => serde_json::Value::String(text_arg(Some(s)).unwrap_or_default()),
-    }
 }
 
 /// PostgreSQL's name for values of Arrow type `dt`.

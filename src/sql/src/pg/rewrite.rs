@@ -13,6 +13,7 @@
 //! * `json_agg(x)` / `jsonb_agg(x)` → `eddy_json_agg(array_agg(to_json(x)), ..)` (see [`json_agg`]).
 //! * `json_object_agg(k, v)` / `jsonb_object_agg(k, v)` → the same over `array_agg` of pairs.
 //! * `approx_count_distinct(x)` → `count(DISTINCT x)` (exact).
+//! * `x::jsonb` / `x::json` → `eddy_jsonb_in(x)` / `eddy_json_in(x)` (validated, jsonb-typed).
 //! * Set-returning calls in a select list: `_pg_expandarray(a)` → `unnest(_pg_expandarray(a))`,
 //!   `generate_subscripts(a, 1)` → `unnest(range(1, cardinality(a) + 1))`.
 //! * Array text literals where an array is expected: `= ANY('{r,p}')`, `<> ALL('{..}')`,
@@ -523,6 +524,20 @@ fn rewrite_cast(expr: &Expr, data_type: &SqlType) -> Option<Expr> {
     }
     if let Some(reg) = reg_of(data_type) {
         return Some(call(reg.function(), vec![expr.clone()]));
+    }
+    // `::jsonb` validates and normalizes, `::json` validates (crate::planner::to_json).
+    let json = match data_type {
+        SqlType::JSONB => Some(true),
+        SqlType::JSON => Some(false),
+        SqlType::Custom(n, mods) if mods.is_empty() => match base_name(n).as_str() {
+            "jsonb" => Some(true),
+            "json" => Some(false),
+            _ => None,
+        },
+        _ => None,
+    };
+    if let Some(jsonb) = json {
+        return Some(call(if jsonb { "eddy_jsonb_in" } else { "eddy_json_in" }, vec![expr.clone()]));
     }
     if is_text_type(data_type) {
         if let Expr::Function(f) = expr {

@@ -34,6 +34,23 @@ pub fn register(ctx: &SessionContext) {
     for (name, jsonb) in [("eddy_json_object_agg", false), ("eddy_jsonb_object_agg", true)] {
         ctx.register_udf(ScalarUDF::new_from_impl(JsonFn { name, kind: JsonFnKind::ObjectAggFinal { jsonb }, signature: any(1) }));
     }
+    for (name, jsonb) in [("eddy_json_in", false), ("eddy_jsonb_in", true)] {
+        ctx.register_udf(ScalarUDF::new_from_impl(JsonFn { name, kind: JsonFnKind::Input { jsonb }, signature: any(1) }));
+    }
+    let variadic = || {
+        Signature::one_of(
+            vec![datafusion::logical_expr::TypeSignature::VariadicAny, datafusion::logical_expr::TypeSignature::Nullary],
+            Volatility::Immutable,
+        )
+    };
+    for (name, object, jsonb) in [
+        ("json_build_object", true, false),
+        ("jsonb_build_object", true, true),
+        ("json_build_array", false, false),
+        ("jsonb_build_array", false, true),
+    ] {
+        ctx.register_udf(ScalarUDF::new_from_impl(JsonFn { name, kind: JsonFnKind::Build { object, jsonb }, signature: variadic() }));
+    }
 }
 
 #[derive(Debug, PartialEq, Eq, Hash)]
@@ -45,6 +62,10 @@ enum JsonFnKind {
     AggFinal,
     /// `eddy_json[b]_object_agg(list of [key json, value json])`: [`object_agg_final`].
     ObjectAggFinal { jsonb: bool },
+    /// `x::jsonb` (validated and normalized; a jsonb value as it is) / `x::json` (validated).
+    Input { jsonb: bool },
+    /// `json[b]_build_object(k, v, ...)` / `json[b]_build_array(v, ...)`: [`build`].
+    Build { object: bool, jsonb: bool },
 }
 
 /// The functions of this module. Not closures: `to_json` reads its argument's field to tell a
@@ -71,6 +92,11 @@ impl ScalarUDFImpl for JsonFn {
     }
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
         let rows = args.number_rows;
+        if let JsonFnKind::Build { object, jsonb } = self.kind {
+            let arrays = args.args.iter().map(|a| a.to_array(rows)).collect::<DfResult<Vec<_>>>()?;
+            let out: StringArray = (0..rows).map(|i| build(&arrays, &args.arg_fields, i, object, jsonb).map(Some)).collect::<DfResult<_>>()?;
+            return Ok(ColumnarValue::Array(Arc::new(out)));
+        }
         let values = args.args[0].to_array(rows)?;
         let out: StringArray = match self.kind {
             JsonFnKind::ToJson { jsonb, agg_item } => {
@@ -96,6 +122,24 @@ impl ScalarUDFImpl for JsonFn {
                 (0..rows).map(|i| json_agg_final(&values, i, sort)).collect::<DfResult<_>>()?
             }
             JsonFnKind::ObjectAggFinal { jsonb } => (0..rows).map(|i| object_agg_final(&values, i, jsonb)).collect::<DfResult<_>>()?,
+            JsonFnKind::Build { .. } => unreachable!("handled above"),
+            JsonFnKind::Input { jsonb } => {
+                let already = args.arg_fields.first().is_some_and(|f| f.metadata().contains_key(JSONB_METADATA_KEY));
+                let texts = arrow::compute::cast(&values, &DataType::Utf8)?;
+                let texts = texts.as_string::<i32>();
+                texts
+                    .iter()
+                    .map(|t| match t {
+                        None => Ok(None),
+                        Some(t) if already => Ok(Some(t.to_string())),
+                        Some(t) if jsonb => super::jsonb::normalize(t).map(Some),
+                        Some(t) => serde_json::from_str::<serde_json::Value>(t)
+                            .map(|_| Some(t.to_string()))
+                            .map_err(|e| eddy_common::user_err!(eddy_common::error::sqlstate::INVALID_TEXT_REPRESENTATION, "invalid input syntax for type json: {e}")),
+                    })
+                    .collect::<eddy_common::Result<_>>()
+                    .map_err(|e| DataFusionError::External(Box::new(e)))?
+            }
         };
         Ok(ColumnarValue::Array(Arc::new(out)))
     }
@@ -287,6 +331,55 @@ fn json_agg_final(lists: &ArrayRef, row: usize, sort: Option<bool>) -> DfResult<
     Ok(Some(out))
 }
 
+/// Row `row` of `json[b]_build_object` (`object`) or `json[b]_build_array` over `arrays`: keys
+/// are their value's text (a NULL key is `22004`, an odd argument count `22023`), values as
+/// [`write_json`] writes them; objects as [`write_object`] writes them.
+fn build(arrays: &[ArrayRef], fields: &[FieldRef], row: usize, object: bool, jsonb: bool) -> DfResult<String> {
+    let err = |state, msg: String| DataFusionError::External(Box::new(eddy_common::user_err!(state, "{msg}")));
+    let json = |i: usize| -> DfResult<String> {
+        let field: FieldRef = fields.get(i).cloned().unwrap_or_else(|| Arc::new(Field::new("x", arrays[i].data_type().clone(), true)));
+        let mut s = String::new();
+        if !write_json(&arrays[i], row, &field, jsonb, &mut s).map_err(|e| DataFusionError::External(Box::new(e)))? {
+            s.push_str("null");
+        }
+        Ok(s)
+    };
+    if !object {
+        let items = (0..arrays.len()).map(json).collect::<DfResult<Vec<_>>>()?;
+        return Ok(format!("[{}]", items.join(", ")));
+    }
+    if !arrays.len().is_multiple_of(2) {
+        return Err(err(eddy_common::error::sqlstate::INVALID_PARAMETER_VALUE, "argument list must have even number of elements".into()));
+    }
+    let mut members = Vec::with_capacity(arrays.len() / 2);
+    for k in (0..arrays.len()).step_by(2) {
+        if arrays[k].is_null(row) {
+            return Err(err("22004", format!("argument {}: key must not be null", k + 1)));
+        }
+        let key = json(k)?;
+        let key = match serde_json::from_str::<serde_json::Value>(&key) {
+            Ok(serde_json::Value::String(s)) => s,
+            _ => key,
+        };
+        members.push((key, json(k + 1)?));
+    }
+    Ok(write_object(members, jsonb, " : "))
+}
+
+/// An object of `members`: json keeps every member in order, `{"k" : v, ...}` (`json_sep`
+/// between key and value: `" : "` for built objects); jsonb orders keys by length then bytes,
+/// keeps the last of duplicates and writes `{"k": v}`.
+fn write_object(mut members: Vec<(String, String)>, jsonb: bool, json_sep: &str) -> String {
+    if jsonb {
+        members.reverse();
+        members.sort_by(|a, b| a.0.len().cmp(&b.0.len()).then_with(|| a.0.as_bytes().cmp(b.0.as_bytes())));
+        members.dedup_by(|a, b| a.0 == b.0);
+    }
+    let sep = if jsonb { ": " } else { json_sep };
+    let body: Vec<String> = members.iter().map(|(k, v)| format!("{}{sep}{v}", quote(k))).collect();
+    format!("{{{}}}", body.join(", "))
+}
+
 /// The object of the `row`th list of `[key, value]` pairs (both JSON texts; a string key is its
 /// text, any other its JSON), as `json_object_agg` writes it (`{ "k" : v, ... }`, every pair in
 /// order) or `jsonb_object_agg` (`{"k": v}`, jsonb's key order, the last of duplicate keys).
@@ -317,15 +410,10 @@ fn object_agg_final(lists: &ArrayRef, row: usize, jsonb: bool) -> DfResult<Optio
         members.push((key, value));
     }
     if jsonb {
-        members.reverse();
-        members.sort_by(|a, b| a.0.len().cmp(&b.0.len()).then_with(|| a.0.as_bytes().cmp(b.0.as_bytes())));
-        members.dedup_by(|a, b| a.0 == b.0);
+        return Ok(Some(write_object(members, true, "")));
     }
-    let body: Vec<String> = members
-        .iter()
-        .map(|(k, v)| if jsonb { format!("{}: {v}", quote(k)) } else { format!("{} : {v}", quote(k)) })
-        .collect();
-    Ok(Some(if jsonb { format!("{{{}}}", body.join(", ")) } else { format!("{{ {} }}", body.join(", ")) }))
+    let body: Vec<String> = members.iter().map(|(k, v)| format!("{} : {v}", quote(k))).collect();
+    Ok(Some(format!("{{ {} }}", body.join(", "))))
 }
 
 /// The order of the SQL values behind two JSON values of the same kind: numbers by value,
