@@ -279,24 +279,7 @@ fn register_jsonb(ctx: &SessionContext) {
                     if doc.is_null(i) || paths.is_null(i) {
                         return Ok(None);
                     }
-                    let path: Vec<String> = match paths.data_type() {
-                        DataType::List(_) => {
-                            let items = paths.as_list::<i32>().value(i);
-                            let items = arrow::compute::cast(&items, &DataType::Utf8)?;
-                            items.as_string::<i32>().iter().map(|s| s.unwrap_or_default().to_string()).collect()
-                        }
-                        _ => {
-                            let text = arrow::compute::cast(&paths.slice(i, 1), &DataType::Utf8)?;
-                            let t = text.as_string::<i32>().value(0).to_string();
-                            // A malformed path is an error, as in PostgreSQL ("malformed array literal").
-                            eddy_common::text::parse_array_text(&t)
-                                .map_err(|e| DataFusionError::External(Box::new(e)))?
-                                .into_iter()
-                                .map(|s| s.unwrap_or_default())
-                                .collect()
-                        }
-                    };
-                    Ok(jsonb::get_path(doc.value(i), &path, text))
+                    Ok(jsonb::get_path(doc.value(i), &path_at(&paths, i)?, text))
                 })
                 .collect::<DfResult<_>>()?;
             Ok(ColumnarValue::Array(Arc::new(out)))
@@ -315,6 +298,70 @@ fn register_jsonb(ctx: &SessionContext) {
         };
         register(ctx, name, Signature::any(2, Volatility::Immutable), DataType::Boolean, Arc::new(body));
     }
+    // jsonb_extract_path(doc, VARIADIC keys) is `#>` with the keys as the path.
+    for (name, text) in [("jsonb_extract_path", false), ("json_extract_path", false), ("jsonb_extract_path_text", true), ("json_extract_path_text", true)] {
+        let body = move |args: &[ColumnarValue], rows: usize| -> DfResult<ColumnarValue> {
+            let doc = strings(&args[0], rows)?;
+            let keys = args[1..].iter().map(|a| strings(a, rows)).collect::<DfResult<Vec<_>>>()?;
+            let out: StringArray = (0..rows)
+                .map(|i| {
+                    if doc.is_null(i) || keys.iter().any(|k| k.is_null(i)) {
+                        return None;
+                    }
+                    let path: Vec<String> = keys.iter().map(|k| k.value(i).to_string()).collect();
+                    jsonb::get_path(doc.value(i), &path, text)
+                })
+                .collect();
+            Ok(ColumnarValue::Array(Arc::new(out)))
+        };
+        let signature = Signature::variadic_any(Volatility::Immutable);
+        if text {
+            register(ctx, name, signature, DataType::Utf8, Arc::new(body));
+        } else {
+            crate::planner::udf::register_jsonb(ctx, name, signature, Arc::new(body));
+        }
+    }
+    type JsonbMap = fn(&str) -> Option<String>;
+    let maps: [(&str, JsonbMap, bool); 3] =
+        [("jsonb_strip_nulls", jsonb::strip_nulls, true), ("json_strip_nulls", jsonb::strip_nulls, true), ("jsonb_pretty", jsonb::pretty, false)];
+    for (name, map, typed) in maps {
+        let body = move |args: &[ColumnarValue], rows: usize| -> DfResult<ColumnarValue> {
+            let a = strings(&args[0], rows)?;
+            let out: StringArray = (0..rows).map(|i| if a.is_null(i) { None } else { map(a.value(i)) }).collect();
+            Ok(ColumnarValue::Array(Arc::new(out)))
+        };
+        if typed {
+            crate::planner::udf::register_jsonb(ctx, name, Signature::any(1, Volatility::Immutable), Arc::new(body));
+        } else {
+            register(ctx, name, Signature::any(1, Volatility::Immutable), DataType::Utf8, Arc::new(body));
+        }
+    }
+    let set = |args: &[ColumnarValue], rows: usize| -> DfResult<ColumnarValue> {
+        let (doc, paths, new) = (strings(&args[0], rows)?, args[1].to_array(rows)?, strings(&args[2], rows)?);
+        let create = match args.get(3) {
+            Some(c) => Some(arrow::compute::cast(&c.to_array(rows)?, &DataType::Boolean)?.as_boolean().clone()),
+            None => None,
+        };
+        let out: StringArray = (0..rows)
+            .map(|i| -> DfResult<Option<String>> {
+                if doc.is_null(i) || paths.is_null(i) || new.is_null(i) || create.as_ref().is_some_and(|c| c.is_null(i)) {
+                    return Ok(None);
+                }
+                let create = create.as_ref().is_none_or(|c| c.value(i));
+                jsonb::set(doc.value(i), &path_at(&paths, i)?, new.value(i), create).map_err(|e| DataFusionError::External(Box::new(e)))
+            })
+            .collect::<DfResult<_>>()?;
+        Ok(ColumnarValue::Array(Arc::new(out)))
+    };
+    crate::planner::udf::register_jsonb(
+        ctx,
+        "jsonb_set",
+        Signature::one_of(
+            vec![datafusion::logical_expr::TypeSignature::Any(3), datafusion::logical_expr::TypeSignature::Any(4)],
+            Volatility::Immutable,
+        ),
+        Arc::new(set),
+    );
     for name in ["jsonb_typeof", "json_typeof"] {
         let body = |args: &[ColumnarValue], rows: usize| -> DfResult<ColumnarValue> {
             let a = strings(&args[0], rows)?;
@@ -331,6 +378,27 @@ fn register_jsonb(ctx: &SessionContext) {
         };
         register(ctx, name, Signature::any(1, Volatility::Immutable), DataType::Int64, Arc::new(body));
     }
+}
+
+/// Row `i` of a path argument: a `text[]` value or its `'{a,b}'` text (malformed text is an
+/// error, as in PostgreSQL's "malformed array literal").
+fn path_at(paths: &arrow::array::ArrayRef, i: usize) -> DfResult<Vec<String>> {
+    Ok(match paths.data_type() {
+        DataType::List(_) => {
+            let items = paths.as_list::<i32>().value(i);
+            let items = arrow::compute::cast(&items, &DataType::Utf8)?;
+            items.as_string::<i32>().iter().map(|s| s.unwrap_or_default().to_string()).collect()
+        }
+        _ => {
+            let text = arrow::compute::cast(&paths.slice(i, 1), &DataType::Utf8)?;
+            let t = text.as_string::<i32>().value(0).to_string();
+            eddy_common::text::parse_array_text(&t)
+                .map_err(|e| DataFusionError::External(Box::new(e)))?
+                .into_iter()
+                .map(|s| s.unwrap_or_default())
+                .collect()
+        }
+    })
 }
 
 /// `format(fmt, args...)`: `%s` (text; NULL is empty), `%I` (identifier, quoted when needed),

@@ -95,6 +95,107 @@ pub fn get_path(doc: &str, path: &[String], text: bool) -> Option<String> {
     if text { as_text(cur) } else { Some(as_jsonb(cur)) }
 }
 
+/// `jsonb_strip_nulls(doc)`: object members whose value is null removed, at every depth
+/// (array elements stay).
+pub fn strip_nulls(doc: &str) -> Option<String> {
+    fn strip(v: &mut Value) {
+        match v {
+            Value::Object(m) => {
+                m.retain(|_, x| !x.is_null());
+                m.values_mut().for_each(strip);
+            }
+            Value::Array(a) => a.iter_mut().for_each(strip),
+            _ => {}
+        }
+    }
+    let mut v: Value = serde_json::from_str(doc).ok()?;
+    strip(&mut v);
+    Some(as_jsonb(&v))
+}
+
+/// `jsonb_pretty(doc)`: one member or element per line, indented by four spaces.
+pub fn pretty(doc: &str) -> Option<String> {
+    fn write(v: &Value, depth: usize, out: &mut String) {
+        let pad = |d: usize| "    ".repeat(d);
+        match v {
+            Value::Object(m) => {
+                let mut keys: Vec<&String> = m.keys().collect();
+                keys.sort_by(|a, b| a.len().cmp(&b.len()).then_with(|| a.as_bytes().cmp(b.as_bytes())));
+                out.push_str("{\n");
+                for (i, k) in keys.iter().enumerate() {
+                    out.push_str(&pad(depth + 1));
+                    out.push_str(&Value::String((*k).clone()).to_string());
+                    out.push_str(": ");
+                    write(&m[k.as_str()], depth + 1, out);
+                    out.push_str(if i + 1 < keys.len() { ",\n" } else { "\n" });
+                }
+                out.push_str(&pad(depth));
+                out.push('}');
+            }
+            Value::Array(a) => {
+                out.push_str("[\n");
+                for (i, x) in a.iter().enumerate() {
+                    out.push_str(&pad(depth + 1));
+                    write(x, depth + 1, out);
+                    out.push_str(if i + 1 < a.len() { ",\n" } else { "\n" });
+                }
+                out.push_str(&pad(depth));
+                out.push(']');
+            }
+            other => write_value(other, out),
+        }
+    }
+    let v: Value = serde_json::from_str(doc).ok()?;
+    let mut out = String::new();
+    write(&v, 0, &mut out);
+    Some(out)
+}
+
+/// `jsonb_set(doc, path, new, create_missing)`: `doc` with the value at `path` replaced by
+/// `new`; a missing last step is added when `create_missing` (an array index past either end
+/// adds at that end). A path through a scalar or a missing inner step leaves `doc` unchanged.
+pub fn set(doc: &str, path: &[String], new: &str, create_missing: bool) -> Result<Option<String>> {
+    let parse = |t: &str| -> Result<Value> {
+        serde_json::from_str(t).map_err(|e| user_err!(sqlstate::INVALID_TEXT_REPRESENTATION, "invalid input syntax for type json: {e}"))
+    };
+    let (mut v, new) = (parse(doc)?, parse(new)?);
+    fn go(cur: &mut Value, path: &[String], new: Value, create: bool) {
+        let Some((key, rest)) = path.split_first() else { return };
+        match cur {
+            Value::Object(m) => {
+                if rest.is_empty() {
+                    if create || m.contains_key(key) {
+                        m.insert(key.clone(), new);
+                    }
+                } else if let Some(next) = m.get_mut(key) {
+                    go(next, rest, new, create);
+                }
+            }
+            Value::Array(a) => {
+                let Ok(i) = key.parse::<i64>() else { return };
+                let len = a.len() as i64;
+                let at = if i < 0 { len + i } else { i };
+                if (0..len).contains(&at) {
+                    if rest.is_empty() {
+                        a[at as usize] = new;
+                    } else {
+                        go(&mut a[at as usize], rest, new, create);
+                    }
+                } else if rest.is_empty() && create {
+                    if at < 0 {
+                        a.insert(0, new);
+                    } else {
+                        a.push(new);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    go(&mut v, path, new, create_missing);
+    Ok(Some(as_jsonb(&v)))
+}
+
 /// `a @> b`: `b`'s structure is contained in `a` (PostgreSQL's jsonb containment).
 pub fn contains(a: &str, b: &str) -> Option<bool> {
     fn within(a: &Value, b: &Value, top: bool) -> bool {
