@@ -95,6 +95,29 @@ pub fn get_path(doc: &str, path: &[String], text: bool) -> Option<String> {
     if text { as_text(cur) } else { Some(as_jsonb(cur)) }
 }
 
+/// `a || b` of two jsonb values: objects merge (`b`'s members win), arrays concatenate, and a
+/// scalar or object beside an array (or two scalars) become elements of one array.
+pub fn concat(a: &str, b: &str) -> Option<String> {
+    let (a, b): (Value, Value) = (serde_json::from_str(a).ok()?, serde_json::from_str(b).ok()?);
+    let out = match (a, b) {
+        (Value::Object(mut x), Value::Object(y)) => {
+            x.extend(y);
+            Value::Object(x)
+        }
+        (Value::Array(mut x), Value::Array(y)) => {
+            x.extend(y);
+            Value::Array(x)
+        }
+        (Value::Array(mut x), y) => {
+            x.push(y);
+            Value::Array(x)
+        }
+        (x, Value::Array(y)) => Value::Array(std::iter::once(x).chain(y).collect()),
+        (x, y) => Value::Array(vec![x, y]),
+    };
+    Some(as_jsonb(&out))
+}
+
 /// `jsonb_strip_nulls(doc)`: object members whose value is null removed, at every depth
 /// (array elements stay).
 pub fn strip_nulls(doc: &str) -> Option<String> {

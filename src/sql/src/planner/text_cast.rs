@@ -3,7 +3,8 @@
 //!
 //! An analyzer rule, run after type coercion, turns casts to text of the types whose formats
 //! differ into `eddy_text(x)`, which uses the wire layer's text output. The same rule makes
-//! float `/` and `%` fail on a zero divisor (22012) instead of producing Infinity/NaN.
+//! float `/` and `%` fail on a zero divisor (22012) instead of producing Infinity/NaN, and
+//! turns `||` of jsonb values into jsonb concatenation (it needs the operands' fields).
 
 use std::sync::Arc;
 
@@ -11,7 +12,7 @@ use arrow::array::StringBuilder;
 use arrow::datatypes::{DataType, Field};
 use datafusion::common::config::ConfigOptions;
 use datafusion::common::tree_node::{Transformed, TreeNode};
-use datafusion::common::{DFSchema, Result as DfResult};
+use datafusion::common::{DFSchema, Result as DfResult, ScalarValue};
 use datafusion::logical_expr::{
     Cast, ColumnarValue, Expr, ExprSchemable, LogicalPlan, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature, TryCast,
     Volatility,
@@ -98,6 +99,20 @@ fn float_div(modulo: bool) -> ScalarUDF {
     crate::planner::udf::closure_udf(name, Signature::any(2, Volatility::Immutable), DataType::Float64, Arc::new(body))
 }
 
+/// `eddy_jsonb_concat(a, b)`: [`crate::planner::jsonb::concat`].
+fn jsonb_concat() -> ScalarUDF {
+    let body = |args: &[ColumnarValue], rows: usize| -> DfResult<ColumnarValue> {
+        use arrow::array::{Array, AsArray, StringArray};
+        let a = arrow::compute::cast(&args[0].to_array(rows)?, &DataType::Utf8)?;
+        let b = arrow::compute::cast(&args[1].to_array(rows)?, &DataType::Utf8)?;
+        let (a, b) = (a.as_string::<i32>(), b.as_string::<i32>());
+        let out: StringArray =
+            (0..rows).map(|i| if a.is_null(i) || b.is_null(i) { None } else { crate::planner::jsonb::concat(a.value(i), b.value(i)) }).collect();
+        Ok(ColumnarValue::Array(Arc::new(out)))
+    };
+    crate::planner::udf::jsonb_closure_udf("eddy_jsonb_concat", Signature::any(2, Volatility::Immutable), Arc::new(body))
+}
+
 /// `eddy_rint(x)`: `round(double precision)` as PostgreSQL computes it (`rint`: halves to even).
 fn rint() -> ScalarUDF {
     let body = |args: &[ColumnarValue], rows: usize| -> DfResult<ColumnarValue> {
@@ -134,6 +149,16 @@ fn rewrite(e: Expr, schema: &DFSchema, udf: &Arc<ScalarUDF>, div: &Arc<ScalarUDF
             }
         }
         if let Expr::BinaryExpr(b) = &e {
+            if b.op == datafusion::logical_expr::Operator::StringConcat {
+                // jsonb || jsonb (or an untyped literal) is jsonb concatenation, not text's.
+                let is_jsonb = |x: &Expr| x.to_field(schema).is_ok_and(|(_, f)| f.metadata().contains_key(eddy_common::JSONB_METADATA_KEY));
+                let literal = |x: &Expr| matches!(x, Expr::Literal(ScalarValue::Utf8(Some(t)), _) if serde_json::from_str::<serde_json::Value>(t).is_ok());
+                let (l, r) = (b.left.as_ref(), b.right.as_ref());
+                if (is_jsonb(l) && (is_jsonb(r) || literal(r))) || (literal(l) && is_jsonb(r)) {
+                    return Ok(Transformed::yes(jsonb_concat().call(vec![l.clone(), r.clone()])));
+                }
+                return Ok(Transformed::no(e));
+            }
             let f = match b.op {
                 datafusion::logical_expr::Operator::Divide => div,
                 datafusion::logical_expr::Operator::Modulo => rem,

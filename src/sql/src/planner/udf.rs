@@ -70,9 +70,14 @@ pub(crate) fn closure_udf(name: &str, signature: Signature, ret: DataType, body:
     ScalarUDF::new_from_impl(FnUdf { name: name.to_string(), signature, ret, jsonb: false, body })
 }
 
+/// A closure-defined scalar function whose text result is jsonb.
+pub(crate) fn jsonb_closure_udf(name: &str, signature: Signature, body: Arc<Body>) -> ScalarUDF {
+    ScalarUDF::new_from_impl(FnUdf { name: name.to_string(), signature, ret: DataType::Utf8, jsonb: true, body })
+}
+
 /// Registers a closure-defined scalar function whose text result is jsonb.
 pub(crate) fn register_jsonb(ctx: &SessionContext, name: &str, signature: Signature, body: Arc<Body>) {
-    ctx.register_udf(ScalarUDF::new_from_impl(FnUdf { name: name.to_string(), signature, ret: DataType::Utf8, jsonb: true, body }));
+    ctx.register_udf(jsonb_closure_udf(name, signature, body));
 }
 
 /// Registers a closure-defined scalar function on `ctx`.
