@@ -204,12 +204,36 @@ pub fn scale(v: IntervalMonthDayNano, factor: f64) -> IntervalMonthDayNano {
     IntervalMonthDayNano::new(whole_months as i32, whole_days as i32, nanos as i64)
 }
 
-/// The interval of field-wise sums (what `sum(interval)` adds up), or `22008` when a field
-/// leaves an interval's range, as in PostgreSQL.
-pub fn from_sums(months: i64, days: i64, nanos: i128) -> Result<IntervalMonthDayNano> {
-    match (i32::try_from(months), i32::try_from(days), i64::try_from(nanos)) {
-        (Ok(m), Ok(d), Ok(n)) => Ok(IntervalMonthDayNano::new(m, d, n)),
-        _ => Err(user_err!(sqlstate::DATETIME_FIELD_OVERFLOW, "interval out of range")),
+/// What `sum(interval)` / `avg(interval)` keep: months, days and nanoseconds summed apart (so
+/// retracting a value is exact), with the count of values.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct IntervalSums {
+    pub months: i64,
+    pub days: i64,
+    pub nanos: i128,
+    pub n: i64,
+}
+
+impl IntervalSums {
+    /// Adds `x` (`sign` 1) or takes it away (`sign` -1).
+    pub fn add(&mut self, x: IntervalMonthDayNano, sign: i64) {
+        self.months += sign * i64::from(x.months);
+        self.days += sign * i64::from(x.days);
+        self.nanos += i128::from(sign) * i128::from(x.nanoseconds);
+        self.n += sign;
+    }
+
+    /// The sum (`avg` false) or the average: NULL over no values, `22008` when a field of the
+    /// sum leaves an interval's range, as in PostgreSQL.
+    pub fn value(&self, avg: bool) -> Result<Option<IntervalMonthDayNano>> {
+        if self.n == 0 {
+            return Ok(None);
+        }
+        let sum = match (i32::try_from(self.months), i32::try_from(self.days), i64::try_from(self.nanos)) {
+            (Ok(m), Ok(d), Ok(n)) => IntervalMonthDayNano::new(m, d, n),
+            _ => return Err(user_err!(sqlstate::DATETIME_FIELD_OVERFLOW, "interval out of range")),
+        };
+        Ok(Some(if avg { scale(sum, 1.0 / self.n as f64) } else { sum }))
     }
 }
 

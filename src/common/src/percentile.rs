@@ -112,9 +112,9 @@ pub fn ordered_set_result(kind: OrderedSet, fractions: &Fractions, sorted: &Arra
     if sorted.is_empty() {
         return Ok(ScalarValue::try_from(output)?);
     }
+    let n = sorted.len();
     let pick = |p: Option<f64>| -> Result<ScalarValue> {
-        let n = sorted.len();
-        let (Some(p), true) = (p, n > 0) else { return Ok(ScalarValue::try_from(&value_type)?) };
+        let Some(p) = p else { return Ok(ScalarValue::try_from(&value_type)?) };
         let v = match kind {
             OrderedSet::Disc => ScalarValue::try_from_array(sorted, disc_row(p, n))?,
             OrderedSet::Cont => {
@@ -128,7 +128,8 @@ pub fn ordered_set_result(kind: OrderedSet, fractions: &Fractions, sorted: &Arra
                 let lo_v = at(lo)?;
                 ScalarValue::Float64(Some(if hi > lo { lerp(lo_v, at(hi)?, w) } else { lo_v }))
             }
-            OrderedSet::Mode => unreachable!("mode() has no fraction"),
+            // mode() takes no fraction; given one, it is still the mode.
+            OrderedSet::Mode => mode(sorted)?,
         };
         Ok(if v.data_type() == value_type { v } else { v.cast_to(&value_type)? })
     };
@@ -144,11 +145,8 @@ pub fn ordered_set_result(kind: OrderedSet, fractions: &Fractions, sorted: &Arra
     }
 }
 
-/// The most frequent of `sorted`'s values, the first in order among equals; NULL if empty.
+/// The most frequent of `sorted`'s (non-empty) values, the first in order among equals.
 fn mode(sorted: &ArrayRef) -> Result<ScalarValue> {
-    if sorted.is_empty() {
-        return Ok(ScalarValue::try_from(sorted.data_type())?);
-    }
     let conv = arrow::row::RowConverter::new(vec![arrow::row::SortField::new(sorted.data_type().clone())])?;
     let rows = conv.convert_columns(std::slice::from_ref(sorted))?;
     let (mut best, mut best_n, mut start) = (0, 0, 0);

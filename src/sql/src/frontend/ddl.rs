@@ -127,8 +127,13 @@ impl Session {
                     // RisingWave's processing-time column: when the row was written (the
                     // statement's time, as `DEFAULT now()`).
                     ColumnOption::Generated { generation_expr: Some(e), .. } => {
-                        let proctime = matches!(e, datafusion::sql::sqlparser::ast::Expr::Function(f)
-                            if f.name.to_string().eq_ignore_ascii_case("proctime") && f.args.to_string().trim_matches(['(', ')', ' ']).is_empty());
+                        use datafusion::sql::sqlparser::ast::{Expr as SqlExpr, FunctionArguments};
+                        let no_args = |a: &FunctionArguments| match a {
+                            FunctionArguments::None => true,
+                            FunctionArguments::List(l) => l.args.is_empty(),
+                            FunctionArguments::Subquery(_) => false,
+                        };
+                        let proctime = matches!(e, SqlExpr::Function(f) if f.name.to_string().eq_ignore_ascii_case("proctime") && no_args(&f.args));
                         if !proctime {
                             return Err(not_supported!("generated column \"{cname}\" AS {e}: only AS PROCTIME() is supported"));
                         }

@@ -237,15 +237,15 @@ fn register_interval_arithmetic(ctx: &SessionContext) {
 /// The jsonb operators (`->`, `->>`, `#>`, `#>>`, `@>`, `<@`, `?`, which the rewrite turns into
 /// `eddy_jsonb_*` calls) and functions, over jsonb text.
 fn register_jsonb(ctx: &SessionContext) {
-    // `->` and `#>` give jsonb, `->>` and `#>>` text.
-    fn register_result(ctx: &SessionContext, name: &str, text: bool, body: Arc<crate::planner::udf::Body>) {
-        let signature = Signature::any(2, Volatility::Immutable);
+    // A text result (`->>`, `#>>`, `..._text`) or a jsonb one (`->`, `#>`, ...).
+    fn register_result(ctx: &SessionContext, name: &str, signature: Signature, text: bool, body: Arc<crate::planner::udf::Body>) {
         if text {
             register(ctx, name, signature, DataType::Utf8, body);
         } else {
             crate::planner::udf::register_jsonb(ctx, name, signature, body);
         }
     }
+    let two = || Signature::any(2, Volatility::Immutable);
     use arrow::array::{Array, AsArray, BooleanArray, Int64Array, StringArray};
     use crate::planner::jsonb;
     fn strings(v: &ColumnarValue, rows: usize) -> DfResult<StringArray> {
@@ -268,7 +268,7 @@ fn register_jsonb(ctx: &SessionContext) {
                 .collect();
             Ok(ColumnarValue::Array(Arc::new(out)))
         };
-        register_result(ctx, name, text, Arc::new(body));
+        register_result(ctx, name, two(), text, Arc::new(body));
     }
     for (name, text) in [("eddy_jsonb_path", false), ("eddy_jsonb_path_text", true)] {
         let body = move |args: &[ColumnarValue], rows: usize| -> DfResult<ColumnarValue> {
@@ -284,7 +284,7 @@ fn register_jsonb(ctx: &SessionContext) {
                 .collect::<DfResult<_>>()?;
             Ok(ColumnarValue::Array(Arc::new(out)))
         };
-        register_result(ctx, name, text, Arc::new(body));
+        register_result(ctx, name, two(), text, Arc::new(body));
     }
     type JsonbTest = fn(&str, &str) -> Option<bool>;
     let tests: [(&str, JsonbTest); 2] =
@@ -314,27 +314,18 @@ fn register_jsonb(ctx: &SessionContext) {
                 .collect();
             Ok(ColumnarValue::Array(Arc::new(out)))
         };
-        let signature = Signature::variadic_any(Volatility::Immutable);
-        if text {
-            register(ctx, name, signature, DataType::Utf8, Arc::new(body));
-        } else {
-            crate::planner::udf::register_jsonb(ctx, name, signature, Arc::new(body));
-        }
+        register_result(ctx, name, Signature::variadic_any(Volatility::Immutable), text, Arc::new(body));
     }
     type JsonbMap = fn(&str) -> Option<String>;
     let maps: [(&str, JsonbMap, bool); 3] =
-        [("jsonb_strip_nulls", jsonb::strip_nulls, true), ("json_strip_nulls", jsonb::strip_nulls, true), ("jsonb_pretty", jsonb::pretty, false)];
-    for (name, map, typed) in maps {
+        [("jsonb_strip_nulls", jsonb::strip_nulls, false), ("json_strip_nulls", jsonb::strip_nulls, false), ("jsonb_pretty", jsonb::pretty, true)];
+    for (name, map, text) in maps {
         let body = move |args: &[ColumnarValue], rows: usize| -> DfResult<ColumnarValue> {
             let a = strings(&args[0], rows)?;
             let out: StringArray = (0..rows).map(|i| if a.is_null(i) { None } else { map(a.value(i)) }).collect();
             Ok(ColumnarValue::Array(Arc::new(out)))
         };
-        if typed {
-            crate::planner::udf::register_jsonb(ctx, name, Signature::any(1, Volatility::Immutable), Arc::new(body));
-        } else {
-            register(ctx, name, Signature::any(1, Volatility::Immutable), DataType::Utf8, Arc::new(body));
-        }
+        register_result(ctx, name, Signature::any(1, Volatility::Immutable), text, Arc::new(body));
     }
     let set = |args: &[ColumnarValue], rows: usize| -> DfResult<ColumnarValue> {
         let (doc, paths, new) = (strings(&args[0], rows)?, args[1].to_array(rows)?, strings(&args[2], rows)?);

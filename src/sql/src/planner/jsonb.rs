@@ -14,11 +14,16 @@ pub fn normalize(text: &str) -> Result<String> {
     Ok(out)
 }
 
+/// jsonb's order of object keys: shorter first, then by bytes.
+pub fn key_order(a: &str, b: &str) -> std::cmp::Ordering {
+    a.len().cmp(&b.len()).then_with(|| a.as_bytes().cmp(b.as_bytes()))
+}
+
 fn write_value(v: &Value, out: &mut String) {
     match v {
         Value::Object(m) => {
             let mut keys: Vec<&String> = m.keys().collect();
-            keys.sort_by(|a, b| a.len().cmp(&b.len()).then_with(|| a.as_bytes().cmp(b.as_bytes())));
+            keys.sort_by(|a, b| key_order(a, b));
             out.push('{');
             for (i, k) in keys.iter().enumerate() {
                 if i > 0 {
@@ -143,7 +148,7 @@ pub fn pretty(doc: &str) -> Option<String> {
         match v {
             Value::Object(m) => {
                 let mut keys: Vec<&String> = m.keys().collect();
-                keys.sort_by(|a, b| a.len().cmp(&b.len()).then_with(|| a.as_bytes().cmp(b.as_bytes())));
+                keys.sort_by(|a, b| key_order(a, b));
                 out.push_str("{\n");
                 for (i, k) in keys.iter().enumerate() {
                     out.push_str(&pad(depth + 1));

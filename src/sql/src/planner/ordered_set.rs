@@ -27,6 +27,17 @@ pub fn register(ctx: &SessionContext) {
     }
 }
 
+/// The value of `e` when it reads no column (it is evaluated over one row of no columns);
+/// `None` when it is not a single value.
+pub fn constant_value(e: &Arc<dyn datafusion::physical_expr::PhysicalExpr>) -> DfResult<Option<ScalarValue>> {
+    let one_row = RecordBatch::try_new_with_options(Arc::new(Schema::empty()), vec![], &arrow::array::RecordBatchOptions::new().with_row_count(Some(1)))?;
+    Ok(match e.evaluate(&one_row)? {
+        ColumnarValue::Scalar(v) => Some(v),
+        ColumnarValue::Array(a) if a.len() == 1 => Some(ScalarValue::try_from_array(&a, 0)?),
+        ColumnarValue::Array(_) => None,
+    })
+}
+
 #[derive(Debug, PartialEq, Eq, Hash)]
 struct OrderedSetUdaf {
     kind: OrderedSet,
@@ -86,13 +97,10 @@ impl AggregateUDFImpl for OrderedSetUdaf {
     fn accumulator(&self, args: AccumulatorArgs) -> DfResult<Box<dyn Accumulator>> {
         let fractions = match args.exprs.get(1) {
             None => Fractions::None,
-            Some(e) => {
-                let empty = RecordBatch::try_new_with_options(Arc::new(Schema::empty()), vec![], &arrow::array::RecordBatchOptions::new().with_row_count(Some(1)))?;
-                match e.evaluate(&empty) {
-                    Ok(ColumnarValue::Scalar(v)) => Fractions::from_scalar(&v).map_err(external)?,
-                    _ => return Err(plan_err(format!("the fraction of {}() must be a constant", self.kind.name()))),
-                }
-            }
+            Some(e) => match constant_value(e) {
+                Ok(Some(v)) => Fractions::from_scalar(&v).map_err(external)?,
+                _ => return Err(plan_err(format!("the fraction of {}() must be a constant", self.kind.name()))),
+            },
         };
         let descending = args.order_bys.first().is_some_and(|o| o.options.descending);
         Ok(Box::new(OrderedSetAcc {

@@ -248,6 +248,7 @@ struct SumAvg {
 }
 
 mod interval_sum {
+    use eddy_common::interval::IntervalSums;
     use super::SumAvg;
     use datafusion::logical_expr::utils::AggregateOrderSensitivity;
     use datafusion::logical_expr::{Documentation, GroupsAccumulator, ReversedUDAF};
@@ -333,27 +334,20 @@ mod interval_sum {
             if args.is_distinct {
                 return Err(DataFusionError::NotImplemented(format!("{}(DISTINCT interval)", self.inner.name())));
             }
-            Ok(Box::new(Sums { avg: self.avg, months: 0, days: 0, nanos: 0, n: 0 }))
+            Ok(Box::new(Sums { avg: self.avg, sums: IntervalSums::default() }))
         }
     }
 
     #[derive(Debug)]
     struct Sums {
         avg: bool,
-        months: i64,
-        days: i64,
-        nanos: i128,
-        n: i64,
+        sums: IntervalSums,
     }
 
     impl Sums {
         fn add(&mut self, values: &ArrayRef, sign: i64) {
-            let v = values.as_primitive::<IntervalMonthDayNanoType>();
-            for x in v.iter().flatten() {
-                self.months += sign * i64::from(x.months);
-                self.days += sign * i64::from(x.days);
-                self.nanos += i128::from(sign) * i128::from(x.nanoseconds);
-                self.n += sign;
+            for x in values.as_primitive::<IntervalMonthDayNanoType>().iter().flatten() {
+                self.sums.add(x, sign);
             }
         }
     }
@@ -376,28 +370,25 @@ mod interval_sum {
             let nanos = states[2].as_primitive::<arrow::datatypes::Decimal128Type>();
             for row in 0..n.len() {
                 if n.is_valid(row) {
-                    self.months += months.value(row);
-                    self.days += days.value(row);
-                    self.nanos += nanos.value(row);
-                    self.n += n.value(row);
+                    self.sums.months += months.value(row);
+                    self.sums.days += days.value(row);
+                    self.sums.nanos += nanos.value(row);
+                    self.sums.n += n.value(row);
                 }
             }
             Ok(())
         }
         fn state(&mut self) -> DfResult<Vec<ScalarValue>> {
+            let s = &self.sums;
             Ok(vec![
-                ScalarValue::Int64(Some(self.months)),
-                ScalarValue::Int64(Some(self.days)),
-                ScalarValue::Decimal128(Some(self.nanos), 38, 0),
-                ScalarValue::Int64(Some(self.n)),
+                ScalarValue::Int64(Some(s.months)),
+                ScalarValue::Int64(Some(s.days)),
+                ScalarValue::Decimal128(Some(s.nanos), 38, 0),
+                ScalarValue::Int64(Some(s.n)),
             ])
         }
         fn evaluate(&mut self) -> DfResult<ScalarValue> {
-            if self.n == 0 {
-                return Ok(ScalarValue::IntervalMonthDayNano(None));
-            }
-            let sum = eddy_common::interval::from_sums(self.months, self.days, self.nanos).map_err(|e| DataFusionError::External(Box::new(e)))?;
-            Ok(ScalarValue::IntervalMonthDayNano(Some(if self.avg { eddy_common::interval::scale(sum, 1.0 / self.n as f64) } else { sum })))
+            Ok(ScalarValue::IntervalMonthDayNano(self.sums.value(self.avg).map_err(|e| DataFusionError::External(Box::new(e)))?))
         }
         fn size(&self) -> usize {
             std::mem::size_of_val(self)

@@ -31,7 +31,7 @@ use datafusion::physical_expr::expressions::{Column as PhysicalColumn, Literal};
 use datafusion::scalar::ScalarValue;
 use eddy_common::error::sqlstate;
 use eddy_common::percentile::{Fractions, OrderedSet};
-use eddy_common::{internal_err, not_supported, user_err, ColumnType, Result};
+use eddy_common::{not_supported, user_err, ColumnType, Result};
 use eddy_storage::ReadSnapshot;
 use eddy_stream::operator::{
     AggCall, AggKind, BinaryOperator, Filter, HashAgg, HashJoin, JoinKind, JoinSpec, Operator, OverWindow, Project, Side, TemporalFilter,
@@ -266,15 +266,7 @@ fn constant(e: &Expr, input: &DFSchema) -> Result<Option<ScalarValue>> {
     if !e.column_refs().is_empty() {
         return Ok(None);
     }
-    let batch = arrow::array::RecordBatch::try_new_with_options(
-        Arc::new(arrow::datatypes::Schema::empty()),
-        vec![],
-        &arrow::array::RecordBatchOptions::new().with_row_count(Some(1)),
-    )?;
-    match physical(e, input)?.evaluate(&batch)? {
-        datafusion::logical_expr::ColumnarValue::Scalar(v) => Ok(Some(v)),
-        datafusion::logical_expr::ColumnarValue::Array(a) => Ok(Some(ScalarValue::try_from_array(&a, 0)?)),
-    }
+    Ok(crate::planner::ordered_set::constant_value(&physical(e, input)?)?)
 }
 
 fn agg_call(expr: &Expr, input: &DFSchema, output: DataType) -> Result<AggCall> {
@@ -284,52 +276,54 @@ fn agg_call(expr: &Expr, input: &DFSchema, output: DataType) -> Result<AggCall> 
     let name = af.func.name().to_ascii_lowercase();
     let p = &af.params;
     let arg = p.args.first();
-    let kind = match (name.as_str(), p.distinct) {
-        ("count", false) => match arg {
-            None => AggKind::CountStar,
-            Some(Expr::Literal(v, _)) if !v.is_null() => AggKind::CountStar,
-            Some(_) => AggKind::Count,
-        },
-        ("count", true) => AggKind::CountDistinct,
-        ("sum", false) => AggKind::Sum,
-        ("avg" | "mean", false) => AggKind::Avg,
-        ("min", _) => AggKind::Min,
-        ("max", _) => AggKind::Max,
-        ("bool_and", _) => AggKind::BoolAnd,
-        ("stddev" | "stddev_samp", false) => AggKind::Variance { sample: true, sqrt: true },
-        ("stddev_pop", false) => AggKind::Variance { sample: false, sqrt: true },
-        ("var_samp" | "var_sample" | "var" | "variance", false) => AggKind::Variance { sample: true, sqrt: false },
-        ("var_pop" | "var_population", false) => AggKind::Variance { sample: false, sqrt: false },
-        ("bool_or", _) => AggKind::BoolOr,
-        ("sum", true) => AggKind::SumDistinct { avg: false },
-        ("avg" | "mean", true) => AggKind::SumDistinct { avg: true },
-        ("bit_and", _) => AggKind::Bit(eddy_stream::operator::hash_agg::BitOp::And),
-        ("bit_or", _) => AggKind::Bit(eddy_stream::operator::hash_agg::BitOp::Or),
-        ("bit_xor", false) => AggKind::Bit(eddy_stream::operator::hash_agg::BitOp::Xor),
-        ("first_value", false) if !p.order_by.is_empty() => AggKind::FirstValue,
-        ("last_value", false) if !p.order_by.is_empty() => AggKind::LastValue,
-        ("first_value" | "last_value", false) => {
-            return Err(not_supported!("{name}() in a materialized view needs an ORDER BY inside the call (which row is first is otherwise arbitrary)"))
-        }
-        ("string_agg", distinct) => {
-            let sep = match p.args.get(1) {
-                Some(Expr::Literal(ScalarValue::Utf8(Some(s)) | ScalarValue::LargeUtf8(Some(s)) | ScalarValue::Utf8View(Some(s)), _)) => s.clone(),
-                Some(Expr::Literal(v, _)) if v.is_null() => String::new(),
-                _ => return Err(not_supported!("string_agg() in a materialized view needs a constant separator")),
-            };
-            AggKind::StringAgg { sep, distinct }
-        }
-        ("array_agg", distinct) => AggKind::ArrayAgg { distinct },
-        (n, false) if OrderedSet::from_name(n).is_some() => {
-            let kind = OrderedSet::from_name(n).ok_or_else(|| internal_err!("ordered-set aggregate {n}"))?;
+    let ordered_set = OrderedSet::from_name(&name).filter(|_| !p.distinct);
+    let kind = match ordered_set {
+        Some(kind) => {
             let fractions = match p.args.get(1) {
                 None => Fractions::None,
-                Some(e) => Fractions::from_scalar(&constant(e, input)?.ok_or_else(|| not_supported!("the fraction of {n}() in a materialized view must be a constant"))?)?,
+                Some(e) => Fractions::from_scalar(&constant(e, input)?.ok_or_else(|| not_supported!("the fraction of {name}() in a materialized view must be a constant"))?)?,
             };
             AggKind::Percentile { kind, fractions }
         }
-        (other, true) => return Err(not_supported!("{other}(DISTINCT ...) is not supported in a materialized view yet")),
-        (other, false) => return Err(not_supported!("aggregate function {other}() is not supported in a materialized view yet")),
+        None => match (name.as_str(), p.distinct) {
+            ("count", false) => match arg {
+                None => AggKind::CountStar,
+                Some(Expr::Literal(v, _)) if !v.is_null() => AggKind::CountStar,
+                Some(_) => AggKind::Count,
+            },
+            ("count", true) => AggKind::CountDistinct,
+            ("sum", false) => AggKind::Sum,
+            ("avg" | "mean", false) => AggKind::Avg,
+            ("min", _) => AggKind::Min,
+            ("max", _) => AggKind::Max,
+            ("bool_and", _) => AggKind::BoolAnd,
+            ("stddev" | "stddev_samp", false) => AggKind::Variance { sample: true, sqrt: true },
+            ("stddev_pop", false) => AggKind::Variance { sample: false, sqrt: true },
+            ("var_samp" | "var_sample" | "var" | "variance", false) => AggKind::Variance { sample: true, sqrt: false },
+            ("var_pop" | "var_population", false) => AggKind::Variance { sample: false, sqrt: false },
+            ("bool_or", _) => AggKind::BoolOr,
+            ("sum", true) => AggKind::SumDistinct { avg: false },
+            ("avg" | "mean", true) => AggKind::SumDistinct { avg: true },
+            ("bit_and", _) => AggKind::Bit(eddy_stream::operator::hash_agg::BitOp::And),
+            ("bit_or", _) => AggKind::Bit(eddy_stream::operator::hash_agg::BitOp::Or),
+            ("bit_xor", false) => AggKind::Bit(eddy_stream::operator::hash_agg::BitOp::Xor),
+            ("first_value", false) if !p.order_by.is_empty() => AggKind::FirstValue,
+            ("last_value", false) if !p.order_by.is_empty() => AggKind::LastValue,
+            ("first_value" | "last_value", false) => {
+                return Err(not_supported!("{name}() in a materialized view needs an ORDER BY inside the call (which row is first is otherwise arbitrary)"))
+            }
+            ("string_agg", distinct) => {
+                let sep = match p.args.get(1) {
+                    Some(Expr::Literal(ScalarValue::Utf8(Some(s)) | ScalarValue::LargeUtf8(Some(s)) | ScalarValue::Utf8View(Some(s)), _)) => s.clone(),
+                    Some(Expr::Literal(v, _)) if v.is_null() => String::new(),
+                    _ => return Err(not_supported!("string_agg() in a materialized view needs a constant separator")),
+                };
+                AggKind::StringAgg { sep, distinct }
+            }
+            ("array_agg", distinct) => AggKind::ArrayAgg { distinct },
+            (other, true) => return Err(not_supported!("{other}(DISTINCT ...) is not supported in a materialized view yet")),
+            (other, false) => return Err(not_supported!("aggregate function {other}() is not supported in a materialized view yet")),
+        },
     };
     let arg = match kind {
         AggKind::CountStar => None,

@@ -92,21 +92,23 @@ impl ScalarUDFImpl for JsonFn {
     }
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
         let rows = args.number_rows;
-        if let JsonFnKind::Build { object, jsonb } = self.kind {
-            let arrays = args.args.iter().map(|a| a.to_array(rows)).collect::<DfResult<Vec<_>>>()?;
-            let out: StringArray = (0..rows).map(|i| build(&arrays, &args.arg_fields, i, object, jsonb).map(Some)).collect::<DfResult<_>>()?;
+        let arrays = args.args.iter().map(|a| a.to_array(rows)).collect::<DfResult<Vec<_>>>()?;
+        let Some(values) = arrays.first() else {
+            // Only the builders take no arguments: `{}` / `[]`.
+            let JsonFnKind::Build { object, .. } = self.kind else { return Err(DataFusionError::Plan(format!("{}() needs an argument", self.name))) };
+            let out: StringArray = (0..rows).map(|_| Some(if object { "{}" } else { "[]" })).collect();
             return Ok(ColumnarValue::Array(Arc::new(out)));
-        }
-        let values = args.args[0].to_array(rows)?;
+        };
         let out: StringArray = match self.kind {
+            JsonFnKind::Build { object, jsonb } => (0..rows).map(|i| build(&arrays, &args.arg_fields, i, object, jsonb).map(Some)).collect::<DfResult<_>>()?,
             JsonFnKind::ToJson { jsonb, agg_item } => {
-                let field: FieldRef = args.arg_fields.first().cloned().unwrap_or_else(|| Arc::new(Field::new("x", values.data_type().clone(), true)));
+                let field = field_at(&args.arg_fields, &arrays, 0);
                 let structured = matches!(values.data_type(), DataType::List(_) | DataType::LargeList(_) | DataType::FixedSizeList(..) | DataType::Struct(_));
                 let prefix = if agg_item && structured { NEW_LINE } else { "" };
                 (0..values.len())
                     .map(|i| {
                         let mut s = String::from(prefix);
-                        Ok(write_json(&values, i, &field, jsonb, &mut s).map_err(|e| DataFusionError::External(Box::new(e)))?.then_some(s))
+                        Ok(write_json(values, i, &field, jsonb, &mut s).map_err(|e| DataFusionError::External(Box::new(e)))?.then_some(s))
                     })
                     .collect::<DfResult<_>>()?
             }
@@ -119,13 +121,12 @@ impl ScalarUDFImpl for JsonFn {
                     ScalarValue::Int64(Some(2)) => Some(true),
                     _ => None,
                 };
-                (0..rows).map(|i| json_agg_final(&values, i, sort)).collect::<DfResult<_>>()?
+                (0..rows).map(|i| json_agg_final(values, i, sort)).collect::<DfResult<_>>()?
             }
-            JsonFnKind::ObjectAggFinal { jsonb } => (0..rows).map(|i| object_agg_final(&values, i, jsonb)).collect::<DfResult<_>>()?,
-            JsonFnKind::Build { .. } => unreachable!("handled above"),
+            JsonFnKind::ObjectAggFinal { jsonb } => (0..rows).map(|i| object_agg_final(values, i, jsonb)).collect::<DfResult<_>>()?,
             JsonFnKind::Input { jsonb } => {
                 let already = args.arg_fields.first().is_some_and(|f| f.metadata().contains_key(JSONB_METADATA_KEY));
-                let texts = arrow::compute::cast(&values, &DataType::Utf8)?;
+                let texts = arrow::compute::cast(values, &DataType::Utf8)?;
                 let texts = texts.as_string::<i32>();
                 texts
                     .iter()
@@ -143,6 +144,11 @@ impl ScalarUDFImpl for JsonFn {
         };
         Ok(ColumnarValue::Array(Arc::new(out)))
     }
+}
+
+/// The field of argument `i` (a plain one when DataFusion gave none).
+fn field_at(fields: &[FieldRef], arrays: &[ArrayRef], i: usize) -> FieldRef {
+    fields.get(i).cloned().unwrap_or_else(|| Arc::new(Field::new("x", arrays[i].data_type().clone(), true)))
 }
 
 /// What `json_agg` puts before an array or record element after the first (PostgreSQL's
@@ -211,30 +217,16 @@ pub fn write_json(array: &ArrayRef, row: usize, field: &Field, jsonb: bool, out:
         }
         DataType::Struct(_) => {
             let s = array.as_struct();
-            let mut members: Vec<(&str, String)> = Vec::with_capacity(s.num_columns());
+            let mut members = Vec::with_capacity(s.num_columns());
             for (col, f) in s.columns().iter().zip(s.fields()) {
                 let mut v = String::new();
                 if !write_json(col, row, f, jsonb, &mut v)? {
                     v.push_str("null");
                 }
-                members.push((f.name(), v));
+                members.push((f.name().clone(), v));
             }
-            if jsonb {
-                // jsonb's key order, the last of duplicate keys kept.
-                members.reverse();
-                members.sort_by(|a, b| a.0.len().cmp(&b.0.len()).then_with(|| a.0.as_bytes().cmp(b.0.as_bytes())));
-                members.dedup_by(|a, b| a.0 == b.0);
-            }
-            out.push('{');
-            for (i, (k, v)) in members.iter().enumerate() {
-                if i > 0 {
-                    out.push_str(if jsonb { ", " } else { "," });
-                }
-                out.push_str(&quote(k));
-                out.push_str(if jsonb { ": " } else { ":" });
-                out.push_str(v);
-            }
-            out.push('}');
+            // A record is compact in json: `{"a":1,"b":2}`.
+            out.push_str(&write_object(members, jsonb, ":", ","));
         }
         _ => {
             let mut s = String::new();
@@ -337,7 +329,7 @@ fn json_agg_final(lists: &ArrayRef, row: usize, sort: Option<bool>) -> DfResult<
 fn build(arrays: &[ArrayRef], fields: &[FieldRef], row: usize, object: bool, jsonb: bool) -> DfResult<String> {
     let err = |state, msg: String| DataFusionError::External(Box::new(eddy_common::user_err!(state, "{msg}")));
     let json = |i: usize| -> DfResult<String> {
-        let field: FieldRef = fields.get(i).cloned().unwrap_or_else(|| Arc::new(Field::new("x", arrays[i].data_type().clone(), true)));
+        let field = field_at(fields, arrays, i);
         let mut s = String::new();
         if !write_json(&arrays[i], row, &field, jsonb, &mut s).map_err(|e| DataFusionError::External(Box::new(e)))? {
             s.push_str("null");
@@ -363,21 +355,23 @@ fn build(arrays: &[ArrayRef], fields: &[FieldRef], row: usize, object: bool, jso
         };
         members.push((key, json(k + 1)?));
     }
-    Ok(write_object(members, jsonb, " : "))
+    Ok(write_object(members, jsonb, " : ", ", "))
 }
 
-/// An object of `members`: json keeps every member in order, `{"k" : v, ...}` (`json_sep`
-/// between key and value: `" : "` for built objects); jsonb orders keys by length then bytes,
-/// keeps the last of duplicates and writes `{"k": v}`.
-fn write_object(mut members: Vec<(String, String)>, jsonb: bool, json_sep: &str) -> String {
-    if jsonb {
+/// An object of `members` (key, value JSON): json keeps every member in order, `json_key_sep`
+/// after each key and `json_member_sep` between members; jsonb orders keys as jsonb does
+/// ([`super::jsonb::key_order`]), keeps the last of duplicates and writes `{"k": v, ...}`.
+fn write_object(mut members: Vec<(String, String)>, jsonb: bool, json_key_sep: &str, json_member_sep: &str) -> String {
+    let (key_sep, member_sep) = if jsonb {
         members.reverse();
-        members.sort_by(|a, b| a.0.len().cmp(&b.0.len()).then_with(|| a.0.as_bytes().cmp(b.0.as_bytes())));
+        members.sort_by(|a, b| super::jsonb::key_order(&a.0, &b.0));
         members.dedup_by(|a, b| a.0 == b.0);
-    }
-    let sep = if jsonb { ": " } else { json_sep };
-    let body: Vec<String> = members.iter().map(|(k, v)| format!("{}{sep}{v}", quote(k))).collect();
-    format!("{{{}}}", body.join(", "))
+        (": ", ", ")
+    } else {
+        (json_key_sep, json_member_sep)
+    };
+    let body: Vec<String> = members.iter().map(|(k, v)| format!("{}{key_sep}{v}", quote(k))).collect();
+    format!("{{{}}}", body.join(member_sep))
 }
 
 /// The object of the `row`th list of `[key, value]` pairs (both JSON texts; a string key is its
@@ -409,11 +403,9 @@ fn object_agg_final(lists: &ArrayRef, row: usize, jsonb: bool) -> DfResult<Optio
         let value = if pair.is_null(1) { "null".to_string() } else { pair.value(1).to_string() };
         members.push((key, value));
     }
-    if jsonb {
-        return Ok(Some(write_object(members, true, "")));
-    }
-    let body: Vec<String> = members.iter().map(|(k, v)| format!("{} : {v}", quote(k))).collect();
-    Ok(Some(format!("{{ {} }}", body.join(", "))))
+    let object = write_object(members, jsonb, " : ", ", ");
+    // json_object_agg pads its braces: `{ "k" : v }`.
+    Ok(Some(if jsonb { object } else { format!("{{ {} }}", &object[1..object.len() - 1]) }))
 }
 
 /// The order of the SQL values behind two JSON values of the same kind: numbers by value,

@@ -23,6 +23,7 @@ use async_trait::async_trait;
 use datafusion::physical_expr::PhysicalExpr;
 use datafusion::scalar::ScalarValue;
 use eddy_common::codec::make_key;
+use eddy_common::interval::IntervalSums;
 use eddy_common::percentile::{ordered_set_result, Fractions, OrderedSet};
 use eddy_common::error::sqlstate;
 use eddy_common::{internal_err, user_err, Epoch, Op, Result, StreamChunk};
@@ -104,7 +105,7 @@ enum Acc {
     /// Multiset of encoded values with multiplicities.
     Values(BTreeMap<Vec<u8>, i64>),
     /// Interval sum: months, days and nanoseconds summed apart, with the non-null count.
-    SumInterval { months: i64, days: i64, nanos: i128, n: i64 },
+    SumInterval(IntervalSums),
     Bools { trues: i64, falses: i64 },
     /// Sums of `x - shift` and of its square over the non-null values, `shift` being the first
     /// value the group saw (keeps the variance accurate for large values; fixed, so retraction
@@ -191,7 +192,7 @@ fn initial_acc(kind: &AggKind, arg_type: Option<&DataType>) -> Acc {
     match kind {
         AggKind::CountStar | AggKind::Count => Acc::Count(0),
         AggKind::Sum | AggKind::Avg => match arg_type {
-            Some(DataType::Interval(_)) => Acc::SumInterval { months: 0, days: 0, nanos: 0, n: 0 },
+            Some(DataType::Interval(_)) => Acc::SumInterval(IntervalSums::default()),
             Some(DataType::Float16 | DataType::Float32 | DataType::Float64) => Acc::SumFloat { sum: 0.0, n: 0, nan: 0, pos_inf: 0, neg_inf: 0 },
             _ => Acc::SumInt { sum: 0, n: 0 },
         },
@@ -422,12 +423,8 @@ impl HashAgg {
         let v = match (&call.kind, acc) {
             (AggKind::CountStar | AggKind::Count, Acc::Count(c)) => ScalarValue::Int64(Some(*c)),
             (AggKind::CountDistinct, Acc::Values(m)) => ScalarValue::Int64(Some(m.len() as i64)),
-            (_, Acc::SumInt { n: 0, .. } | Acc::SumFloat { n: 0, .. } | Acc::SumInterval { n: 0, .. }) => null(),
-            (AggKind::Sum | AggKind::Avg, &Acc::SumInterval { months, days, nanos, n }) => {
-                let sum = eddy_common::interval::from_sums(months, days, nanos)?;
-                let v = if call.kind == AggKind::Avg { eddy_common::interval::scale(sum, 1.0 / n as f64) } else { sum };
-                ScalarValue::IntervalMonthDayNano(Some(v))
-            }
+            (_, Acc::SumInt { n: 0, .. } | Acc::SumFloat { n: 0, .. }) => null(),
+            (AggKind::Sum | AggKind::Avg, Acc::SumInterval(sums)) => ScalarValue::IntervalMonthDayNano(sums.value(call.kind == AggKind::Avg)?),
             (AggKind::Sum, &Acc::SumFloat { sum, nan, pos_inf, neg_inf, .. }) => ScalarValue::Float64(Some(float_total(sum, nan, pos_inf, neg_inf))),
             (AggKind::Avg, &Acc::SumFloat { sum, n, nan, pos_inf, neg_inf }) => {
                 ScalarValue::Float64(Some(float_total(sum, nan, pos_inf, neg_inf) / n as f64))
@@ -864,13 +861,9 @@ impl ArgInput {
                     *n += sign;
                 }
             }
-            (ArgInput::Interval(a), Acc::SumInterval { months, days, nanos, n }) => {
+            (ArgInput::Interval(a), Acc::SumInterval(sums)) => {
                 if a.is_valid(row) {
-                    let x = a.value(row);
-                    *months += sign * i64::from(x.months);
-                    *days += sign * i64::from(x.days);
-                    *nanos += i128::from(sign) * i128::from(x.nanoseconds);
-                    *n += sign;
+                    sums.add(a.value(row), sign);
                 }
             }
             (ArgInput::Bool(a), Acc::Bools { trues, falses }) => {

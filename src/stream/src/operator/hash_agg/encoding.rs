@@ -62,12 +62,12 @@ pub(super) fn encode_group(g: &Group) -> Vec<u8> {
                     out.extend_from_slice(&c.to_be_bytes());
                 }
             }
-            Acc::SumInterval { months, days, nanos, n } => {
+            Acc::SumInterval(s) => {
                 out.push(8);
-                out.extend_from_slice(&months.to_be_bytes());
-                out.extend_from_slice(&days.to_be_bytes());
-                out.extend_from_slice(&nanos.to_be_bytes());
-                out.extend_from_slice(&n.to_be_bytes());
+                out.extend_from_slice(&s.months.to_be_bytes());
+                out.extend_from_slice(&s.days.to_be_bytes());
+                out.extend_from_slice(&s.nanos.to_be_bytes());
+                out.extend_from_slice(&s.n.to_be_bytes());
             }
             Acc::Bools { trues, falses } => {
                 out.push(4);
@@ -153,7 +153,7 @@ pub(super) fn decode_group(b: &[u8]) -> Result<Group> {
             8 => {
                 let (months, days) = (r.i64()?, r.i64()?);
                 let nanos = i128::from_be_bytes(r.take(16)?.try_into().map_err(|_| internal_err!("bad i128"))?);
-                Acc::SumInterval { months, days, nanos, n: r.i64()? }
+                Acc::SumInterval(eddy_common::interval::IntervalSums { months, days, nanos, n: r.i64()? })
             }
             t => return Err(internal_err!("unknown accumulator tag {t}")),
         });
