@@ -18,6 +18,11 @@ use crate::limits::{Limits, MAX_MESSAGE_CEILING};
 pub struct ServerConfig {
     /// `host:port` for the PostgreSQL protocol.
     pub listen: String,
+    /// `host:port` for HTTP (metrics, JSON API, dashboard); `None`: no HTTP server.
+    pub http: Option<String>,
+    /// `http` is the default rather than asked for: if its port is taken the server starts
+    /// without it (with a warning) instead of failing.
+    pub http_is_default: bool,
     /// State store URL: `file://...`, `s3://bucket/prefix` or `memory://`.
     pub state_store: String,
     /// Password required from clients (SCRAM-SHA-256); `None` = trust.
@@ -49,6 +54,8 @@ impl Default for ServerConfig {
     fn default() -> Self {
         Self {
             listen: "127.0.0.1:4566".into(),
+            http: None,
+            http_is_default: false,
             state_store: "file://./eddy-data".into(),
             password: None,
             barrier_interval: Duration::from_millis(250),
@@ -70,6 +77,7 @@ impl Default for ServerConfig {
 #[serde(deny_unknown_fields)]
 pub struct ConfigOverrides {
     pub listen: Option<String>,
+    pub http: Option<String>,
     pub state_store: Option<String>,
     pub password: Option<String>,
     pub barrier_interval_ms: Option<u64>,
@@ -91,7 +99,7 @@ impl ConfigOverrides {
         toml::from_str(&text).map_err(|e| user_err!(sqlstate::INVALID_PARAMETER_VALUE, "invalid config {}: {e}", path.display()))
     }
 
-    /// Reads `EDDY_LISTEN`, `EDDY_STATE_STORE`, `EDDY_PASSWORD`, `EDDY_BARRIER_INTERVAL_MS`,
+    /// Reads `EDDY_LISTEN`, `EDDY_HTTP`, `EDDY_STATE_STORE`, `EDDY_PASSWORD`, `EDDY_BARRIER_INTERVAL_MS`,
     /// `EDDY_BLOCK_CACHE_MB`, `EDDY_MEMORY_MB`, `EDDY_MAX_MESSAGE_BYTES`, `EDDY_MAX_CONNECTIONS`,
     /// `EDDY_QUERY_MEMORY_MB`, `EDDY_TLS_CERT`, `EDDY_TLS_KEY`, `EDDY_PASSWORD_FILE`.
     pub fn from_env() -> Result<Self> {
@@ -107,6 +115,7 @@ impl ConfigOverrides {
         };
         Ok(Self {
             listen: get("EDDY_LISTEN")?,
+            http: get("EDDY_HTTP")?,
             state_store: get("EDDY_STATE_STORE")?,
             password: get("EDDY_PASSWORD")?,
             barrier_interval_ms: num("EDDY_BARRIER_INTERVAL_MS")?,
@@ -125,6 +134,10 @@ impl ConfigOverrides {
     pub fn apply(self, c: &mut ServerConfig) {
         if let Some(v) = self.listen {
             c.listen = v;
+        }
+        if let Some(v) = self.http {
+            c.http = (!matches!(v.as_str(), "off" | "none" | "false")).then_some(v);
+            c.http_is_default = false;
         }
         if let Some(v) = self.state_store {
             c.state_store = v;

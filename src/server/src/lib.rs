@@ -1,5 +1,6 @@
 //! The `eddy` server: configuration, the PostgreSQL listener and the process lifecycle
-//! (see `docs/architecture.md`). No planning logic lives here.
+//! (see `docs/architecture.md`), and the HTTP server of metrics, the JSON API and the dashboard.
+//! No planning logic lives here.
 
 pub mod auth;
 pub mod bench;
@@ -8,7 +9,9 @@ pub mod conn;
 pub mod copy_out;
 pub mod encode;
 pub mod frame;
+pub mod http;
 pub mod limits;
+pub mod observe;
 pub mod panics;
 pub mod respond;
 pub mod run;

@@ -68,6 +68,11 @@ impl Admission {
         })
     }
 
+    /// Client connections open now.
+    pub fn connections(&self) -> usize {
+        self.limits.max_connections.saturating_sub(self.connections.available_permits())
+    }
+
     /// A connection slot, or `None` when `max_connections` clients are connected.
     pub fn connection(&self) -> Option<OwnedSemaphorePermit> {
         self.connections.clone().try_acquire_owned().ok()

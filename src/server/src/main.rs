@@ -17,6 +17,10 @@ struct Cli {
     /// Address for PostgreSQL clients.
     #[arg(long, global = true)]
     listen: Option<String>,
+    /// Address of the HTTP server: dashboard at /, Prometheus metrics at /metrics, JSON API
+    /// under /api/. Default 127.0.0.1:5691; `off` disables it.
+    #[arg(long, global = true)]
+    http: Option<String>,
     /// State store URL: file:///path, s3://bucket/prefix or memory://.
     #[arg(long, global = true)]
     state_store: Option<String>,
@@ -106,13 +110,14 @@ struct NexmarkArgs {
 }
 
 fn build_config(cli: &Cli) -> Result<ServerConfig, eddy_common::EddyError> {
-    let mut config = ServerConfig::default();
+    let mut config = ServerConfig { http: Some(DEFAULT_HTTP.into()), http_is_default: true, ..ServerConfig::default() };
     if let Some(path) = &cli.config {
         ConfigOverrides::from_file(path)?.apply(&mut config);
     }
     ConfigOverrides::from_env()?.apply(&mut config);
     ConfigOverrides {
         listen: cli.listen.clone(),
+        http: cli.http.clone(),
         state_store: cli.state_store.clone(),
         password: cli.password.clone(),
         barrier_interval_ms: cli.barrier_interval_ms,
@@ -131,6 +136,10 @@ fn build_config(cli: &Cli) -> Result<ServerConfig, eddy_common::EddyError> {
     }
     Ok(config)
 }
+
+/// Where the dashboard and metrics are served unless `--http` says otherwise (RisingWave's
+/// dashboard port).
+const DEFAULT_HTTP: &str = "127.0.0.1:5691";
 
 /// `eddy bench nexmark`: the parent runs each query in a child process (`--single`).
 async fn bench_nexmark(cli: &Cli, args: &NexmarkArgs, config: ServerConfig) -> Result<(), eddy_common::EddyError> {
@@ -236,6 +245,8 @@ async fn run() {
         }
     };
     if let Some(Command::Bench { what: BenchCommand::Nexmark(args) }) = &cli.command {
+        // The benchmark's servers serve no dashboard (they would contend for its port).
+        let config = ServerConfig { http: None, ..config };
         std::process::exit(match bench_nexmark(&cli, args, config).await {
             Ok(()) => 0,
             Err(e) => {
@@ -259,6 +270,9 @@ async fn run() {
         addr.ip(),
         addr.port()
     );
+    if let Some(http) = handle.http_addr {
+        println!("Dashboard: http://{http}/ (metrics: http://{http}/metrics)");
+    }
     shutdown_signal().await;
     println!("eddy: shutting down");
     if let Err(e) = handle.shutdown().await {

@@ -40,6 +40,7 @@ pub(crate) fn read_only(stmt: &EddyStatement) -> bool {
         ),
         EddyStatement::Verify(_)
         | EddyStatement::ShowViews
+        | EddyStatement::ExplainAnalyzeView(_)
         | EddyStatement::ShowCreateView(_)
         | EddyStatement::ShowSources
         | EddyStatement::ShowSinks
@@ -62,11 +63,14 @@ pub(crate) fn statement_deadline(session: &Session) -> Option<tokio::time::Insta
 /// `57014` when `deadline` passes.
 pub(crate) async fn run_statement(session: &mut Session, stmt: &EddyStatement, params: Vec<ScalarValue>, deadline: Option<tokio::time::Instant>) -> Result<Output> {
     let text = statement_text(stmt);
+    let started = std::time::Instant::now();
     let run = guarded_sql(&text, session.execute(stmt, params));
-    match deadline.filter(|_| read_only(stmt)) {
+    let result = match deadline.filter(|_| read_only(stmt)) {
         Some(d) => tokio::time::timeout_at(d, run).await.unwrap_or_else(|_| Err(crate::limits::statement_timeout_error())),
         None => run.await,
-    }
+    };
+    crate::observe::statement(started.elapsed(), result.is_err());
+    result
 }
 
 /// What the rows of a statement's output need to know about the statement.

@@ -27,6 +27,8 @@ pub const STATEMENT_STACK_BYTES: usize = 256 << 20;
 pub struct ServerHandle {
     /// The address it listens on.
     pub addr: SocketAddr,
+    /// The address of its HTTP server, if it runs one.
+    pub http_addr: Option<SocketAddr>,
     /// The database.
     pub engine: Arc<Engine>,
     /// Tells the accept loop to stop.
@@ -106,6 +108,27 @@ pub async fn start(config: ServerConfig) -> Result<ServerHandle> {
     let addr = listener.local_addr().map_err(|e| EddyError::external(e.to_string()))?;
     let admission = Admission::new(config.limits.clone());
     let (stop, mut stopped) = watch::channel(false);
+    let http_addr = match &config.http {
+        Some(http) => {
+            let state = Arc::new(crate::http::HttpState {
+                engine: engine.clone(),
+                admission: admission.clone(),
+                memory_budget: config.memory_bytes,
+                started: std::time::Instant::now(),
+            });
+            let (http, stopped) = (http.clone(), stopped.clone());
+            match runtime.get()?.spawn(async move { crate::http::start(&http, state, stopped).await }).await {
+                Ok(Ok(a)) => Some(a),
+                Ok(Err(e)) if config.http_is_default => {
+                    tracing::warn!("{e}; the dashboard and metrics are not served (choose another address with --http)");
+                    None
+                }
+                Ok(Err(e)) => return Err(e),
+                Err(e) => return Err(EddyError::internal(format!("HTTP startup panicked: {e}"))),
+            }
+        }
+        None => None,
+    };
     let accept = runtime.get()?.spawn(async move {
         loop {
             tokio::select! {
@@ -122,5 +145,5 @@ pub async fn start(config: ServerConfig) -> Result<ServerHandle> {
             }
         }
     });
-    Ok(ServerHandle { addr, engine, stop, accept, runtime })
+    Ok(ServerHandle { addr, http_addr, engine, stop, accept, runtime })
 }

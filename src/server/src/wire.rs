@@ -277,6 +277,38 @@ impl StartupHandler for Startup {
     }
 }
 
+/// Runs one statement (see [`run_statement`]), passing the NOTICEs it sends while it runs
+/// (progress of a long CREATE MATERIALIZED VIEW) straight to the client.
+async fn run_with_notices<C>(
+    client: &mut C,
+    session: &mut Session,
+    stmt: &EddyStatement,
+    params: Vec<datafusion::scalar::ScalarValue>,
+    deadline: Option<tokio::time::Instant>,
+) -> PgWireResult<Result<Output>>
+where
+    C: Sink<PgWireBackendMessage> + Unpin + Send,
+    PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+{
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    session.set_live_notices(Some(tx));
+    let result = {
+        let run = run_statement(session, stmt, params, deadline);
+        tokio::pin!(run);
+        loop {
+            tokio::select! {
+                r = &mut run => break r,
+                Some(n) = rx.recv() => {
+                    let info = ErrorInfo::new("NOTICE".into(), "00000".into(), n);
+                    client.send(PgWireBackendMessage::NoticeResponse(NoticeResponse::from(info))).await?;
+                }
+            }
+        }
+    };
+    session.set_live_notices(None);
+    Ok(result)
+}
+
 /// Sends the session's queued NOTICEs and changed settings.
 async fn send_side_messages<C>(client: &mut C, session: &mut Session) -> PgWireResult<()>
 where
@@ -465,7 +497,7 @@ impl SimpleQueryHandler for Handlers {
                 break;
             }
             let ctx = RunContext { sql: statement_text(stmt), deadline: statement_deadline(&session) };
-            let result = run_statement(&mut session, stmt, vec![], ctx.deadline).await;
+            let result = run_with_notices(client, &mut session, stmt, vec![], ctx.deadline).await?;
             send_side_messages(client, &mut session).await?;
             match result {
                 Ok(output) => {
@@ -647,7 +679,7 @@ impl ExtendedQueryHandler for Handlers {
         let slot = session_of(&self.engine, client);
         let mut session = slot.lock().await;
         let ctx = RunContext { sql: text, deadline: statement_deadline(&session) };
-        let result = run_statement(&mut session, &prepared.stmt, params, ctx.deadline).await;
+        let result = run_with_notices(client, &mut session, &prepared.stmt, params, ctx.deadline).await?;
         send_side_messages(client, &mut session).await?;
         if result.is_ok() {
             track_cursor_portal(client, &session, &prepared.stmt);

@@ -15,6 +15,7 @@ mod background;
 pub mod batch;
 pub mod maintenance;
 pub mod memory;
+pub mod metered;
 pub mod object_store_url;
 pub mod protocol;
 pub mod runs;
@@ -33,6 +34,7 @@ mod fault_tests;
 
 pub use batch::EpochBatch;
 pub use memory::MemoryBudget;
+pub use metered::{ObjectStoreStats, RequestKind};
 pub use runs::RunId;
 pub use scan::{ReadSnapshot, ScanCursor};
 pub use state_table::{StateTable, TableScan};

@@ -204,6 +204,12 @@ pub struct StateStore {
     operator_memory: Arc<MemoryBudget>,
     /// Shared by the uncommitted writes held in memory.
     write_memory: Arc<MemoryBudget>,
+    /// Requests, bytes and errors of `object_store`.
+    object_stats: Arc<crate::metered::ObjectStoreStats>,
+    /// Capacity of the block cache.
+    block_cache_bytes: u64,
+    /// SlateDB's metrics (every incarnation records into it).
+    lsm_metrics: Arc<slatedb_common::metrics::DefaultMetricsRecorder>,
 }
 
 impl StateStore {
@@ -238,9 +244,13 @@ impl StateStore {
         options: &StoreOptions,
         tuning: StoreTuning,
     ) -> Result<Arc<Self>> {
+        let metered = crate::metered::MeteredStore::new(object_store);
+        let object_stats = metered.stats().clone();
+        let object_store: Arc<dyn ObjectStore> = Arc::new(metered);
         let cache: Arc<dyn DbCache> =
             Arc::new(FoyerCache::new_with_opts(FoyerCacheOptions { max_capacity: options.block_cache_bytes, shards: 8 }));
-        let opened = Self::open_incarnation(&object_store, &path, &cache, &tuning)
+        let lsm_metrics = Arc::new(slatedb_common::metrics::DefaultMetricsRecorder::new());
+        let opened = Self::open_incarnation(&object_store, &path, &cache, &lsm_metrics, &tuning)
             .await
             .map_err(|e| EddyError::external(format!("cannot open state store {description}: {}", e.message)))?;
         let snapshot = ReadSnapshot::new(
@@ -265,6 +275,9 @@ impl StateStore {
             description,
             operator_memory: Arc::new(MemoryBudget::new(usize::try_from(options.operator_cache_bytes).unwrap_or(usize::MAX))),
             write_memory: Arc::new(MemoryBudget::new(usize::try_from(options.write_buffer_bytes).unwrap_or(usize::MAX))),
+            object_stats,
+            block_cache_bytes: options.block_cache_bytes,
+            lsm_metrics,
         });
         if store.tuning.background_maintenance {
             store.start_maintenance();
@@ -278,6 +291,7 @@ impl StateStore {
         object_store: &Arc<dyn ObjectStore>,
         path: &str,
         cache: &Arc<dyn DbCache>,
+        lsm_metrics: &Arc<slatedb_common::metrics::DefaultMetricsRecorder>,
         tuning: &StoreTuning,
     ) -> Result<Opened> {
         // Memory: SlateDB's defaults let 1 GiB of writes wait in memtables and cut 64 MiB L0
@@ -295,6 +309,7 @@ impl StateStore {
         let build = Db::builder(path.to_string(), object_store.clone())
             .with_settings(settings)
             .with_db_cache(cache.clone(), 1)
+            .with_metrics_recorder(lsm_metrics.clone())
             .build();
         let db = bounded(tuning.open_timeout, "open", build).await?;
         let read = async {
@@ -351,6 +366,54 @@ impl StateStore {
     /// Replaces the committed view (after a commit or a fold step).
     pub(crate) fn set_committed(&self, epoch: Epoch, snapshot: ReadSnapshot) {
         *self.committed.write() = Arc::new(Committed { epoch, snapshot });
+    }
+
+    /// Requests, bytes and errors of the object store underneath.
+    pub fn object_store_stats(&self) -> &Arc<crate::metered::ObjectStoreStats> {
+        &self.object_stats
+    }
+
+    /// SlateDB's own counters and gauges now (L0 SSTs, sorted runs, block-cache hits and
+    /// misses per kind, compactions, ...): (dotted name, labels, is a counter, value).
+    /// Histograms are left out.
+    pub fn lsm_metrics(&self) -> Vec<(String, Vec<(String, String)>, bool, f64)> {
+        use slatedb_common::metrics::MetricValue;
+        self.lsm_metrics
+            .snapshot()
+            .all()
+            .iter()
+            .filter_map(|m| {
+                let (counter, v) = match &m.value {
+                    MetricValue::Counter(v) => (true, *v as f64),
+                    MetricValue::Gauge(v) => (false, *v as f64),
+                    MetricValue::UpDownCounter(v) => (false, *v as f64),
+                    _ => return None,
+                };
+                Some((m.name.clone(), m.labels.clone(), counter, v))
+            })
+            .collect()
+    }
+
+    /// Capacity of the block cache (`--block-cache-mb`).
+    pub fn block_cache_bytes(&self) -> u64 {
+        self.block_cache_bytes
+    }
+
+    /// The objects under the store's path, summed by their first directory (SlateDB's `wal`,
+    /// `compacted` SSTs, `manifest`, ...): (directory, objects, bytes). Lists every object.
+    pub async fn object_usage(&self) -> Result<Vec<(String, u64, u64)>> {
+        use futures::StreamExt;
+        let root = object_store::path::Path::from(self.path.as_str());
+        let mut by_dir: std::collections::BTreeMap<String, (u64, u64)> = std::collections::BTreeMap::new();
+        let mut list = self.object_store.list(Some(&root));
+        while let Some(meta) = list.next().await {
+            let meta = meta.map_err(|e| EddyError::external(format!("cannot list the state store: {e}")))?;
+            let dir = meta.location.prefix_match(&root).and_then(|mut parts| parts.next()).map(|p| p.as_ref().to_string()).unwrap_or_default();
+            let e = by_dir.entry(dir).or_default();
+            e.0 += 1;
+            e.1 += meta.size;
+        }
+        Ok(by_dir.into_iter().map(|(d, (n, b))| (d, n, b)).collect())
     }
 
     /// Where the store lives, for logs.
@@ -491,7 +554,7 @@ impl StateStore {
         // instance fences it anyway.
         Self::abandon(&old.db, &self.tuning).await;
         self.failed.store(true, Ordering::SeqCst);
-        let opened = Self::open_incarnation(&self.object_store, &self.path, &self.cache, &self.tuning).await?;
+        let opened = Self::open_incarnation(&self.object_store, &self.path, &self.cache, &self.lsm_metrics, &self.tuning).await?;
         let snapshot =
             ReadSnapshot::new(opened.committed, opened.incarnation.db.snapshot().map_err(storage_err)?, opened.live.into());
         let generation = opened.incarnation.generation;

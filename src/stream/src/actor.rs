@@ -19,7 +19,9 @@
 use std::collections::BTreeMap;
 use std::ops::Bound;
 use std::panic::AssertUnwindSafe;
+use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
+use std::time::Instant;
 
 use eddy_common::codec::{decode_view_error, view_error_key, view_errors_prefix};
 use arrow::array::BooleanArray;
@@ -29,6 +31,7 @@ use futures::FutureExt;
 use tokio::sync::{mpsc, oneshot, watch};
 
 use crate::barrier::{BarrierManager, Collected};
+use crate::metrics::{now_ms, Node, NodeKind, NodeStats, ViewMetrics};
 use crate::merge::{Aligned, AlignedInputs};
 use crate::message::{ActorId, Barrier, Dispatcher, Message, Output};
 use crate::operator::{BinaryOperator, Operator, RowErrors, Side};
@@ -152,6 +155,12 @@ pub struct ViewActor {
     error_totals: BTreeMap<(String, String), i64>,
     /// Each input's latest watermarks (mapped through the tree at every barrier).
     watermarks: Vec<Vec<Watermark>>,
+    /// Live counters, shared with whoever shows them.
+    metrics: Arc<ViewMetrics>,
+    /// Node of each branch's input and of each of its operators (indexes into `metrics`).
+    branch_nodes: Vec<(usize, Vec<usize>)>,
+    /// Node of each stage's join and of each of its operators.
+    stage_nodes: Vec<(Option<usize>, Vec<usize>)>,
 }
 
 impl ViewActor {
@@ -182,6 +191,7 @@ impl ViewActor {
             join.attach_store(&store);
         }
         let watermarks = vec![Vec::new(); branches.len()];
+        let (metrics, branch_nodes, stage_nodes) = metric_nodes(id, &branches, &stages);
         for b in branches {
             inputs.push(b.input);
             chains.push(b.operators);
@@ -202,7 +212,15 @@ impl ViewActor {
             errors: RowErrors::default(),
             error_totals: BTreeMap::new(),
             watermarks,
+            metrics,
+            branch_nodes,
+            stage_nodes,
         }
+    }
+
+    /// The view's live counters.
+    pub fn metrics(&self) -> Arc<ViewMetrics> {
+        self.metrics.clone()
     }
 
     /// Records input `b`'s watermark (watermarks only advance).
@@ -264,16 +282,29 @@ impl ViewActor {
         run_reporting(id, "materialized view", collector, self.run_inner()).await;
     }
 
-    async fn apply(ops: &mut [Box<dyn Operator>], chunks: Vec<StreamChunk>, errors: &mut RowErrors, store: &StateStore) -> Result<Vec<StreamChunk>> {
+    /// Runs `chunks` through `ops` (whose metric nodes are `nodes`).
+    async fn apply(
+        ops: &mut [Box<dyn Operator>],
+        nodes: &[usize],
+        metrics: &ViewMetrics,
+        chunks: Vec<StreamChunk>,
+        errors: &mut RowErrors,
+        store: &StateStore,
+    ) -> Result<Vec<StreamChunk>> {
         let mut chunks = chunks;
-        for op in ops {
+        for (op, node) in ops.iter_mut().zip(nodes) {
+            let start = Instant::now();
+            let (mut n, mut rows) = (0, 0);
             let mut next = Vec::new();
             for c in chunks {
                 if !c.is_empty() {
+                    n += 1;
+                    rows += c.len();
                     op.prefetch(&c, store).await?;
                     next.extend(op.process(c, errors)?);
                 }
             }
+            metrics.nodes[*node].stats.record(n, rows, rows_of(&next), start);
             chunks = next;
         }
         Ok(chunks)
@@ -317,13 +348,21 @@ impl ViewActor {
         if chunks.iter().all(StreamChunk::is_empty) {
             return Ok(());
         }
+        let metrics = self.metrics.clone();
         let (mut chunks, mut parent) = match at {
             At::Branch(b, from) => {
-                (Self::apply(&mut self.branches[b][from..], chunks, &mut self.errors, &self.store).await?, Some(self.branch_parents[b]))
+                let (input, nodes) = &self.branch_nodes[b];
+                if from == 0 {
+                    let rows = rows_of(&chunks);
+                    metrics.nodes[*input].stats.record(chunks.len() as u64, rows, rows, Instant::now());
+                }
+                let out = Self::apply(&mut self.branches[b][from..], &nodes[from..], &metrics, chunks, &mut self.errors, &self.store).await?;
+                (out, Some(self.branch_parents[b]))
             }
             At::Stage(s, from) => {
                 let stage = self.stages.get_mut(s).ok_or_else(|| internal_err!("no stage {s}"))?;
-                (Self::apply(&mut stage.operators[from..], chunks, &mut self.errors, &self.store).await?, stage.parent)
+                let nodes = &self.stage_nodes[s].1;
+                (Self::apply(&mut stage.operators[from..], &nodes[from..], &metrics, chunks, &mut self.errors, &self.store).await?, stage.parent)
             }
         };
         while let Some((s, side)) = parent {
@@ -331,24 +370,34 @@ impl ViewActor {
                 return Ok(());
             }
             let stage = self.stages.get_mut(s).ok_or_else(|| internal_err!("no stage {s}"))?;
+            let (join_node, nodes) = &self.stage_nodes[s];
             if let Some(join) = &mut stage.join {
+                let start = Instant::now();
+                let (mut n, mut rows) = (0, 0);
                 let mut joined = Vec::new();
                 for c in chunks {
                     if !c.is_empty() {
+                        n += 1;
+                        rows += c.len();
                         join.prefetch(side, &c, &self.store).await?;
                         joined.extend(join.process(side, c, &mut self.errors)?);
                     }
                 }
+                if let Some(j) = join_node {
+                    metrics.nodes[*j].stats.record(n, rows, rows_of(&joined), start);
+                }
                 chunks = joined;
             }
-            chunks = Self::apply(&mut stage.operators, chunks, &mut self.errors, &self.store).await?;
+            chunks = Self::apply(&mut stage.operators, nodes, &metrics, chunks, &mut self.errors, &self.store).await?;
             parent = stage.parent;
         }
+        let start = Instant::now();
         for c in chunks {
             if !c.is_empty() {
                 self.outputs.send(Message::Chunk(c)).await;
             }
         }
+        metrics.output_wait_nanos.fetch_add(start.elapsed().as_nanos() as u64, Relaxed);
         Ok(())
     }
 
@@ -363,26 +412,43 @@ impl ViewActor {
     /// Ends an epoch: flushes every operator's state into the epoch's batch, reports it and
     /// passes the barrier on. True if the barrier stops this actor.
     async fn barrier(&mut self, barrier: &Barrier) -> Result<bool> {
+        let began = Instant::now();
         let watermarks = self.propagate_watermarks()?;
         let mut batch = EpochBatch::default();
+        let metrics = self.metrics.clone();
         for b in 0..self.branches.len() {
             for i in 0..self.branches[b].len() {
+                let start = Instant::now();
                 let out = self.branches[b][i].on_barrier(barrier.epoch, &mut batch, &mut self.errors).await?;
+                let stats = &metrics.nodes[self.branch_nodes[b].1[i]].stats;
+                stats.record(0, 0, rows_of(&out), start);
+                stats.set_state(self.branches[b][i].state_stats());
                 self.push(At::Branch(b, i + 1), out).await?;
             }
         }
         // Children before parents: a stage's barrier comes after its inputs' output.
         for s in 0..self.stages.len() {
             if let Some(join) = &mut self.stages[s].join {
+                let start = Instant::now();
                 let out = join.on_barrier(barrier.epoch, &mut batch, &mut self.errors).await?;
+                if let Some(j) = self.stage_nodes[s].0 {
+                    metrics.nodes[j].stats.record(0, 0, rows_of(&out), start);
+                    metrics.nodes[j].stats.set_state(join.state_stats());
+                }
                 self.push(At::Stage(s, 0), out).await?;
             }
             for i in 0..self.stages[s].operators.len() {
+                let start = Instant::now();
                 let out = self.stages[s].operators[i].on_barrier(barrier.epoch, &mut batch, &mut self.errors).await?;
+                let stats = &metrics.nodes[self.stage_nodes[s].1[i]].stats;
+                stats.record(0, 0, rows_of(&out), start);
+                stats.set_state(self.stages[s].operators[i].state_stats());
                 self.push(At::Stage(s, i + 1), out).await?;
             }
         }
         self.flush_errors(&mut batch).await;
+        metrics.epochs.fetch_add(1, Relaxed);
+        metrics.barrier_nanos.fetch_add(began.elapsed().as_nanos() as u64, Relaxed);
         let report = Collected { actor: self.id, epoch: barrier.epoch, batch, waiters: vec![], failed: None };
         // The manager is gone only at shutdown; then nobody waits for this report.
         let _ = self.collector.send(report);
@@ -405,6 +471,10 @@ impl ViewActor {
             let upstream = self.upstreams[b].table_id();
             self.inherit_errors(upstream, &snapshot).await?;
         }
+        let progress = &self.metrics.backfill;
+        progress.active.store(true, Relaxed);
+        progress.started_ms.store(now_ms(), Relaxed);
+        count_backfill_total(self.metrics.clone(), &snapshot, self.upstreams.iter().map(|u| u.table_id()).collect());
         let mut fills: Vec<Fill> = (0..self.upstreams.len()).map(|_| Fill::default()).collect();
         let mut read = 0usize;
         let mut snapshot_turn = false;
@@ -430,6 +500,7 @@ impl ViewActor {
                     Some((batch, last)) => {
                         fill.pos = Some(last);
                         read += batch.num_rows();
+                        self.metrics.backfill.rows_done.fetch_add(batch.num_rows() as u64, Relaxed);
                         self.push(At::Branch(b, 0), vec![StreamChunk::inserts(batch)]).await?;
                     }
                     None => {
@@ -463,6 +534,10 @@ impl ViewActor {
                         return Ok(false);
                     }
                     if fills.iter().all(|f| f.done) {
+                        let progress = &self.metrics.backfill;
+                        progress.ended_ms.store(now_ms(), Relaxed);
+                        progress.done.store(true, Relaxed);
+                        progress.active.store(false, Relaxed);
                         // CREATE waits for this; it may have given up (then the view is dropped).
                         let _ = bf.done.send(barrier.epoch);
                         return Ok(true);
@@ -514,4 +589,82 @@ impl ViewActor {
         }
         Ok(())
     }
+}
+
+/// Rows (changes) in `chunks`.
+fn rows_of(chunks: &[StreamChunk]) -> usize {
+    chunks.iter().map(StreamChunk::len).sum()
+}
+
+/// Node ids of a branch: its input node and one per operator.
+type BranchNodes = (usize, Vec<usize>);
+/// Node ids of a stage: its join's (if any) and one per operator.
+type StageNodes = (Option<usize>, Vec<usize>);
+
+/// The metric nodes of a view's tree (see [`crate::metrics`]): an input node and the chain of
+/// every branch, then the join and chain of every stage, each pointing at where its output goes.
+fn metric_nodes(id: ActorId, branches: &[Branch], stages: &[Stage]) -> (Arc<ViewMetrics>, Vec<BranchNodes>, Vec<StageNodes>) {
+    let mut nodes: Vec<Node> = Vec::new();
+    let mut add = |kind, label: String, relation| {
+        nodes.push(Node { kind, label, relation, parent: None, stats: NodeStats::default() });
+        nodes.len() - 1
+    };
+    let branch_nodes: Vec<BranchNodes> = branches
+        .iter()
+        .map(|b| {
+            let input = add(NodeKind::Input, format!("Input {}", b.upstream.table_id()), Some(b.upstream.table_id()));
+            (input, b.operators.iter().map(|op| add(NodeKind::Operator, op.to_string(), None)).collect())
+        })
+        .collect();
+    let stage_nodes: Vec<StageNodes> = stages
+        .iter()
+        .map(|s| {
+            let join = s.join.as_ref().map(|j| add(NodeKind::Join, j.to_string(), None));
+            (join, s.operators.iter().map(|op| add(NodeKind::Operator, op.to_string(), None)).collect())
+        })
+        .collect();
+    // Where a stage's input goes first: its join, else its chain, else (an empty stage) on.
+    fn entry(s: usize, stages: &[Stage], stage_nodes: &[StageNodes]) -> Option<usize> {
+        let (join, ops) = stage_nodes.get(s)?;
+        join.or_else(|| ops.first().copied()).or_else(|| stages[s].parent.and_then(|(p, _)| entry(p, stages, stage_nodes)))
+    }
+    // A chain: each node feeds the next, the last feeds `after`.
+    let mut link = |chain: Vec<usize>, after: Option<usize>| {
+        for w in chain.windows(2) {
+            nodes[w[0]].parent = Some(w[1]);
+        }
+        if let Some(last) = chain.last() {
+            nodes[*last].parent = after;
+        }
+    };
+    for (b, (input, ops)) in branch_nodes.iter().enumerate() {
+        let after = entry(branches[b].parent.0, stages, &stage_nodes);
+        link(std::iter::once(*input).chain(ops.iter().copied()).collect(), after);
+    }
+    for (s, (join, ops)) in stage_nodes.iter().enumerate() {
+        let after = stages[s].parent.and_then(|(p, _)| entry(p, stages, &stage_nodes));
+        link(join.iter().copied().chain(ops.iter().copied()).collect(), after);
+    }
+    (Arc::new(ViewMetrics::new(id, nodes)), branch_nodes, stage_nodes)
+}
+
+/// Counts the rows a backfill will read (the upstreams' rows in `snapshot`) in a task of its
+/// own, so the count never delays the load; progress shows the total once it is known.
+fn count_backfill_total(metrics: Arc<ViewMetrics>, snapshot: &eddy_storage::ReadSnapshot, tables: Vec<u32>) {
+    let snapshot = snapshot.clone();
+    tokio::spawn(async move {
+        let mut total = 0u64;
+        for t in tables {
+            let (start, end) = eddy_storage::scan::prefix_bounds(&eddy_common::codec::table_prefix(t));
+            let Ok(mut cursor) = snapshot.scan_batches(start, end, 4096).await else { return };
+            loop {
+                match cursor.next_batch().await {
+                    Ok(Some(batch)) => total += batch.len() as u64,
+                    Ok(None) => break,
+                    Err(_) => return,
+                }
+            }
+        }
+        metrics.backfill.rows_total.store(total, Relaxed);
+    });
 }

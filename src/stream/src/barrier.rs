@@ -155,6 +155,8 @@ pub struct BarrierManager {
     broken: watch::Sender<bool>,
     /// Timings of recent epochs, oldest first, and when the current epoch began.
     recent: Mutex<(std::collections::VecDeque<EpochStats>, std::time::Instant)>,
+    /// Commit latencies and counts, for metrics.
+    pub commits: crate::metrics::CommitMetrics,
 }
 
 impl BarrierManager {
@@ -178,6 +180,7 @@ impl BarrierManager {
             commit_order: tokio::sync::Mutex::new(()),
             broken: watch::channel(false).0,
             recent: Mutex::new((std::collections::VecDeque::new(), std::time::Instant::now())),
+            commits: Default::default(),
         });
         let weak = Arc::downgrade(&mgr);
         tokio::spawn(async move {
@@ -401,6 +404,10 @@ impl BarrierManager {
         let result = match result {
             Ok(e) => {
                 let stats = EpochStats { epoch, opened, cut, collected, committed: std::time::Instant::now(), ops };
+                self.commits.barrier_latency.observe(stats.committed.duration_since(cut));
+                self.commits.commit_latency.observe(stats.committed.duration_since(collected));
+                self.commits.epochs.fetch_add(1, Ordering::Relaxed);
+                self.commits.ops.fetch_add(ops as u64, Ordering::Relaxed);
                 let mut recent = self.recent.lock();
                 if recent.0.len() == RECENT_EPOCHS {
                     recent.0.pop_front();
@@ -420,6 +427,7 @@ impl BarrierManager {
                 // Nobody is acknowledged and `completed` stays behind: actors hold changes of an
                 // epoch that is not durable, so the engine rebuilds them from committed state.
                 tracing::error!("epoch {epoch} failed to commit: {e}");
+                self.commits.failures.fetch_add(1, Ordering::Relaxed);
                 self.broken.send_replace(true);
                 Err(retry_error(&format!("the state store failed to commit epoch {epoch}: {}; the statement was not applied", e.message)))
             }

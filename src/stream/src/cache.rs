@@ -25,6 +25,22 @@ use eddy_storage::{MemoryBudget, StateStore};
 /// Estimated bytes of a cached entry beyond its key and value (map slot, allocations).
 pub const ENTRY_OVERHEAD_BYTES: usize = 96;
 
+/// What a cache holds and how often it answered without a read ([`StateCache::stats`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CacheStats {
+    pub entries: u64,
+    pub bytes: u64,
+    pub hits: u64,
+    pub misses: u64,
+}
+
+impl CacheStats {
+    /// Sums two operators' caches (a node with several).
+    pub fn plus(self, o: CacheStats) -> CacheStats {
+        CacheStats { entries: self.entries + o.entries, bytes: self.bytes + o.bytes, hits: self.hits + o.hits, misses: self.misses + o.misses }
+    }
+}
+
 /// One cached entry.
 struct Slot<V> {
     /// The value; `None`: deleted by an epoch that may not have committed yet.
@@ -55,12 +71,16 @@ pub struct StateCache<V> {
     /// chunk sort the cache).
     bytes_after_evict: usize,
     tick_of_evict: u64,
+    /// Lookups answered without a read (cached, or absent in a complete cache).
+    hits: u64,
+    /// Lookups that had to read the store.
+    misses: u64,
 }
 
 impl<V> StateCache<V> {
     /// An empty cache; `complete` if the table is known to be empty (a new operator).
     pub fn new(complete: bool) -> Self {
-        Self { entries: HashMap::new(), dirty: HashSet::new(), bytes: 0, tick: 0, complete, budget: None, bytes_after_evict: 0, tick_of_evict: 0 }
+        Self { entries: HashMap::new(), dirty: HashSet::new(), bytes: 0, tick: 0, complete, budget: None, bytes_after_evict: 0, tick_of_evict: 0, hits: 0, misses: 0 }
     }
 
     /// Starts a chunk: joins the store's budget and, if it is exceeded, sheds entries.
@@ -82,13 +102,29 @@ impl<V> StateCache<V> {
     /// True if the cache knows `key`'s state (cached, or absent because the cache is complete);
     /// marks a cached key as just used. A false answer means: load it before processing.
     pub fn knows(&mut self, key: &[u8]) -> bool {
-        match self.entries.get_mut(key) {
+        let known = match self.entries.get_mut(key) {
             Some(slot) => {
                 slot.tick = self.tick;
                 true
             }
             None => self.complete,
+        };
+        if known {
+            self.hits += 1;
+        } else {
+            self.misses += 1;
         }
+        known
+    }
+
+    /// Counts `n` lookups a complete cache answered without [`knows`](Self::knows) being asked.
+    pub fn answered(&mut self, n: usize) {
+        self.hits += n as u64;
+    }
+
+    /// Entries, bytes and lookups so far, for metrics.
+    pub fn stats(&self) -> CacheStats {
+        CacheStats { entries: self.entries.len() as u64, bytes: self.bytes as u64, hits: self.hits, misses: self.misses }
     }
 
     /// Adds an entry read from the store (`None`: absent there).

@@ -8,6 +8,7 @@ pub mod barrier;
 pub mod cache;
 pub mod merge;
 pub mod message;
+pub mod metrics;
 pub mod operator;
 pub mod sink;
 pub mod source;
@@ -19,6 +20,7 @@ pub mod write_set;
 
 pub use actor::{Backfill, Branch, Stage, ViewActor, BACKFILL_EPOCH_ROWS};
 pub use barrier::{BarrierManager, Collected, EpochStats, SourceMsg};
+pub use metrics::ViewMetrics;
 pub use message::{ActorId, Barrier, Message, Mutation, Output, CHANNEL_CAPACITY};
 pub use subscribe::{Sealed, Subscription};
 pub use sink::{SinkLog, SinkStats, SinkTarget};

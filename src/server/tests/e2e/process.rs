@@ -21,7 +21,7 @@ impl Eddy {
         let log = crate::support::temp_dir(name).join("eddy.log");
         let stderr = std::fs::File::create(&log).expect("log file");
         let mut child = Command::new(env!("CARGO_BIN_EXE_eddy"))
-            .args(["playground", "--listen", "127.0.0.1:0"])
+            .args(["playground", "--listen", "127.0.0.1:0", "--http", "127.0.0.1:0"])
             .args(args)
             .env("EDDY_LOG", "warn")
             .stdout(Stdio::piped())

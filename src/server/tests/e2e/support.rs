@@ -240,7 +240,7 @@ pub fn spawn_eddy(state: &str) -> (Process, std::net::SocketAddr) {
 pub fn spawn_eddy_env(state: &str, env: &[(&str, String)]) -> (Process, std::net::SocketAddr) {
     use std::io::BufRead;
     let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_eddy"));
-    cmd.args(["--listen", "127.0.0.1:0", "--state-store", state]).stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::null());
+    cmd.args(["--listen", "127.0.0.1:0", "--http", "127.0.0.1:0", "--state-store", state]).stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::null());
     for (k, v) in env {
         cmd.env(k, v);
     }

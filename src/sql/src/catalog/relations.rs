@@ -31,4 +31,9 @@ pub trait Relations: Send + Sync + std::fmt::Debug {
     fn source_readers(&self) -> Vec<(u32, u32, String)> {
         Vec::new()
     }
+
+    /// The live counters of the running view actors, with each view's qualified name.
+    fn view_metrics(&self) -> Vec<(String, Arc<eddy_stream::ViewMetrics>)> {
+        Vec::new()
+    }
 }

@@ -121,6 +121,9 @@ pub struct Engine {
     readers: Mutex<std::collections::BTreeMap<u32, SourceReaderInfo>>,
     /// What each running sink has delivered (by sink id).
     sinks: Mutex<std::collections::BTreeMap<u32, Arc<eddy_stream::SinkStats>>>,
+    /// The live counters of each running view actor (by view id; replaced when the graph is
+    /// rebuilt, removed when the view is dropped).
+    view_metrics: Mutex<std::collections::BTreeMap<u32, (String, Arc<eddy_stream::ViewMetrics>)>>,
     /// Next actor id of a subscription (counting down from `u32::MAX`, far from relation ids).
     next_subscriber: std::sync::atomic::AtomicU32,
 }
@@ -154,6 +157,7 @@ impl Engine {
             planner: std::sync::OnceLock::new(),
             readers: Mutex::new(Default::default()),
             sinks: Mutex::new(Default::default()),
+            view_metrics: Mutex::new(Default::default()),
             next_subscriber: std::sync::atomic::AtomicU32::new(u32::MAX),
         });
         if !bootstrap.is_empty() {
@@ -339,10 +343,11 @@ impl Engine {
             for (upstream, o) in upstream_outputs {
                 outputs.entry(upstream).or_default().push(o);
             }
-            views.push((v.id, branches, planned.stages));
+            views.push((v.id, format!("{}.{}", v.schema, v.name), branches, planned.stages));
         }
-        for (id, branches, stages) in views.into_iter().rev() {
+        for (id, name, branches, stages) in views.into_iter().rev() {
             let actor = ViewActor::new(id, branches, stages, outputs.remove(&id).unwrap_or_default(), self.barrier.collector(), self.store.clone(), None);
+            self.register_view_metrics(name, actor.metrics());
             self.barrier.add_actor(id).await;
             self.spawn_actor(actor.run());
         }
@@ -437,6 +442,27 @@ impl Engine {
     /// server, across recoveries of the sink's actor).
     pub fn sink_stats(&self, id: u32) -> Arc<eddy_stream::SinkStats> {
         self.sinks.lock().entry(id).or_default().clone()
+    }
+
+    /// Records the live counters of a view actor just built, under the view's qualified name
+    /// (a view being created is not in the catalog until its backfill is done).
+    pub fn register_view_metrics(&self, name: String, m: Arc<eddy_stream::ViewMetrics>) {
+        self.view_metrics.lock().insert(m.id, (name, m));
+    }
+
+    /// The live counters of view `id`'s actor, if it runs.
+    pub fn view_metrics(&self, id: u32) -> Option<Arc<eddy_stream::ViewMetrics>> {
+        self.view_metrics.lock().get(&id).map(|(_, m)| m.clone())
+    }
+
+    /// The live counters of every running view actor, with the view's qualified name.
+    pub fn all_view_metrics(&self) -> Vec<(String, Arc<eddy_stream::ViewMetrics>)> {
+        self.view_metrics.lock().values().cloned().collect()
+    }
+
+    /// Forgets the counters of a dropped view.
+    pub fn forget_view_metrics(&self, id: u32) {
+        self.view_metrics.lock().remove(&id);
     }
 
     /// The counters of every sink that ran since the server started.
@@ -659,6 +685,10 @@ impl Relations for Engine {
 
     fn source_readers(&self) -> Vec<(u32, u32, String)> {
         self.readers.lock().iter().map(|(id, r)| (*id, r.view, r.source.clone())).collect()
+    }
+
+    fn view_metrics(&self) -> Vec<(String, Arc<eddy_stream::ViewMetrics>)> {
+        self.all_view_metrics()
     }
 }
 

@@ -66,7 +66,8 @@ impl Session {
         };
         let o = copy_options(options, legacy)?;
         let copy = CopyIn { table, columns: cols, format: o.format, delimiter: o.delimiter, null: o.null, header: o.header, quote: o.quote };
-        self.copy = Some(CopyState { parser: CopyParser::new(copy.clone()), txn: self.engine.begin_txn(), staged: false, rows: 0, error: None });
+        let now = std::time::Instant::now();
+        self.copy = Some(CopyState { parser: CopyParser::new(copy.clone()), txn: self.engine.begin_txn(), staged: false, rows: 0, started: now, logged: now, error: None });
         Ok(Output::CopyIn(copy))
     }
 
@@ -189,12 +190,20 @@ impl Session {
             };
             if let Some(s) = self.copy.as_mut() {
                 s.rows += outcome.rows;
+                if s.logged.elapsed() >= COPY_PROGRESS_INTERVAL {
+                    s.logged = std::time::Instant::now();
+                    let secs = s.started.elapsed().as_secs_f64();
+                    tracing::info!("COPY into {}.{}: {} rows so far in {secs:.0} s ({:.0} rows/s)", table.schema, table.name, s.rows, s.rows as f64 / secs.max(1e-3));
+                }
             }
         }
     }
 }
 
 
+
+/// How often a long COPY FROM logs its progress.
+pub const COPY_PROGRESS_INTERVAL: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// The format of a `COPY ... TO`, refusing targets other than STDOUT.
 pub(crate) fn check_copy_out(target: &CopyTarget, options: &[CopyOption], legacy: &[CopyLegacyOption]) -> Result<CopyOptions> {

@@ -36,6 +36,7 @@ impl Session {
             EddyStatement::Sql(stmt, _) => stmt,
             EddyStatement::Verify(_) => return Ok(Described { params: vec![], declared: vec![], schema: Some(text_schema(&["verify"])) }),
             EddyStatement::ShowViews => return Ok(Described { params: vec![], declared: vec![], schema: Some(text_schema(&["Name"])) }),
+            EddyStatement::ExplainAnalyzeView(_) => return Ok(Described { params: vec![], declared: vec![], schema: Some(text_schema(&["QUERY PLAN"])) }),
             EddyStatement::ShowCreateView(_) => {
                 return Ok(Described { params: vec![], declared: vec![], schema: Some(text_schema(&["Name", "Create Sql"])) })
             }
@@ -122,6 +123,10 @@ impl Session {
             EddyStatement::Verify(name) => {
                 let lines = self.verify_mview(name).await?;
                 return text_rows(&["verify"], lines.into_iter().map(|l| vec![l]).collect());
+            }
+            EddyStatement::ExplainAnalyzeView(name) => {
+                let lines = self.explain_analyze_view(name)?;
+                return text_rows(&["QUERY PLAN"], lines.into_iter().map(|l| vec![l]).collect());
             }
             EddyStatement::ShowViews => {
                 let schema = self.default_schema();

@@ -9,6 +9,7 @@ pub mod ddl;
 pub mod dml;
 pub mod enums;
 pub mod execute;
+pub mod explain_analyze;
 pub mod indexes;
 pub mod mview;
 pub mod names;

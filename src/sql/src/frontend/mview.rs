@@ -164,6 +164,8 @@ impl Session {
             add_outputs.entry(upstream).or_default().push(o);
         }
         let actor = ViewActor::new(id, branches, planned.stages, vec![], self.engine.barrier.collector(), self.engine.store.clone(), Some(backfill));
+        let metrics = actor.metrics();
+        self.engine.register_view_metrics(format!("{}.{}", view.schema, view.name), metrics.clone());
         self.engine.spawn_actor(actor.run());
         let mutation = Mutation { add_outputs, start: readers.clone(), ..Default::default() };
         let epoch = self.engine.barrier.inject(mutation, vec![id]).await?;
@@ -171,7 +173,24 @@ impl Session {
         let _ = epoch_tx.send(epoch);
         // The backfill runs over as many epochs as it needs; the catalog entry commits only
         // after the view's state is complete, so no reader ever sees a partial view.
-        if done_rx.await.is_err() {
+        let every = self
+            .var("backfill_progress_interval")
+            .and_then(|v| crate::frontend::settings::parse_progress_interval(&v).ok())
+            .map_or(PROGRESS_NOTICE_INTERVAL, std::time::Duration::from_millis);
+        let mut done_rx = done_rx;
+        let started = std::time::Instant::now();
+        let done = loop {
+            tokio::select! {
+                done = &mut done_rx => break done,
+                _ = tokio::time::sleep(every), if !every.is_zero() => self.live_notice(progress_notice(&view.name, &metrics.backfill.report())),
+            }
+        };
+        // A backfill long enough to have been reported on says that it finished.
+        if done.is_ok() && started.elapsed() >= every {
+            self.live_notice(progress_notice(&view.name, &metrics.backfill.report()));
+        }
+        if done.is_err() {
+            self.engine.forget_view_metrics(id);
             // The actor's failure report reaches the barrier manager with the next barrier.
             if let Err(e) = self.engine.barrier.flush().await {
                 tracing::warn!("no barrier after the failed backfill of {}: {e}", view.name);
@@ -200,6 +219,7 @@ impl Session {
             })
             .await;
         if let Err(e) = result {
+            self.engine.forget_view_metrics(id);
             if let Err(stop) = self.engine.barrier.inject(Mutation { stop: std::iter::once(id).chain(readers.iter().copied()).collect(), ..Default::default() }, vec![]).await {
                 tracing::warn!("cannot stop the actor of abandoned view {}: {stop}", view.name);
             }
@@ -274,6 +294,7 @@ impl Session {
         self.engine.barrier.inject(Mutation { stop: std::iter::once(rel.id).chain(rel.internal_tables.iter().copied()).collect(), ..Default::default() }, vec![]).await?;
         self.engine.remove_source(rel.id);
         self.engine.forget_readers(&rel.internal_tables);
+        self.engine.forget_view_metrics(rel.id);
         let batch = self.state_deletes(&rel).await?;
         self.engine.barrier.forget_failure(rel.id);
         let id = rel.id;
@@ -443,4 +464,19 @@ fn canonical_floats(a: ArrayRef) -> ArrayRef {
         }
         _ => a,
     }
+}
+
+/// How often a client creating a materialized view is told how far its backfill has come
+/// (`SET backfill_progress_interval` changes it; a backfill that outlasts it also reports its
+/// end, so `0` reports just the end).
+pub const PROGRESS_NOTICE_INTERVAL: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// The NOTICE text of a backfill's progress.
+pub fn progress_notice(view: &str, r: &eddy_stream::metrics::ProgressReport) -> String {
+    let total = match (r.rows_total, r.percent) {
+        (Some(t), Some(p)) => format!("{p:.1}% ({} of {t} rows", r.rows_done),
+        _ => format!("{} rows (total still being counted", r.rows_done),
+    };
+    let eta = r.eta_secs.map(|s| format!(", about {s:.0} s left")).unwrap_or_default();
+    format!("materialized view \"{view}\": backfill {total}, {:.0} rows/s{eta})", r.rows_per_sec)
 }

@@ -37,6 +37,8 @@ pub struct Session {
     pub(crate) user: String,
     /// NOTICE messages for the client, drained by the wire layer.
     pub(crate) notices: Vec<String>,
+    /// Where NOTICEs go while a statement runs, if the wire layer listens (progress reports).
+    pub(crate) live_notices: Option<tokio::sync::mpsc::UnboundedSender<String>>,
     /// Settings changed by the last statement, to report as ParameterStatus.
     pub(crate) changed: Vec<(String, String)>,
     /// The open transaction block (`BEGIN ... COMMIT`), with its recorded writes.
@@ -92,6 +94,7 @@ impl Session {
             vars,
             user: user.to_string(),
             notices: Vec::new(),
+            live_notices: None,
             changed: Vec::new(),
             block: None,
             copy: None,
@@ -119,6 +122,19 @@ impl Session {
     /// Queues a NOTICE for the client.
     pub(crate) fn notice(&mut self, msg: &str) {
         self.notices.push(msg.to_string());
+    }
+
+    /// Sends a NOTICE to the client at once, while the statement still runs (dropped if the
+    /// wire layer does not listen: a late progress report is of no use).
+    pub(crate) fn live_notice(&self, msg: String) {
+        if let Some(tx) = &self.live_notices {
+            let _ = tx.send(msg);
+        }
+    }
+
+    /// Lets the wire layer receive NOTICEs while statements run (`None`: stop).
+    pub fn set_live_notices(&mut self, tx: Option<tokio::sync::mpsc::UnboundedSender<String>>) {
+        self.live_notices = tx;
     }
 
     /// Takes the queued NOTICEs.

@@ -40,8 +40,9 @@ impl Session {
                 };
                 let value = match key.as_str() {
                     "timezone" => normalize_timezone(&value)?,
+                    "backfill_progress_interval" => format!("{}ms", parse_progress_interval(&value)?),
                     "barrier_interval" | "barrier_interval_ms" => {
-                        let ms = parse_millis(&value)?;
+                        let ms = parse_millis(&key, &value)?;
                         self.engine.barrier.set_interval(std::time::Duration::from_millis(ms));
                         format!("{ms}ms")
                     }
@@ -109,7 +110,8 @@ pub(crate) fn show_column_name(variable: &[datafusion::sql::sqlparser::ast::Iden
 }
 
 /// Parses `250`, `250ms` or `1s` as milliseconds.
-fn parse_millis(v: &str) -> Result<u64> {
+/// A duration setting in milliseconds (`250ms`, `1s` or a bare number of milliseconds).
+pub(crate) fn parse_millis(key: &str, v: &str) -> Result<u64> {
     let t = v.trim().to_ascii_lowercase();
     let (num, mul) = if let Some(n) = t.strip_suffix("ms") {
         (n.trim(), 1)
@@ -120,8 +122,16 @@ fn parse_millis(v: &str) -> Result<u64> {
     };
     match num.parse::<u64>() {
         Ok(n) if n > 0 => Ok(n * mul),
-        _ => Err(user_err!(sqlstate::INVALID_PARAMETER_VALUE, "invalid value for barrier_interval: \"{v}\" (use e.g. 250ms or 1s)")),
+        _ => Err(user_err!(sqlstate::INVALID_PARAMETER_VALUE, "invalid value for {key}: \"{v}\" (use e.g. 250ms or 1s)")),
     }
+}
+
+/// `backfill_progress_interval`: a duration, or 0 for no notices but the backfill's end.
+pub(crate) fn parse_progress_interval(v: &str) -> Result<u64> {
+    if v.trim().trim_end_matches("ms").trim_end_matches('s').trim() == "0" {
+        return Ok(0);
+    }
+    parse_millis("backfill_progress_interval", v)
 }
 
 fn normalize_timezone(v: &str) -> Result<String> {

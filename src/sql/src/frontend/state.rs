@@ -78,6 +78,9 @@ pub struct CopyState {
     pub(crate) staged: bool,
     /// Rows accepted so far.
     pub(crate) rows: usize,
+    /// When it started, and when its progress was last logged.
+    pub(crate) started: std::time::Instant,
+    pub(crate) logged: std::time::Instant,
     /// The first error; the COPY fails with it at the end of the data.
     pub(crate) error: Option<EddyError>,
 }

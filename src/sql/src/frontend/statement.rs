@@ -57,6 +57,8 @@ pub enum EddyStatement {
     Verify(String),
     /// `SHOW MATERIALIZED VIEWS`.
     ShowViews,
+    /// `EXPLAIN ANALYZE MATERIALIZED VIEW name`: the running view's operators with live counters.
+    ExplainAnalyzeView(String),
     /// `SHOW CREATE MATERIALIZED VIEW name`.
     ShowCreateView(String),
     /// `CREATE SOURCE name (columns) WITH (connector = ..., ...) [FORMAT .. ENCODE ..]`: the
@@ -98,6 +100,10 @@ impl Session {
             }
             if piece.starts_with(&["VERIFY", "MATERIALIZED", "VIEW"]) {
                 out.push(EddyStatement::Verify(piece.rest_after(3).to_string()));
+                continue;
+            }
+            if piece.starts_with(&["EXPLAIN", "ANALYZE", "MATERIALIZED", "VIEW"]) {
+                out.push(EddyStatement::ExplainAnalyzeView(piece.rest_after(4).to_string()));
                 continue;
             }
             if piece.starts_with(&["SHOW", "MATERIALIZED", "VIEWS"]) && piece.rest_after(3).is_empty() {

@@ -11,6 +11,7 @@
 //! user schema has no relation of that name, [`catalog_relation`] supplies the `pg_catalog` one.
 
 pub mod colnames;
+pub mod ddl_progress;
 pub mod defs;
 pub mod functions;
 pub mod info_schema;
@@ -167,7 +168,7 @@ impl SchemaProvider for SystemSchema {
 }
 
 /// Eddy's own status views, resolvable unqualified or as `pg_catalog.` (not in `pg_class`).
-const EDDY_VIEWS: [&str; 3] = [view_status::NAME, watermarks::NAME, state_tables::NAME];
+const EDDY_VIEWS: [&str; 4] = [view_status::NAME, watermarks::NAME, state_tables::NAME, ddl_progress::NAME];
 
 /// The provider of Eddy status view `name`, if it is one.
 fn eddy_view(name: &str, relations: &Arc<dyn Relations>) -> Option<Arc<dyn TableProvider>> {
@@ -176,6 +177,7 @@ fn eddy_view(name: &str, relations: &Arc<dyn Relations>) -> Option<Arc<dyn Table
         view_status::NAME => view_status::ViewStatusTable::new(r),
         watermarks::NAME => watermarks::WatermarksTable::new(r),
         state_tables::NAME => state_tables::StateTablesTable::new(r),
+        ddl_progress::NAME => ddl_progress::DdlProgressTable::new(r),
         _ => return None,
     })
 }

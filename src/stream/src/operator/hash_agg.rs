@@ -557,6 +557,7 @@ impl Operator for HashAgg {
         self.groups.begin(store);
         if self.groups.is_complete() {
             // Nothing to load: what is not cached does not exist.
+            self.groups.answered(chunk.len());
             return Ok(());
         }
         let mut missing: Vec<Vec<u8>> = if self.is_global() {
@@ -753,6 +754,9 @@ impl Operator for HashAgg {
         if let Some(w) = self.windows.as_mut() {
             w.store = Some(store.clone());
         }
+    }
+    fn state_stats(&self) -> Option<crate::cache::CacheStats> {
+        Some(self.groups.stats())
     }
 }
 

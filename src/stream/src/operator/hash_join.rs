@@ -718,11 +718,13 @@ impl BinaryOperator for HashJoin {
     async fn prefetch(&mut self, side: Side, chunk: &StreamChunk, store: &StateStore) -> Result<()> {
         if self.null_aware {
             // Keeps everything (see `restore`): never evicts, never misses.
+            self.state.answered(chunk.len());
             return Ok(());
         }
         self.state.begin(store);
         if self.state.is_complete() {
             // Nothing to load: what is not cached does not exist.
+            self.state.answered(chunk.len());
             return Ok(());
         }
         // Rows whose key fails are left out by `process` as well.
@@ -872,6 +874,9 @@ impl BinaryOperator for HashJoin {
         if let Some(w) = self.windows.as_mut() {
             w.store = Some(store.clone());
         }
+    }
+    fn state_stats(&self) -> Option<crate::cache::CacheStats> {
+        Some(self.state.stats())
     }
 }
 

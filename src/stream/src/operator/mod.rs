@@ -26,6 +26,7 @@ use async_trait::async_trait;
 use eddy_common::{Epoch, Result, StreamChunk};
 use eddy_storage::{EpochBatch, StateStore};
 
+use crate::cache::CacheStats;
 use crate::watermark::Watermark;
 
 pub use eval::{ErrorDelta, RowErrors};
@@ -66,6 +67,12 @@ pub trait Operator: Send + std::fmt::Display {
     /// Gives the operator the store its state lives in, for reads outside `prefetch` (called
     /// once, when its actor is built). Default: not needed.
     fn attach_store(&mut self, _store: &std::sync::Arc<StateStore>) {}
+
+    /// Its state cache's entries, bytes and lookups (read at barriers for metrics). Default:
+    /// stateless, none.
+    fn state_stats(&self) -> Option<CacheStats> {
+        None
+    }
 }
 
 /// One input of a two-input operator.
@@ -107,4 +114,9 @@ pub trait BinaryOperator: Send + std::fmt::Display {
 
     /// See [`Operator::attach_store`].
     fn attach_store(&mut self, _store: &std::sync::Arc<StateStore>) {}
+
+    /// See [`Operator::state_stats`].
+    fn state_stats(&self) -> Option<CacheStats> {
+        None
+    }
 }

@@ -288,10 +288,15 @@ impl OverWindow {
 
 #[async_trait]
 impl Operator for OverWindow {
+    fn state_stats(&self) -> Option<crate::cache::CacheStats> {
+        Some(self.partitions.stats())
+    }
+
     async fn prefetch(&mut self, chunk: &StreamChunk, store: &StateStore) -> Result<()> {
         self.partitions.begin(store);
         if self.partitions.is_complete() {
             // Nothing to load: what is not cached does not exist.
+            self.partitions.answered(chunk.len());
             return Ok(());
         }
         let mut missing = self.partition_keys(chunk)?;
