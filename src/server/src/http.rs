@@ -80,9 +80,8 @@ pub async fn start(addr: &str, state: Arc<HttpState>, mut stop: watch::Receiver<
                                 .header_read_timeout(HEAD_TIMEOUT)
                                 .max_buf_size(MAX_HEAD_BYTES)
                                 .serve_connection(TokioIo::new(socket), service);
-                            match tokio::time::timeout(CONNECTION_LIFETIME, conn).await {
-                                Ok(Err(e)) => tracing::debug!("HTTP connection ended: {e}"),
-                                Ok(Ok(())) | Err(_) => {}
+                            if let Ok(Err(e)) = tokio::time::timeout(CONNECTION_LIFETIME, conn).await {
+                                tracing::debug!("HTTP connection ended: {e}");
                             }
                             drop(slot);
                         });

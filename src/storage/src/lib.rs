@@ -38,7 +38,7 @@ pub use metered::{ObjectStoreStats, RequestKind};
 pub use runs::RunId;
 pub use scan::{ReadSnapshot, ScanCursor};
 pub use state_table::{StateTable, TableScan};
-pub use store::{StateStore, StoreOptions, StoreTuning};
+pub use store::{LsmMetric, StateStore, StoreOptions, StoreTuning};
 /// The object-store crate the store runs on (tests wrap its stores, e.g. in-memory ones).
 pub use object_store;
 pub use object_store::ObjectStore;

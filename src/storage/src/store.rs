@@ -374,9 +374,8 @@ impl StateStore {
     }
 
     /// SlateDB's own counters and gauges now (L0 SSTs, sorted runs, block-cache hits and
-    /// misses per kind, compactions, ...): (dotted name, labels, is a counter, value).
-    /// Histograms are left out.
-    pub fn lsm_metrics(&self) -> Vec<(String, Vec<(String, String)>, bool, f64)> {
+    /// misses per kind, compactions, ...). Histograms are left out.
+    pub fn lsm_metrics(&self) -> Vec<LsmMetric> {
         use slatedb_common::metrics::MetricValue;
         self.lsm_metrics
             .snapshot()
@@ -389,7 +388,7 @@ impl StateStore {
                     MetricValue::UpDownCounter(v) => (false, *v as f64),
                     _ => return None,
                 };
-                Some((m.name.clone(), m.labels.clone(), counter, v))
+                Some(LsmMetric { name: m.name.clone(), labels: m.labels.clone(), counter, value: v })
             })
             .collect()
     }
@@ -587,6 +586,17 @@ impl StateStore {
         }
         bounded(self.tuning.close_timeout, "close", inc.db.close()).await
     }
+}
+
+/// One of SlateDB's counters or gauges, as [`StateStore::lsm_metrics`] reads it.
+#[derive(Debug, Clone)]
+pub struct LsmMetric {
+    /// SlateDB's dotted name (`slatedb.db.l0_sst_count`, ...).
+    pub name: String,
+    pub labels: Vec<(String, String)>,
+    /// A counter (only grows) rather than a gauge.
+    pub counter: bool,
+    pub value: f64,
 }
 
 impl std::fmt::Debug for StateStore {

@@ -3,7 +3,7 @@
 //! plain atomics (relaxed: each number is read on its own, never as a consistent set), so
 //! reading them never waits for the dataflow and costs the dataflow nothing but the stores.
 //!
-//! A view's operators form a tree ([`crate::actor`]): each input ("branch") is an input node
+//! A view's operators form a tree (see the actor module): each input ("branch") is an input node
 //! followed by its chain, each stage an optional join node followed by its chain. [`Node`]s
 //! list them in that order, each naming the node its output goes to.
 

@@ -258,8 +258,8 @@ fn lsm(state: &HttpState) -> Value {
             .store
             .lsm_metrics()
             .into_iter()
-            .filter(|(name, ..)| SHOWN.iter().any(|s| name.contains(s)))
-            .map(|(name, labels, counter, value)| {
+            .filter(|m| SHOWN.iter().any(|s| m.name.contains(s)))
+            .map(|eddy_storage::LsmMetric { name, labels, counter, value }| {
                 let labels: serde_json::Map<String, Value> = labels.into_iter().map(|(k, v)| (k, Value::String(v))).collect();
                 json!({ "name": name, "labels": labels, "kind": if counter { "counter" } else { "gauge" }, "value": value })
             })

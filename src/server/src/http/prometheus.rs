@@ -283,7 +283,7 @@ impl EddyCollector {
 /// runs, block-cache hits and misses, compactions, ...), with SlateDB's labels.
 fn lsm_families(e: &Engine) -> Vec<Family> {
     let mut by_name: std::collections::BTreeMap<String, Family> = std::collections::BTreeMap::new();
-    for (name, labels, counter, v) in e.store.lsm_metrics() {
+    for eddy_storage::LsmMetric { name, labels, counter, value: v } in e.store.lsm_metrics() {
         let clean: String = name.strip_prefix("slatedb.").unwrap_or(&name).chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '_' }).collect();
         let clean = format!("eddy_slatedb_{}", clean.strip_suffix("_total").unwrap_or(&clean));
         let help = format!("SlateDB's {name}.");
