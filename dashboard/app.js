@@ -98,8 +98,23 @@ function progressRows(progress) {
       `<td class="num">${num(p.rows_per_sec)}</td><td class="num">${p.state === 'done' ? 'done' : secs(p.eta_secs)}</td></tr>`).join('') + '</table>';
 }
 
+// A COPY's size is unknown until its data ends: a running one shows an indeterminate bar.
+function copyRows(copies) {
+  if (!copies.length) return '<p class="muted">No COPY has run since the server started.</p>';
+  return '<table><tr><th>table</th><th>state</th><th>progress</th><th class="num">rows</th><th class="num">received</th><th class="num">rows/s</th><th class="num">elapsed</th></tr>' +
+    copies.map((c) => `<tr data-copy="${c.id}"><td>${esc(c.table)}</td><td class="${c.state === 'failed' ? 'failed' : ''}">${esc(c.state)}</td>` +
+      `<td style="min-width:160px">${c.state === 'running' ? '<div class="bar busy"><i></i></div>' : bar(1, 1)}</td>` +
+      `<td class="num" data-copy-rows="${c.rows}">${num(c.rows)}</td><td class="num">${bytes(c.bytes)}</td>` +
+      `<td class="num">${num(c.rows_per_sec)}</td><td class="num">${secs(c.elapsed_secs)}</td></tr>`).join('') + '</table>';
+}
+
 async function overview(main) {
-  const [o, views, epochs, progress] = await Promise.all([get('/api/overview'), get('/api/views'), get('/api/epochs'), get('/api/progress')]);
+  const [o, views, epochs, progress, copies, sources] = await Promise.all([get('/api/overview'), get('/api/views'), get('/api/epochs'), get('/api/progress'), get('/api/copies'), get('/api/sources')]);
+  const sourceRows = sources.map((s) => {
+    const rate = observe('source:' + s.reader, s.rows);
+    return `<tr data-source="${s.reader}"><td>${esc(s.source)}</td><td>${esc(s.view)}</td><td class="num">${num(s.rows)}</td>` +
+      `<td class="num">${num(rate)}</td><td class="num">${s.backlog === null ? '–' : num(s.backlog)}</td></tr>`;
+  }).join('');
   const ingest = observe('rows_in', o.rows_in);
   const barrier = epochs.map((e) => e.barrier_ms);
   const r = o.relations;
@@ -135,7 +150,11 @@ async function overview(main) {
     <div class="card" style="margin-bottom:16px"><h2>Materialized views and sinks</h2>
       ${views.length ? `<table><tr><th>name</th><th>status</th><th class="num">rows in</th><th class="num">rows out</th><th class="num">rows/s</th><th class="num">state entries</th><th class="num">state</th></tr>${rows}</table>` : '<p class="muted">None yet: CREATE MATERIALIZED VIEW ... AS SELECT ...</p>'}
     </div>
-    <div class="card"><h2>Backfills</h2>${progressRows(progress)}</div>`;
+    <div class="grid">
+      <div class="card"><h2>Backfills</h2>${progressRows(progress)}</div>
+      <div class="card"><h2>COPY</h2>${copyRows(copies)}</div>
+    </div>
+    ${sources.length ? `<div class="card"><h2>Sources</h2><table><tr><th>source</th><th>view</th><th class="num">rows read</th><th class="num">rows/s</th><th class="num">backlog</th></tr>${sourceRows}</table></div>` : ''}`;
 }
 
 // Lays a view's operator tree out top-down: inputs at the top, the view's output at the bottom.

@@ -115,7 +115,10 @@ enum Encoding {
 enum Fetched {
     /// The offset the task starts at (once resolved from the startup mode).
     Start(i64),
-    Records(Vec<RecordAndOffset>),
+    /// Messages, and the partition's high watermark when they were fetched.
+    Records(Vec<RecordAndOffset>, i64),
+    /// The high watermark of a fetch that found nothing new.
+    High(i64),
 }
 
 /// Messages skipped because they did not decode, per source reader (shared by its splits).
@@ -183,6 +186,8 @@ struct KafkaSplit {
     next: Option<i64>,
     /// Messages fetched and not yet handed out.
     pending: VecDeque<RecordAndOffset>,
+    /// The partition's high watermark at the last fetch (the offset after its last message).
+    high: Option<i64>,
     rx: Option<mpsc::Receiver<Result<Fetched>>>,
     task: Option<tokio::task::JoinHandle<()>>,
     malformed: Arc<Malformed>,
@@ -246,6 +251,7 @@ pub(crate) async fn splits(options: &Options, schema: &SchemaRef, committed: Opt
                 startup,
                 next: None,
                 pending: VecDeque::new(),
+                high: None,
                 rx: None,
                 task: None,
                 malformed: malformed.clone(),
@@ -285,15 +291,21 @@ async fn fetch(options: Options, topic: String, partition: i32, start: Option<i6
                 }
             };
             // The client has no request timeout: a vanished broker would hold the fetch forever.
-            let (records, _high) = tokio::time::timeout(REQUEST_TIMEOUT, p.fetch_records(offset, 1..FETCH_BYTES, FETCH_WAIT_MS))
+            let (records, high) = tokio::time::timeout(REQUEST_TIMEOUT, p.fetch_records(offset, 1..FETCH_BYTES, FETCH_WAIT_MS))
                 .await
                 .map_err(|_| internal_err!("kafka topic {topic} partition {partition}: no answer from the broker within {REQUEST_TIMEOUT:?}"))?
                 .map_err(|e| internal_err!("kafka topic {topic} partition {partition} at offset {offset}: {e}"))?;
             // A compressed batch may start before the offset asked for.
             let records: Vec<RecordAndOffset> = records.into_iter().filter(|r| r.offset >= offset).collect();
-            if let Some(last) = records.last() {
-                next = Some(last.offset + 1);
-                let _ = tx.send(Ok(Fetched::Records(records))).await;
+            match records.last() {
+                Some(last) => {
+                    next = Some(last.offset + 1);
+                    let _ = tx.send(Ok(Fetched::Records(records, high))).await;
+                }
+                // Only for the lag shown to watchers: skipped when the queue is full.
+                None => {
+                    let _ = tx.try_send(Ok(Fetched::High(high)));
+                }
             }
             Ok(())
         }
@@ -333,7 +345,11 @@ impl KafkaSplit {
         while self.pending.len() < 4 * eddy_stream::source::SOURCE_CHUNK_ROWS {
             match rx.try_recv() {
                 Ok(Ok(Fetched::Start(o))) => self.next = Some(o),
-                Ok(Ok(Fetched::Records(r))) => self.pending.extend(r),
+                Ok(Ok(Fetched::Records(r, high))) => {
+                    self.pending.extend(r);
+                    self.high = Some(high);
+                }
+                Ok(Ok(Fetched::High(high))) => self.high = Some(high),
                 Ok(Err(e)) => return Err(e),
                 Err(mpsc::error::TryRecvError::Empty) => break,
                 Err(mpsc::error::TryRecvError::Disconnected) => {
@@ -466,6 +482,11 @@ impl SplitReader for KafkaSplit {
     fn position(&self) -> Vec<u8> {
         // Not yet resolved from the startup mode: the mode decides again.
         self.next.map(|o| o.to_be_bytes().to_vec()).unwrap_or_default()
+    }
+
+    fn backlog(&self) -> Option<u64> {
+        let (high, next) = (self.high?, self.next?);
+        Some(high.saturating_sub(next).max(0) as u64)
     }
 
     fn ready_at(&self) -> Option<Instant> {

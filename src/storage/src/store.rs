@@ -60,8 +60,8 @@ use eddy_common::{internal_err, EddyError, Epoch, Result};
 use object_store::ObjectStore;
 use parking_lot::{Mutex, RwLock};
 use slatedb::config::{CloseOptions, Settings};
-use slatedb::db_cache::foyer::{FoyerCache, FoyerCacheOptions};
-use slatedb::db_cache::DbCache;
+use slatedb::db_cache::foyer::FoyerCache;
+use slatedb::db_cache::{CachedEntry, CachedKey, DbCache};
 use slatedb::{Db, WriteBatch};
 
 use crate::batch::EpochBatch;
@@ -208,6 +208,8 @@ pub struct StateStore {
     object_stats: Arc<crate::metered::ObjectStoreStats>,
     /// Capacity of the block cache.
     block_cache_bytes: u64,
+    /// The block cache itself (a clone of what `cache` wraps), for its usage.
+    blocks: foyer::Cache<CachedKey, CachedEntry>,
     /// SlateDB's metrics (every incarnation records into it).
     lsm_metrics: Arc<slatedb_common::metrics::DefaultMetricsRecorder>,
 }
@@ -247,8 +249,12 @@ impl StateStore {
         let metered = crate::metered::MeteredStore::new(object_store);
         let object_stats = metered.stats().clone();
         let object_store: Arc<dyn ObjectStore> = Arc::new(metered);
-        let cache: Arc<dyn DbCache> =
-            Arc::new(FoyerCache::new_with_opts(FoyerCacheOptions { max_capacity: options.block_cache_bytes, shards: 8 }));
+        // Built here (as FoyerCache::new_with_opts builds it) so a clone can report its usage.
+        let blocks: foyer::Cache<CachedKey, CachedEntry> = foyer::CacheBuilder::new(usize::try_from(options.block_cache_bytes).unwrap_or(usize::MAX))
+            .with_weighter(|_, v: &CachedEntry| v.size())
+            .with_shards(8)
+            .build();
+        let cache: Arc<dyn DbCache> = Arc::new(FoyerCache::new_with_cache(blocks.clone()));
         let lsm_metrics = Arc::new(slatedb_common::metrics::DefaultMetricsRecorder::new());
         let opened = Self::open_incarnation(&object_store, &path, &cache, &lsm_metrics, &tuning)
             .await
@@ -277,6 +283,7 @@ impl StateStore {
             write_memory: Arc::new(MemoryBudget::new(usize::try_from(options.write_buffer_bytes).unwrap_or(usize::MAX))),
             object_stats,
             block_cache_bytes: options.block_cache_bytes,
+            blocks,
             lsm_metrics,
         });
         if store.tuning.background_maintenance {
@@ -396,6 +403,11 @@ impl StateStore {
     /// Capacity of the block cache (`--block-cache-mb`).
     pub fn block_cache_bytes(&self) -> u64 {
         self.block_cache_bytes
+    }
+
+    /// Bytes of blocks, indexes and filters the block cache holds now.
+    pub fn block_cache_used(&self) -> u64 {
+        self.blocks.usage() as u64
     }
 
     /// The objects under the store's path, summed by their first directory (SlateDB's `wal`,

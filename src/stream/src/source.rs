@@ -51,6 +51,11 @@ pub trait SplitReader: Send {
     fn ready_at(&self) -> Option<Instant> {
         None
     }
+    /// Messages waiting upstream that the split has not handed out (Kafka: the partition's
+    /// high watermark minus the next offset), if the split knows.
+    fn backlog(&self) -> Option<u64> {
+        None
+    }
 }
 
 /// Of `splits` (not `exhausted`), the first from `start` on (round robin) that may be read now,
@@ -80,6 +85,17 @@ pub struct ReaderStats {
     /// The first epoch reported after every split was exhausted (0: not yet): once it has
     /// committed, the view has consumed the whole source.
     pub finished_epoch: AtomicU64,
+    /// Messages waiting upstream, summed over the splits that know theirs, at the last
+    /// barrier; meaningful once `backlog_known`.
+    pub backlog: AtomicU64,
+    pub backlog_known: std::sync::atomic::AtomicBool,
+}
+
+impl ReaderStats {
+    /// The source's lag in messages, if its splits report one.
+    pub fn backlog(&self) -> Option<u64> {
+        self.backlog_known.load(Ordering::Relaxed).then(|| self.backlog.load(Ordering::Relaxed))
+    }
 }
 
 /// Key of a reader's committed position in its own key space (`table_prefix(reader id)`).
@@ -286,6 +302,11 @@ impl SourceReader {
     /// the barrier stops this reader.
     async fn barrier(&mut self, b: &Barrier) -> Result<bool> {
         self.epoch_rows = 0;
+        let backlogs: Vec<u64> = self.splits.iter().filter_map(|s| s.backlog()).collect();
+        if !backlogs.is_empty() {
+            self.stats.backlog.store(backlogs.iter().sum(), Ordering::Relaxed);
+            self.stats.backlog_known.store(true, Ordering::Relaxed);
+        }
         let mut batch = EpochBatch::default();
         let starts_now = b.mutation.as_ref().is_some_and(|m| m.start.contains(&self.id));
         if self.started {

@@ -9,7 +9,9 @@
 //! - `views/<id or name>`: one view's operator graph with live counters per node;
 //! - `epochs`: timings of the most recent committed epochs;
 //! - `storage`: object-store requests/bytes/errors and the store's objects by directory;
-//! - `progress`: running (and finished) backfills of materialized views with an ETA.
+//! - `progress`: running (and finished) backfills of materialized views with an ETA;
+//! - `copies`: running (and the most recent finished) `COPY ... FROM STDIN` statements;
+//! - `sources`: each view's source readers with rows read and the backlog upstream.
 
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::Duration;
@@ -35,6 +37,8 @@ pub async fn route(state: &HttpState, rest: &str) -> Option<Reply> {
         "epochs" => epochs(state),
         "storage" => storage(state).await,
         "progress" => json!(progress(state)),
+        "copies" => json!(copies(state)),
+        "sources" => json!(sources(state)),
         _ => match rest.strip_prefix("views/") {
             Some(which) => match view(state, which) {
                 Some(v) => v,
@@ -58,7 +62,7 @@ pub fn memory_components(store: &eddy_storage::StateStore) -> Vec<(&'static str,
     vec![
         ("operator_caches", Some(store.operator_memory().used() as u64), store.operator_memory().limit() as u64),
         ("write_buffers", Some(store.write_memory().used() as u64), store.write_memory().limit() as u64),
-        ("block_cache", None, store.block_cache_bytes()),
+        ("block_cache", Some(store.block_cache_used()), store.block_cache_bytes()),
     ]
 }
 
@@ -309,4 +313,42 @@ pub fn progress(state: &HttpState) -> Vec<Value> {
         .collect();
     rows.sort_by_key(|(done, _)| *done);
     rows.into_iter().map(|(_, v)| v).collect()
+}
+
+/// Running COPYs, then the most recent finished ones: rows and bytes so far and their rates
+/// (a COPY's size is not known before its data ends).
+pub fn copies(state: &HttpState) -> Vec<Value> {
+    state
+        .engine
+        .copies
+        .reports()
+        .into_iter()
+        .map(|r| {
+            json!({
+                "id": r.id,
+                "table": r.table,
+                "state": r.state,
+                "rows": r.rows,
+                "bytes": r.bytes,
+                "elapsed_secs": r.elapsed_secs,
+                "rows_per_sec": r.rows_per_sec,
+                "bytes_per_sec": r.bytes_per_sec,
+            })
+        })
+        .collect()
+}
+
+/// Each view's source readers: rows read, and the messages waiting upstream (Kafka's lag;
+/// `null` for sources that cannot tell, such as generators).
+pub fn sources(state: &HttpState) -> Vec<Value> {
+    let catalog = state.engine.catalog();
+    state
+        .engine
+        .source_readers()
+        .into_iter()
+        .map(|(id, r)| {
+            let view = catalog.by_id(r.view).map(|v| format!("{}.{}", v.schema, v.name)).unwrap_or_else(|| r.view.to_string());
+            json!({ "reader": id, "source": r.source, "view": view, "rows": r.stats.rows.load(Relaxed), "backlog": r.stats.backlog() })
+        })
+        .collect()
 }

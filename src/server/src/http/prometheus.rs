@@ -12,7 +12,7 @@
 //! (label `op`), `eddy_object_store_read_bytes|written_bytes`; `eddy_cache_hits|misses` and
 //! `eddy_cache_bytes` per `layer`; `eddy_memory_used_bytes|limit_bytes` per `component`,
 //! `eddy_memory_budget_bytes`, `eddy_process_resident_memory_bytes`; `eddy_connections`,
-//! `eddy_query_duration_seconds`, `eddy_query_errors`; `eddy_source_rows` per source reader;
+//! `eddy_query_duration_seconds`, `eddy_query_errors`; `eddy_source_rows` and `eddy_source_backlog` per source reader;
 //! `eddy_sink_delivered|pending` per sink.
 
 use std::fmt;
@@ -223,9 +223,14 @@ impl EddyCollector {
             mem_limit.samples.push((labels(&[("component", c)]), gauge(limit)));
         }
         let mut src = fam("eddy_source_rows", "Rows a source reader emitted.");
+        let mut lag = fam("eddy_source_backlog", "Messages waiting upstream that a source reader has not read (Kafka: high watermark minus next offset, summed over partitions).");
         for (id, r) in e.source_readers() {
             let view = catalog.by_id(r.view).map(|v| format!("{}.{}", v.schema, v.name)).unwrap_or_else(|| r.view.to_string());
-            src.samples.push((labels(&[("source", &r.source), ("view", &view), ("reader", &id.to_string())]), counter(r.stats.rows.load(Relaxed))));
+            let l = labels(&[("source", &r.source), ("view", &view), ("reader", &id.to_string())]);
+            if let Some(b) = r.stats.backlog() {
+                lag.samples.push((l.clone(), gauge(b)));
+            }
+            src.samples.push((l, counter(r.stats.rows.load(Relaxed))));
         }
         let mut sink_done = fam("eddy_sink_delivered", "Changes a sink delivered since the server started.");
         let mut sink_pending = fam("eddy_sink_pending", "Changes a sink has logged and not delivered yet.");
@@ -261,8 +266,8 @@ impl EddyCollector {
             Family { samples: vec![(labels(&[("layer", "operator")]), counter(hits))], ..fam("eddy_cache_hits", "State lookups answered by a cache layer.") },
             Family { samples: vec![(labels(&[("layer", "operator")]), counter(misses))], ..fam("eddy_cache_misses", "State lookups a cache layer passed on.") },
             Family {
-                samples: vec![(labels(&[("layer", "operator")]), gauge(cache_bytes)), (labels(&[("layer", "block")]), gauge(e.store.block_cache_bytes()))],
-                ..fam("eddy_cache_bytes", "Bytes held by a cache layer (block cache: its capacity).")
+                samples: vec![(labels(&[("layer", "operator")]), gauge(cache_bytes)), (labels(&[("layer", "block")]), gauge(e.store.block_cache_used()))],
+                ..fam("eddy_cache_bytes", "Bytes held by a cache layer.")
             },
             mem_used,
             mem_limit,
@@ -271,6 +276,7 @@ impl EddyCollector {
             one("eddy_connections", "Client connections open now.", gauge(self.admission.connections() as u64)),
             one("eddy_query_errors", "Statements that ended with an error.", counter(observe.query_errors.load(Relaxed))),
             src,
+            lag,
             sink_done,
             sink_pending,
         ];

@@ -111,7 +111,12 @@ async fn the_dashboard_draws_a_views_graph_with_live_numbers_in_a_real_browser()
     let png = std::fs::read(&shot).expect("a screenshot of the view page");
     assert!(png.starts_with(b"\x89PNG") && png.len() > 10_000, "{} bytes", png.len());
 
+    let copy = c.copy_in("COPY auctions FROM STDIN").await.unwrap();
+    futures::pin_mut!(copy);
+    futures::SinkExt::send(&mut copy, bytes::Bytes::from_static(b"11\tseller11\n12\tseller12\n")).await.unwrap();
+    assert_eq!(copy.finish().await.unwrap(), 2);
     let overview = browse(&format!("http://{http}/#/"), &["--dump-dom".into()]).await;
+    assert!(overview.contains("<td>public.auctions</td><td class=\"\">done</td>") && overview.contains("data-copy-rows=\"2\""), "the COPY is listed:\n{overview}");
     assert!(overview.contains(&format!("href=\"#/view/{id}\"")), "the overview links the view:\n{overview}");
     assert!(overview.contains("Commit latency") && overview.contains("operator caches"), "{overview}");
     browse(&format!("http://{http}/#/"), &[format!("--screenshot={}", dir.join("overview.png").display()), "--window-size=1400,1000".into()]).await;

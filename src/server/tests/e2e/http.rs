@@ -97,6 +97,11 @@ async fn the_api_and_metrics_show_a_running_views_operators_and_counters() {
     assert_eq!(overview["relations"]["materialized_views"], 1, "{overview}");
     assert!(overview["connections"].as_u64().unwrap() >= 1, "{overview}");
     assert!(overview["memory"]["components"].as_array().unwrap().iter().any(|c| c["component"] == "operator_caches"), "{overview}");
+    // Every component reports what it holds against its limit (the block cache too).
+    for c in overview["memory"]["components"].as_array().unwrap() {
+        let (used, limit) = (c["used_bytes"].as_u64(), c["limit_bytes"].as_u64().unwrap());
+        assert!(used.is_some_and(|u| u <= limit), "{c}");
+    }
     let catalog = get_json(http_addr, "/api/catalog").await;
     let t = catalog.as_array().unwrap().iter().find(|r| r["name"] == "t").expect("t in the catalog");
     assert_eq!(t["columns"][0]["name"], "k");
@@ -227,5 +232,44 @@ async fn hostile_http_clients_never_disturb_the_sql_path() {
     // Served again once the idle clients are gone.
     eventually(Duration::from_secs(30), || async move { (http(http_addr, "GET", "/api/overview").await.0 == 200).then_some(()) }).await;
     assert_eq!(rows(&c, "SELECT 2").await.unwrap(), vec![vec!["2".to_string()]]);
+    server.shutdown().await.unwrap();
+}
+
+/// The COPY with `table` in `/api/copies`, once `ready` holds for it.
+async fn copy_entry(http: SocketAddr, table: &'static str, ready: impl Fn(&Value) -> bool + Copy) -> Value {
+    eventually(Duration::from_secs(30), || async move {
+        let all = get_json(http, "/api/copies").await;
+        all.as_array().unwrap().iter().find(|c| c["table"] == table && ready(c)).cloned()
+    })
+    .await
+}
+
+#[tokio::test]
+async fn a_running_copy_shows_its_rows_and_bytes_then_how_it_ended() {
+    let (server, c, http) = setup().await;
+    c.batch_execute("CREATE TABLE c (k INT PRIMARY KEY, s TEXT)").await.unwrap();
+    let sink = c.copy_in("COPY c FROM STDIN").await.unwrap();
+    futures::pin_mut!(sink);
+    let mut sent = 0u64;
+    for b in 0..5 {
+        let text: String = (0..20_000).map(|i| format!("{}\trow {i}\n", b * 20_000 + i)).collect();
+        sent += text.len() as u64;
+        futures::SinkExt::send(&mut sink, bytes::Bytes::from(text)).await.unwrap();
+    }
+    // Still running (the client has not ended the data): what arrived is counted.
+    let running = copy_entry(http, "public.c", |c| c["state"] == "running" && c["bytes"].as_u64() == Some(sent)).await;
+    assert!(running["rows"].as_u64().unwrap() <= 100_000, "{running}");
+    assert_eq!(sink.finish().await.unwrap(), 100_000);
+    let done = copy_entry(http, "public.c", |c| c["state"] == "done").await;
+    assert_eq!((done["rows"].as_u64(), done["bytes"].as_u64()), (Some(100_000), Some(sent)), "{done}");
+
+    // A COPY that fails ends as failed and applies nothing.
+    c.batch_execute("CREATE TABLE d (k INT PRIMARY KEY)").await.unwrap();
+    let sink = c.copy_in("COPY d FROM STDIN").await.unwrap();
+    futures::pin_mut!(sink);
+    futures::SinkExt::send(&mut sink, bytes::Bytes::from_static(b"1\nnot a number\n")).await.unwrap();
+    assert!(sink.finish().await.is_err());
+    copy_entry(http, "public.d", |c| c["state"] == "failed").await;
+    assert_eq!(rows(&c, "SELECT count(*) FROM d").await.unwrap(), vec![vec!["0".to_string()]]);
     server.shutdown().await.unwrap();
 }

@@ -9,7 +9,7 @@ use std::io::Write;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use crate::support::{connect, eventually, rows, spawn_eddy, sqlstate, temp_dir, Process};
+use crate::support::{connect, eventually, rows, spawn_eddy, spawn_eddy_http, sqlstate, temp_dir, Process};
 
 const DEADLINE: Duration = Duration::from_secs(120);
 
@@ -374,7 +374,7 @@ async fn include_columns_carry_each_messages_key_partition_offset_and_timestamp(
     let lines: Vec<String> = (0..40).map(|i| format!("k{i}\t{{\"id\": {i}, \"note\": \"n{i}\"}}")).collect();
     broker.produce("meta", &lines);
     let dir = temp_dir("kafka-include");
-    let (_proc, addr) = spawn_eddy(&format!("file://{}", dir.display()));
+    let (_proc, addr, http) = spawn_eddy_http(&format!("file://{}", dir.display()), &[]);
     let c = connect(addr).await;
     let source = |include: &str| {
         format!(
@@ -412,5 +412,12 @@ async fn include_columns_carry_each_messages_key_partition_offset_and_timestamp(
         assert_eq!(row[4], m["offset"].to_string(), "{row:?}");
         assert_eq!(row[5], "t", "{row:?}");
     }
+    // The source's lag: both partitions read to their high watermark, so nothing waits.
+    eventually(DEADLINE, || async move {
+        let (_, metrics) = crate::http::http(http, "GET", "/metrics").await;
+        let sample = |family: &str| metrics.lines().find(|l| l.starts_with(family) && l.contains("source=\"m\"")).and_then(|l| l.rsplit(' ').next()?.parse::<f64>().ok());
+        (sample("eddy_source_backlog{") == Some(0.0) && sample("eddy_source_rows_total{") == Some(40.0)).then_some(())
+    })
+    .await;
     let _ = std::fs::remove_dir_all(dir);
 }

@@ -238,6 +238,12 @@ pub fn spawn_eddy(state: &str) -> (Process, std::net::SocketAddr) {
 
 /// [`spawn_eddy`] with extra environment variables.
 pub fn spawn_eddy_env(state: &str, env: &[(&str, String)]) -> (Process, std::net::SocketAddr) {
+    let (p, addr, _) = spawn_eddy_http(state, env);
+    (p, addr)
+}
+
+/// [`spawn_eddy_env`], also returning the address of its HTTP server (dashboard, /metrics).
+pub fn spawn_eddy_http(state: &str, env: &[(&str, String)]) -> (Process, std::net::SocketAddr, std::net::SocketAddr) {
     use std::io::BufRead;
     let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_eddy"));
     cmd.args(["--listen", "127.0.0.1:0", "--http", "127.0.0.1:0", "--state-store", state]).stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::null());
@@ -247,20 +253,29 @@ pub fn spawn_eddy_env(state: &str, env: &[(&str, String)]) -> (Process, std::net
     let mut child = cmd.spawn().expect("eddy binary starts");
     let stdout = child.stdout.take().expect("stdout");
     let mut reader = std::io::BufReader::new(stdout);
-    let mut line = String::new();
-    reader.read_line(&mut line).expect("startup line");
+    // "Eddy ... listening on <addr> ...", "Connect with: ...", "Dashboard: http://<addr>/ ...".
+    let mut head = String::new();
+    for _ in 0..3 {
+        reader.read_line(&mut head).expect("startup lines");
+    }
     std::thread::spawn(move || {
         let mut sink = String::new();
         while reader.read_line(&mut sink).map(|n| n > 0).unwrap_or(false) {
             sink.clear();
         }
     });
-    let addr = line
+    let addr = head
         .split_whitespace()
         .skip_while(|w| *w != "on")
         .nth(1)
         .and_then(|a| a.parse().ok())
-        .unwrap_or_else(|| panic!("no address in startup line {line:?}"));
-    (Process(child), addr)
+        .unwrap_or_else(|| panic!("no address in startup lines {head:?}"));
+    let http = head
+        .split("Dashboard: http://")
+        .nth(1)
+        .and_then(|r| r.split('/').next())
+        .and_then(|a| a.parse().ok())
+        .unwrap_or_else(|| panic!("no dashboard address in startup lines {head:?}"));
+    (Process(child), addr, http)
 }
 

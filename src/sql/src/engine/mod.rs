@@ -6,6 +6,8 @@
 //! engine cannot plan SQL itself (planning sits above it); it asks a [`ViewPlanner`], which the
 //! frontend provides, for each view's operators.
 
+pub mod copies;
+
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -126,6 +128,8 @@ pub struct Engine {
     view_metrics: Mutex<std::collections::BTreeMap<u32, (String, Arc<eddy_stream::ViewMetrics>)>>,
     /// Next actor id of a subscription (counting down from `u32::MAX`, far from relation ids).
     next_subscriber: std::sync::atomic::AtomicU32,
+    /// Running and recent `COPY ... FROM STDIN` statements.
+    pub copies: copies::Copies,
 }
 
 impl std::fmt::Debug for Engine {
@@ -159,6 +163,7 @@ impl Engine {
             sinks: Mutex::new(Default::default()),
             view_metrics: Mutex::new(Default::default()),
             next_subscriber: std::sync::atomic::AtomicU32::new(u32::MAX),
+            copies: Default::default(),
         });
         if !bootstrap.is_empty() {
             engine.commit_catalog(bootstrap, EpochBatch::default()).await?;

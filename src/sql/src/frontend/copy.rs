@@ -67,7 +67,8 @@ impl Session {
         let o = copy_options(options, legacy)?;
         let copy = CopyIn { table, columns: cols, format: o.format, delimiter: o.delimiter, null: o.null, header: o.header, quote: o.quote };
         let now = std::time::Instant::now();
-        self.copy = Some(CopyState { parser: CopyParser::new(copy.clone()), txn: self.engine.begin_txn(), staged: false, rows: 0, started: now, logged: now, error: None });
+        let progress = self.engine.copies.start(format!("{}.{}", copy.table.schema, copy.table.name));
+        self.copy = Some(CopyState { parser: CopyParser::new(copy.clone()), txn: self.engine.begin_txn(), staged: false, rows: 0, started: now, logged: now, error: None, progress });
         Ok(Output::CopyIn(copy))
     }
 
@@ -102,6 +103,7 @@ impl Session {
     /// A piece of the COPY's data. Errors are kept and reported by [`Session::copy_done`].
     pub async fn copy_data(&mut self, data: &[u8]) {
         let Some(state) = self.copy.as_mut() else { return };
+        state.progress.progress.bytes.fetch_add(data.len() as u64, std::sync::atomic::Ordering::Relaxed);
         if state.error.is_some() {
             return;
         }
@@ -136,6 +138,7 @@ impl Session {
             let table = state.parser.spec().table.id;
             self.engine.commit_txn(state.txn, &[table]).await?;
         }
+        state.progress.succeeded();
         Ok(state.rows)
     }
 
@@ -190,6 +193,7 @@ impl Session {
             };
             if let Some(s) = self.copy.as_mut() {
                 s.rows += outcome.rows;
+                s.progress.progress.rows.store(s.rows as u64, std::sync::atomic::Ordering::Relaxed);
                 if s.logged.elapsed() >= COPY_PROGRESS_INTERVAL {
                     s.logged = std::time::Instant::now();
                     let secs = s.started.elapsed().as_secs_f64();

@@ -83,4 +83,6 @@ pub struct CopyState {
     pub(crate) logged: std::time::Instant,
     /// The first error; the COPY fails with it at the end of the data.
     pub(crate) error: Option<EddyError>,
+    /// Its entry in the server's COPY progress (ends when the state is dropped).
+    pub(crate) progress: crate::engine::copies::CopyTicket,
 }
