@@ -206,8 +206,6 @@ pub struct StateStore {
     write_memory: Arc<MemoryBudget>,
     /// Requests, bytes and errors of `object_store`.
     object_stats: Arc<crate::metered::ObjectStoreStats>,
-    /// Capacity of the block cache.
-    block_cache_bytes: u64,
     /// The block cache itself (a clone of what `cache` wraps), for its usage.
     blocks: foyer::Cache<CachedKey, CachedEntry>,
     /// SlateDB's metrics (every incarnation records into it).
@@ -282,7 +280,6 @@ impl StateStore {
             operator_memory: Arc::new(MemoryBudget::new(usize::try_from(options.operator_cache_bytes).unwrap_or(usize::MAX))),
             write_memory: Arc::new(MemoryBudget::new(usize::try_from(options.write_buffer_bytes).unwrap_or(usize::MAX))),
             object_stats,
-            block_cache_bytes: options.block_cache_bytes,
             blocks,
             lsm_metrics,
         });
@@ -402,7 +399,7 @@ impl StateStore {
 
     /// Capacity of the block cache (`--block-cache-mb`).
     pub fn block_cache_bytes(&self) -> u64 {
-        self.block_cache_bytes
+        self.blocks.capacity() as u64
     }
 
     /// Bytes of blocks, indexes and filters the block cache holds now.

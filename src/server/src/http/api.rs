@@ -24,6 +24,11 @@ use serde_json::{json, Value};
 
 use super::{HttpState, Reply};
 
+/// The qualified name of relation `id`, or its id once it is gone (a dropped view's reader).
+pub fn relation_name(catalog: &eddy_sql::catalog::Catalog, id: u32) -> String {
+    catalog.by_id(id).map(|v| format!("{}.{}", v.schema, v.name)).unwrap_or_else(|| id.to_string())
+}
+
 /// Longest `storage` waits for the object listing.
 pub const LIST_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -347,7 +352,7 @@ pub fn sources(state: &HttpState) -> Vec<Value> {
         .source_readers()
         .into_iter()
         .map(|(id, r)| {
-            let view = catalog.by_id(r.view).map(|v| format!("{}.{}", v.schema, v.name)).unwrap_or_else(|| r.view.to_string());
+            let view = relation_name(&catalog, r.view);
             json!({ "reader": id, "source": r.source, "view": view, "rows": r.stats.rows.load(Relaxed), "backlog": r.stats.backlog() })
         })
         .collect()

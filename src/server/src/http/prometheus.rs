@@ -27,7 +27,7 @@ use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric, MetricEncoder
 use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Registry;
 
-use super::api::{memory_components, rss_bytes};
+use super::api::{memory_components, relation_name, rss_bytes};
 use super::HttpState;
 use crate::limits::Admission;
 
@@ -225,7 +225,7 @@ impl EddyCollector {
         let mut src = fam("eddy_source_rows", "Rows a source reader emitted.");
         let mut lag = fam("eddy_source_backlog", "Messages waiting upstream that a source reader has not read (Kafka: high watermark minus next offset, summed over partitions).");
         for (id, r) in e.source_readers() {
-            let view = catalog.by_id(r.view).map(|v| format!("{}.{}", v.schema, v.name)).unwrap_or_else(|| r.view.to_string());
+            let view = relation_name(&catalog, r.view);
             let l = labels(&[("source", &r.source), ("view", &view), ("reader", &id.to_string())]);
             if let Some(b) = r.stats.backlog() {
                 lag.samples.push((l.clone(), gauge(b)));
@@ -235,7 +235,7 @@ impl EddyCollector {
         let mut sink_done = fam("eddy_sink_delivered", "Changes a sink delivered since the server started.");
         let mut sink_pending = fam("eddy_sink_pending", "Changes a sink has logged and not delivered yet.");
         for (id, s) in e.all_sink_stats() {
-            let name = catalog.by_id(id).map(|v| format!("{}.{}", v.schema, v.name)).unwrap_or_else(|| id.to_string());
+            let name = relation_name(&catalog, id);
             sink_done.samples.push((labels(&[("sink", &name)]), counter(s.delivered.load(Relaxed))));
             sink_pending.samples.push((labels(&[("sink", &name)]), gauge(s.pending.load(Relaxed))));
         }

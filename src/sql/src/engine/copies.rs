@@ -3,7 +3,7 @@
 //! client, so its size is not known ahead: progress is rows and bytes so far and their rates.
 
 use std::collections::{BTreeMap, VecDeque};
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 
@@ -25,8 +25,8 @@ pub struct CopyProgress {
     /// Milliseconds since the Unix epoch when it started and ended (0: running).
     pub started_ms: u64,
     pub ended_ms: AtomicU64,
-    /// How it ended: `done` or `failed` (set before the ticket is dropped).
-    outcome: Mutex<&'static str>,
+    /// It was applied (set before the ticket is dropped; otherwise it ends as `failed`).
+    succeeded: AtomicBool,
 }
 
 /// A COPY's progress at one moment.
@@ -53,7 +53,11 @@ impl CopyProgress {
         CopyReport {
             id: self.id,
             table: self.table.clone(),
-            state: if ended > 0 { *self.outcome.lock() } else { "running" },
+            state: match (ended > 0, self.succeeded.load(Relaxed)) {
+                (false, _) => "running",
+                (true, true) => "done",
+                (true, false) => "failed",
+            },
             rows,
             bytes,
             elapsed_secs: elapsed_ms as f64 / 1e3,
@@ -87,7 +91,7 @@ impl Copies {
             bytes: AtomicU64::new(0),
             started_ms: now_ms(),
             ended_ms: AtomicU64::new(0),
-            outcome: Mutex::new("failed"),
+            succeeded: AtomicBool::new(false),
         });
         r.running.insert(progress.id, progress.clone());
         CopyTicket { progress, copies: self.clone() }
@@ -109,9 +113,24 @@ pub struct CopyTicket {
 }
 
 impl CopyTicket {
+    /// Counts data received from the client.
+    pub fn received(&self, bytes: usize) {
+        self.progress.bytes.fetch_add(bytes as u64, Relaxed);
+    }
+
+    /// Counts rows accepted; the total so far.
+    pub fn accepted(&self, rows: usize) -> u64 {
+        self.progress.rows.fetch_add(rows as u64, Relaxed) + rows as u64
+    }
+
+    /// Rows accepted so far.
+    pub fn rows(&self) -> u64 {
+        self.progress.rows.load(Relaxed)
+    }
+
     /// Records that the COPY was applied.
     pub fn succeeded(&self) {
-        *self.progress.outcome.lock() = "done";
+        self.progress.succeeded.store(true, Relaxed);
     }
 }
 
@@ -136,8 +155,9 @@ mod tests {
     fn a_copy_runs_until_its_ticket_drops_and_is_remembered_with_its_outcome() {
         let copies = Copies::default();
         let ok = copies.start("public.a".into());
-        ok.progress.rows.fetch_add(10, Relaxed);
-        ok.progress.bytes.fetch_add(100, Relaxed);
+        assert_eq!(ok.accepted(4), 4);
+        assert_eq!(ok.accepted(6), 10);
+        ok.received(100);
         let bad = copies.start("public.b".into());
         let states: Vec<_> = copies.reports().iter().map(|r| (r.table.clone(), r.state, r.rows)).collect();
         assert_eq!(states, [("public.a".to_string(), "running", 10), ("public.b".to_string(), "running", 0)]);

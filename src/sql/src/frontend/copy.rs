@@ -66,9 +66,9 @@ impl Session {
         };
         let o = copy_options(options, legacy)?;
         let copy = CopyIn { table, columns: cols, format: o.format, delimiter: o.delimiter, null: o.null, header: o.header, quote: o.quote };
-        let now = std::time::Instant::now();
         let progress = self.engine.copies.start(format!("{}.{}", copy.table.schema, copy.table.name));
-        self.copy = Some(CopyState { parser: CopyParser::new(copy.clone()), txn: self.engine.begin_txn(), staged: false, rows: 0, started: now, logged: now, error: None, progress });
+        let logged = std::time::Instant::now();
+        self.copy = Some(CopyState { parser: CopyParser::new(copy.clone()), txn: self.engine.begin_txn(), staged: false, logged, error: None, progress });
         Ok(Output::CopyIn(copy))
     }
 
@@ -103,7 +103,7 @@ impl Session {
     /// A piece of the COPY's data. Errors are kept and reported by [`Session::copy_done`].
     pub async fn copy_data(&mut self, data: &[u8]) {
         let Some(state) = self.copy.as_mut() else { return };
-        state.progress.progress.bytes.fetch_add(data.len() as u64, std::sync::atomic::Ordering::Relaxed);
+        state.progress.received(data.len());
         if state.error.is_some() {
             return;
         }
@@ -139,7 +139,7 @@ impl Session {
             self.engine.commit_txn(state.txn, &[table]).await?;
         }
         state.progress.succeeded();
-        Ok(state.rows)
+        Ok(state.progress.rows() as usize)
     }
 
     /// CopyFail from the client: drops what was staged.
@@ -192,12 +192,11 @@ impl Session {
                 outcome?
             };
             if let Some(s) = self.copy.as_mut() {
-                s.rows += outcome.rows;
-                s.progress.progress.rows.store(s.rows as u64, std::sync::atomic::Ordering::Relaxed);
+                s.progress.accepted(outcome.rows);
                 if s.logged.elapsed() >= COPY_PROGRESS_INTERVAL {
                     s.logged = std::time::Instant::now();
-                    let secs = s.started.elapsed().as_secs_f64();
-                    tracing::info!("COPY into {}.{}: {} rows so far in {secs:.0} s ({:.0} rows/s)", table.schema, table.name, s.rows, s.rows as f64 / secs.max(1e-3));
+                    let r = s.progress.progress.report();
+                    tracing::info!("COPY into {}: {} rows so far in {:.0} s ({:.0} rows/s)", r.table, r.rows, r.elapsed_secs, r.rows_per_sec);
                 }
             }
         }

@@ -76,13 +76,11 @@ pub struct CopyState {
     pub(crate) txn: TxnId,
     /// Whether a batch was staged (so there is something to commit or abort).
     pub(crate) staged: bool,
-    /// Rows accepted so far.
-    pub(crate) rows: usize,
-    /// When it started, and when its progress was last logged.
-    pub(crate) started: std::time::Instant,
+    /// When its progress was last logged.
     pub(crate) logged: std::time::Instant,
     /// The first error; the COPY fails with it at the end of the data.
     pub(crate) error: Option<EddyError>,
-    /// Its entry in the server's COPY progress (ends when the state is dropped).
+    /// Its rows and bytes so far, in the server's COPY progress (ends when the state is
+    /// dropped).
     pub(crate) progress: crate::engine::copies::CopyTicket,
 }
