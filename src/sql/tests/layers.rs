@@ -1,6 +1,7 @@
-//! The SQL crate's layers only point down (catalog < engine < planner < pg < frontend), and no
-//! crate of the workspace has an import cycle between its modules. Parses `crate::` and
-//! `super::` paths in every source file (test modules excluded), as `../shared/tools` does.
+//! The SQL crate's layers only point down (catalog < engine < planner < pg < frontend), no
+//! crate of the workspace has an import cycle between its modules, and no source file is over
+//! 800 lines. Parses `crate::` and `super::` paths in every source file (test modules
+//! excluded), as `../shared/tools` does.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -153,6 +154,26 @@ fn no_crate_has_a_module_cycle() {
         }
     }
     assert!(found.is_empty(), "module cycles:\n{}", found.join("\n"));
+}
+
+/// Longest a source file may be (issue 8: split a file by concern before it grows past this).
+const MAX_FILE_LINES: usize = 800;
+
+#[test]
+fn no_source_file_is_over_800_lines() {
+    let crates = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let mut files = Vec::new();
+    rust_files(&crates, &mut files);
+    let long: Vec<String> = files
+        .iter()
+        .filter(|f| !f.components().any(|c| c.as_os_str() == "target"))
+        .filter_map(|f| {
+            let n = std::fs::read_to_string(f).expect("source file").lines().count();
+            (n > MAX_FILE_LINES).then(|| format!("{} ({n} lines)", f.display()))
+        })
+        .collect();
+    assert!(!files.is_empty(), "no source files found under {}", crates.display());
+    assert!(long.is_empty(), "files over {MAX_FILE_LINES} lines:\n{}", long.join("\n"));
 }
 
 #[test]
