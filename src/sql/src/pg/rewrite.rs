@@ -13,6 +13,7 @@
 //! * `json_agg(x)` / `jsonb_agg(x)` → `eddy_json_agg(array_agg(to_json(x)), ..)` (`json.rs`).
 //! * `json_object_agg(k, v)` / `jsonb_object_agg(k, v)` → the same over `array_agg` of pairs.
 //! * `approx_count_distinct(x)` → `count(DISTINCT x)` (exact).
+//! * `corr(y, x)` and `regr_r2(y, x)` from `regr_sxx/syy/sxy` with PostgreSQL's NULL rules ([`regression`]).
 //! * `x::jsonb` / `x::json` → `eddy_jsonb_in(x)` / `eddy_json_in(x)` (validated, jsonb-typed).
 //! * Set-returning calls in a select list: `_pg_expandarray(a)` → `unnest(_pg_expandarray(a))`,
 //!   `generate_subscripts(a, 1)` → `unnest(range(1, cardinality(a) + 1))`.
@@ -323,6 +324,42 @@ fn array_subquery(mut q: Query) -> Option<Expr> {
     Some(Expr::Subquery(Box::new(q)))
 }
 
+/// `corr(y, x)` → `Sxy / sqrt(Sxx * Syy)` and `regr_r2(y, x)` → `Sxy² / (Sxx * Syy)` over
+/// `regr_sxx/syy/sxy(y, x)`, NULL where `Sxx` or `Syy` is 0, except that `regr_r2` is 1 where
+/// only `y` is constant: PostgreSQL's definitions. DataFusion's `corr` loses all precision on
+/// large values (NULL for values near 1e9 that vary by units) and its `regr_r2` is NULL for a
+/// constant `y`; its `regr_s*` sums are accurate. A view keeps the three sums incrementally.
+fn regression(f: &Function, corr: bool) -> Expr {
+    let sum = |n: &str| {
+        let mut g = f.clone();
+        g.name = ObjectName::from(vec![Ident::new(n)]);
+        Box::new(Expr::Function(g))
+    };
+    let num = |v: &str| Box::new(Expr::value(Value::Number(v.into(), false)));
+    let op = |left: Box<Expr>, op: BinaryOperator, right: Box<Expr>| Box::new(Expr::BinaryOp { left, op, right });
+    let product = op(sum("regr_sxx"), BinaryOperator::Multiply, sum("regr_syy"));
+    let (value, y_constant) = if corr {
+        (op(sum("regr_sxy"), BinaryOperator::Divide, Box::new(call("sqrt", vec![*product]))), None)
+    } else {
+        let square = op(sum("regr_sxy"), BinaryOperator::Multiply, sum("regr_sxy"));
+        (op(square, BinaryOperator::Divide, product), Some(num("1")))
+    };
+    let when = |condition: Box<Expr>, result: Box<Expr>| datafusion::sql::sqlparser::ast::CaseWhen { condition: *condition, result: *result };
+    let x_varies = op(sum("regr_sxx"), BinaryOperator::NotEq, num("0"));
+    let y_varies = op(sum("regr_syy"), BinaryOperator::NotEq, num("0"));
+    let mut conditions = vec![when(op(x_varies.clone(), BinaryOperator::And, y_varies), value)];
+    if let Some(one) = y_constant {
+        conditions.push(when(x_varies, one));
+    }
+    Expr::Case {
+        case_token: datafusion::sql::sqlparser::ast::helpers::attached_token::AttachedToken::empty(),
+        end_token: datafusion::sql::sqlparser::ast::helpers::attached_token::AttachedToken::empty(),
+        operand: None,
+        conditions,
+        else_result: None,
+    }
+}
+
 fn rewrite_function(f: &mut Function) -> Option<Expr> {
     strip_system_qualifier(&mut f.name);
     let name = base_name(&f.name);
@@ -430,6 +467,7 @@ fn rewrite_function(f: &mut Function) -> Option<Expr> {
             }
             None
         }
+        "regr_r2" | "corr" if f.over.is_none() => Some(regression(f, name == "corr")),
         "every" => {
             f.name = ObjectName::from(vec![Ident::new("bool_and")]);
             None

@@ -11,7 +11,7 @@ use datafusion::physical_expr::{create_physical_expr, PhysicalExpr};
 use datafusion::scalar::ScalarValue;
 use eddy_common::percentile::{Fractions, OrderedSet};
 use eddy_common::{not_supported, Result};
-use eddy_stream::operator::{AggCall, AggKind};
+use eddy_stream::operator::{AggCall, AggKind, RegrFn};
 
 pub(super) fn physical(expr: &Expr, schema: &DFSchema) -> Result<Arc<dyn PhysicalExpr>> {
     let e = create_physical_expr(expr, schema, &ExecutionProps::new())?;
@@ -41,15 +41,17 @@ pub(super) fn agg_call(expr: &Expr, input: &DFSchema, output: DataType) -> Resul
     let p = &af.params;
     let arg = p.args.first();
     let ordered_set = OrderedSet::from_name(&name).filter(|_| !p.distinct);
-    let kind = match ordered_set {
-        Some(kind) => {
+    let regr = RegrFn::from_name(&name).filter(|_| !p.distinct);
+    let kind = match (ordered_set, regr) {
+        (None, Some(f)) => AggKind::Regr(f),
+        (Some(kind), _) => {
             let fractions = match p.args.get(1) {
                 None => Fractions::None,
                 Some(e) => Fractions::from_scalar(&constant(e, input)?.ok_or_else(|| not_supported!("the fraction of {name}() in a materialized view must be a constant"))?)?,
             };
             AggKind::Percentile { kind, fractions }
         }
-        None => match (name.as_str(), p.distinct) {
+        (None, None) => match (name.as_str(), p.distinct) {
             ("count", false) => match arg {
                 None => AggKind::CountStar,
                 Some(Expr::Literal(v, _)) if !v.is_null() => AggKind::CountStar,
@@ -91,6 +93,11 @@ pub(super) fn agg_call(expr: &Expr, input: &DFSchema, output: DataType) -> Resul
     };
     let arg = match kind {
         AggKind::CountStar => None,
+        // (y, x) evaluated together, as one struct.
+        AggKind::Regr(_) => match p.args.as_slice() {
+            [y, x] => Some(physical(&datafusion::functions::core::expr_fn::r#struct(vec![y.clone(), x.clone()]), input)?),
+            _ => return Err(not_supported!("{name}() takes two arguments")),
+        },
         _ => Some(physical(arg.ok_or_else(|| not_supported!("{name}() without an argument"))?, input)?),
     };
     // ORDER BY inside the call matters to first/last_value, string_agg and array_agg; to the
@@ -99,7 +106,7 @@ pub(super) fn agg_call(expr: &Expr, input: &DFSchema, output: DataType) -> Resul
     if !ordered && !p.order_by.is_empty() {
         let order_free = matches!(
             kind,
-            AggKind::CountStar | AggKind::Count | AggKind::CountDistinct | AggKind::Sum | AggKind::Min | AggKind::Max | AggKind::BoolAnd | AggKind::BoolOr | AggKind::Variance { .. }
+            AggKind::CountStar | AggKind::Count | AggKind::CountDistinct | AggKind::Sum | AggKind::Min | AggKind::Max | AggKind::BoolAnd | AggKind::BoolOr | AggKind::Variance { .. } | AggKind::Regr(_)
         );
         if !order_free {
             return Err(not_supported!("ORDER BY inside {name}() is not supported in a materialized view yet"));

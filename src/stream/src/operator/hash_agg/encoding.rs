@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 
 use eddy_common::{internal_err, Result};
 
-use super::{Acc, Group};
+use super::{Acc, CoMoments, Group};
 
 fn put_bytes(out: &mut Vec<u8>, b: &[u8]) {
     out.extend_from_slice(&(b.len() as u32).to_be_bytes());
@@ -60,6 +60,13 @@ pub(super) fn encode_group(g: &Group) -> Vec<u8> {
                 out.extend_from_slice(&n.to_be_bytes());
                 for c in ones {
                     out.extend_from_slice(&c.to_be_bytes());
+                }
+            }
+            Acc::CoMoments(CoMoments { n, kx, ky, sx, sy, sxx, syy, sxy }) => {
+                out.push(9);
+                out.extend_from_slice(&n.to_be_bytes());
+                for f in [kx, ky, sx, sy, sxx, syy, sxy] {
+                    out.extend_from_slice(&f.to_be_bytes());
                 }
             }
             Acc::SumInterval(s) => {
@@ -145,6 +152,11 @@ pub(super) fn decode_group(b: &[u8]) -> Result<Group> {
                 Acc::Values(map)
             }
             4 => Acc::Bools { trues: r.i64()?, falses: r.i64()? },
+            9 => {
+                let n = r.i64()?;
+                let mut f = || -> Result<f64> { Ok(f64::from_be_bytes(r.take(8)?.try_into().map_err(|_| internal_err!("bad f64"))?)) };
+                Acc::CoMoments(CoMoments { n, kx: f()?, ky: f()?, sx: f()?, sy: f()?, sxx: f()?, syy: f()?, sxy: f()? })
+            }
             7 => {
                 let n = r.i64()?;
                 let ones = (0..64).map(|_| r.i64()).collect::<Result<Vec<_>>>()?;

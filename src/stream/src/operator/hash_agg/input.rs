@@ -18,6 +18,8 @@ pub(super) enum ArgInput {
     Int(ArrayRef),
     /// Floats, as f64.
     Float(arrow::array::Float64Array),
+    /// `(y, x)` pairs as f64 (two-variable statistics).
+    Pair(arrow::array::Float64Array, arrow::array::Float64Array),
     /// Booleans.
     Bool(arrow::array::BooleanArray),
     /// Intervals.
@@ -36,6 +38,13 @@ impl ArgInput {
         use arrow::array::AsArray;
         Ok(match (kind, conv) {
             (_, Some(c)) => ArgInput::Encoded(c.convert_columns(std::slice::from_ref(&arr))?, arr),
+            (AggKind::Regr(_), None) => {
+                let pair = arr.as_struct_opt().filter(|s| s.num_columns() == 2).ok_or_else(|| internal_err!("a two-variable aggregate's argument is not a (y, x) pair"))?;
+                let f = |i: usize| -> Result<arrow::array::Float64Array> {
+                    Ok(arrow::compute::cast(pair.column(i), &DataType::Float64)?.as_primitive::<arrow::datatypes::Float64Type>().clone())
+                };
+                ArgInput::Pair(f(0)?, f(1)?)
+            }
             (AggKind::Variance { .. }, None) => {
                 ArgInput::Float(arrow::compute::cast(&arr, &DataType::Float64)?.as_primitive::<arrow::datatypes::Float64Type>().clone())
             }
@@ -102,6 +111,11 @@ impl ArgInput {
                     *sum += sign as f64 * d;
                     *sumsq += sign as f64 * d * d;
                     *n += sign;
+                }
+            }
+            (ArgInput::Pair(ys, xs), Acc::CoMoments(m)) => {
+                if ys.is_valid(row) && xs.is_valid(row) {
+                    m.add(xs.value(row), ys.value(row), sign);
                 }
             }
             (ArgInput::Int(a), Acc::Bits { n, ones }) => {
