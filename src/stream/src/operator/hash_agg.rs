@@ -33,6 +33,8 @@ use super::eval::{evaluate, RowErrors};
 use crate::cache::StateCache;
 use encoding::{decode_group, encode_group};
 use input::{distinct_sum, float_total, ArgInput};
+use regr::CoMoments;
+pub use regr::RegrFn;
 use super::Operator;
 
 /// Which aggregate function.
@@ -72,111 +74,6 @@ pub enum AggKind {
     /// `corr`, `covar_pop`/`covar_samp` and the `regr_*` functions of `(y, x)`, over the rows
     /// where both are non-null (the argument is a two-field struct of `y` and `x`).
     Regr(RegrFn),
-}
-
-/// Which two-variable statistic (PostgreSQL's names and NULL rules).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RegrFn {
-    Corr,
-    CovarPop,
-    CovarSamp,
-    Count,
-    AvgX,
-    AvgY,
-    Sxx,
-    Syy,
-    Sxy,
-    Slope,
-    Intercept,
-    R2,
-}
-
-impl RegrFn {
-    /// The function of that name (`corr`, `covar_pop`, `regr_slope`, ...).
-    pub fn from_name(name: &str) -> Option<Self> {
-        Some(match name {
-            "corr" => RegrFn::Corr,
-            "covar_pop" => RegrFn::CovarPop,
-            "covar_samp" | "covar" => RegrFn::CovarSamp,
-            "regr_count" => RegrFn::Count,
-            "regr_avgx" => RegrFn::AvgX,
-            "regr_avgy" => RegrFn::AvgY,
-            "regr_sxx" => RegrFn::Sxx,
-            "regr_syy" => RegrFn::Syy,
-            "regr_sxy" => RegrFn::Sxy,
-            "regr_slope" => RegrFn::Slope,
-            "regr_intercept" => RegrFn::Intercept,
-            "regr_r2" => RegrFn::R2,
-            _ => return None,
-        })
-    }
-
-}
-
-/// Sums of `x - kx`, `y - ky`, their squares and their product over the rows where both are
-/// non-null, `kx`/`ky` being the first pair since the group was last empty (keeps the
-/// statistics accurate for large values; retraction is exact up to rounding).
-#[derive(Debug, Clone, PartialEq)]
-struct CoMoments {
-    n: i64,
-    kx: f64,
-    ky: f64,
-    sx: f64,
-    sy: f64,
-    sxx: f64,
-    syy: f64,
-    sxy: f64,
-}
-
-impl CoMoments {
-    fn new() -> Self {
-        CoMoments { n: 0, kx: f64::NAN, ky: f64::NAN, sx: 0.0, sy: 0.0, sxx: 0.0, syy: 0.0, sxy: 0.0 }
-    }
-
-    /// Adds (`sign` 1) or retracts (-1) the pair.
-    fn add(&mut self, x: f64, y: f64, sign: i64) {
-        if self.n == 0 {
-            // Start afresh: no rounding residue of retracted rows is carried on.
-            *self = CoMoments { kx: x, ky: y, ..CoMoments::new() };
-        }
-        let (dx, dy, s) = (x - self.kx, y - self.ky, sign as f64);
-        self.sx += s * dx;
-        self.sy += s * dy;
-        self.sxx += s * dx * dx;
-        self.syy += s * dy * dy;
-        self.sxy += s * dx * dy;
-        self.n += sign;
-    }
-
-    /// Statistic `f`; `None` where SQL says NULL. `R2` is NULL where `x` or `y` is constant,
-    /// as the batch engine has it (the PostgreSQL rewrite turns a constant `y` into 1, as
-    /// PostgreSQL does).
-    fn value(&self, f: RegrFn) -> Option<f64> {
-        let CoMoments { n, kx, ky, sx, sy, sxx, syy, sxy } = *self;
-        if n <= 0 {
-            return None;
-        }
-        let nf = n as f64;
-        // Centred sums of squares and products; rounding may leave a square a hair below 0.
-        let cxx = (sxx - sx * sx / nf).max(0.0);
-        let cyy = (syy - sy * sy / nf).max(0.0);
-        let cxy = sxy - sx * sy / nf;
-        let (avgx, avgy) = (kx + sx / nf, ky + sy / nf);
-        match f {
-            RegrFn::Count => Some(nf),
-            RegrFn::AvgX => Some(avgx),
-            RegrFn::AvgY => Some(avgy),
-            RegrFn::Sxx => Some(cxx),
-            RegrFn::Syy => Some(cyy),
-            RegrFn::Sxy => Some(cxy),
-            RegrFn::CovarPop => Some(cxy / nf),
-            RegrFn::CovarSamp => (n > 1).then(|| cxy / (nf - 1.0)),
-            RegrFn::Corr => (cxx != 0.0 && cyy != 0.0).then(|| cxy / (cxx * cyy).sqrt()),
-            RegrFn::Slope => (cxx != 0.0).then(|| cxy / cxx),
-            RegrFn::Intercept => (cxx != 0.0).then(|| avgy - avgx * cxy / cxx),
-            RegrFn::R2 => (cxx != 0.0 && cyy != 0.0).then(|| cxy * cxy / (cxx * cyy)),
-        }
-    }
 }
 
 /// Which bitwise aggregate.
@@ -881,5 +778,6 @@ pub fn nullable_field(name: &str, dt: DataType) -> Field {
 
 mod encoding;
 mod input;
+mod regr;
 #[cfg(test)]
 mod tests;
