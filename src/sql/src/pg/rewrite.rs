@@ -49,7 +49,7 @@ mod time_windows;
 
 pub(crate) use time_windows::interval_micros;
 
-use ast::{base_name, string_lit, unnamed_arg_exprs};
+use ast::{base_name, case_when, renamed, string_lit, unnamed_arg_exprs};
 pub use ast::{call, is_aggregate_call};
 pub use datetime::pg_datetime_pattern;
 use json::{json_agg, json_object_agg};
@@ -330,11 +330,7 @@ fn array_subquery(mut q: Query) -> Option<Expr> {
 /// large values (NULL for values near 1e9 that vary by units) and its `regr_r2` is NULL for a
 /// constant `y`; its `regr_s*` sums are accurate. A view keeps the three sums incrementally.
 fn regression(f: &Function, corr: bool) -> Expr {
-    let sum = |n: &str| {
-        let mut g = f.clone();
-        g.name = ObjectName::from(vec![Ident::new(n)]);
-        Box::new(Expr::Function(g))
-    };
+    let sum = |n: &str| Box::new(Expr::Function(renamed(f, n)));
     let num = |v: &str| Box::new(Expr::value(Value::Number(v.into(), false)));
     let op = |left: Box<Expr>, op: BinaryOperator, right: Box<Expr>| Box::new(Expr::BinaryOp { left, op, right });
     let product = op(sum("regr_sxx"), BinaryOperator::Multiply, sum("regr_syy"));
@@ -344,20 +340,13 @@ fn regression(f: &Function, corr: bool) -> Expr {
         let square = op(sum("regr_sxy"), BinaryOperator::Multiply, sum("regr_sxy"));
         (op(square, BinaryOperator::Divide, product), Some(num("1")))
     };
-    let when = |condition: Box<Expr>, result: Box<Expr>| datafusion::sql::sqlparser::ast::CaseWhen { condition: *condition, result: *result };
     let x_varies = op(sum("regr_sxx"), BinaryOperator::NotEq, num("0"));
     let y_varies = op(sum("regr_syy"), BinaryOperator::NotEq, num("0"));
-    let mut conditions = vec![when(op(x_varies.clone(), BinaryOperator::And, y_varies), value)];
+    let mut conditions = vec![(*op(x_varies.clone(), BinaryOperator::And, y_varies), *value)];
     if let Some(one) = y_constant {
-        conditions.push(when(x_varies, one));
+        conditions.push((*x_varies, *one));
     }
-    Expr::Case {
-        case_token: datafusion::sql::sqlparser::ast::helpers::attached_token::AttachedToken::empty(),
-        end_token: datafusion::sql::sqlparser::ast::helpers::attached_token::AttachedToken::empty(),
-        operand: None,
-        conditions,
-        else_result: None,
-    }
+    case_when(conditions)
 }
 
 fn rewrite_function(f: &mut Function) -> Option<Expr> {
@@ -427,32 +416,22 @@ fn rewrite_function(f: &mut Function) -> Option<Expr> {
                     && f.over.is_none() =>
             {
                 let sep = function_args(f).pop()?;
-                let mut values = f.clone();
-                values.name = ObjectName::from(vec![Ident::new("array_agg")]);
+                let mut values = renamed(f, "array_agg");
                 if let FunctionArguments::List(l) = &mut values.args {
                     l.args.truncate(1);
                 }
-                let mut count = f.clone();
-                count.name = ObjectName::from(vec![Ident::new("count")]);
+                let mut count = renamed(f, "count");
                 if let FunctionArguments::List(l) = &mut count.args {
                     l.args.truncate(1);
                     l.duplicate_treatment = None;
                 }
                 let sorted = call("array_sort", vec![Expr::Function(values), string_lit("ASC"), string_lit("NULLS LAST")]);
-                Some(Expr::Case {
-                    case_token: datafusion::sql::sqlparser::ast::helpers::attached_token::AttachedToken::empty(),
-                    end_token: datafusion::sql::sqlparser::ast::helpers::attached_token::AttachedToken::empty(),
-                    operand: None,
-                    conditions: vec![datafusion::sql::sqlparser::ast::CaseWhen {
-                        condition: Expr::BinaryOp {
-                            left: Box::new(Expr::Function(count)),
-                            op: datafusion::sql::sqlparser::ast::BinaryOperator::Gt,
-                            right: Box::new(Expr::value(Value::Number("0".into(), false))),
-                        },
-                        result: call("array_to_string", vec![sorted, sep]),
-                    }],
-                    else_result: None,
-                })
+                let some = Expr::BinaryOp {
+                    left: Box::new(Expr::Function(count)),
+                    op: BinaryOperator::Gt,
+                    right: Box::new(Expr::value(Value::Number("0".into(), false))),
+                };
+                Some(case_when(vec![(some, call("array_to_string", vec![sorted, sep]))]))
             }
             _ => None,
         },

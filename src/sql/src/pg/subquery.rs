@@ -16,11 +16,10 @@ use std::collections::HashSet;
 use std::ops::ControlFlow;
 
 use datafusion::sql::sqlparser::ast::{
-    visit_expressions, BinaryOperator, CaseWhen, Expr, GroupByExpr, Query, SelectItem, SetExpr, TableFactor,
+    visit_expressions, BinaryOperator, Expr, GroupByExpr, Query, SelectItem, SetExpr, TableFactor,
 };
-use datafusion::sql::sqlparser::tokenizer::{Token, TokenWithSpan};
 
-use super::rewrite::ast::{call, is_aggregate_call};
+use super::rewrite::ast::{call, case_when, is_aggregate_call};
 
 fn qualifier_of(t: &TableFactor) -> Option<String> {
     match t {
@@ -136,13 +135,7 @@ pub fn decorrelatable(q: &mut Query) -> Option<Expr> {
         return Some(value);
     }
     let condition = and_all(hard)?;
-    Some(Expr::Case {
-        case_token: TokenWithSpan::wrap(Token::make_keyword("CASE")).into(),
-        end_token: TokenWithSpan::wrap(Token::make_keyword("END")).into(),
-        operand: None,
-        conditions: vec![CaseWhen { condition, result: value }],
-        else_result: None,
-    })
+    Some(case_when(vec![(condition, value)]))
 }
 
 /// Rewrites the correlated subqueries in `select`'s projection whose outer references DataFusion

@@ -71,7 +71,8 @@ pub enum AggKind {
     /// `percentile_cont(p)` / `percentile_disc(p)` / `mode()` `WITHIN GROUP (ORDER BY x)`: over
     /// the group's multiset of non-null `x`, in the call's order.
     Percentile { kind: OrderedSet, fractions: Fractions },
-    /// `corr`, `covar_pop`/`covar_samp` and the `regr_*` functions of `(y, x)`, over the rows
+    /// `covar_pop`/`covar_samp` and the `regr_*` functions of `(y, x)` (`corr` and `regr_r2`
+    /// arrive rewritten over `regr_sxx/syy/sxy`), over the rows
     /// where both are non-null (the argument is a two-field struct of `y` and `x`).
     Regr(RegrFn),
 }

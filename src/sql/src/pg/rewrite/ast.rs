@@ -2,9 +2,10 @@
 //! `pg::subquery` (a leaf, so that neither of the two depends on the other through them).
 
 use datafusion::sql::sqlparser::ast::{
-    Expr, Function, FunctionArg, FunctionArgExpr, FunctionArgumentList, FunctionArguments, Ident, ObjectName, ObjectNamePart,
-    TableFunctionArgs,
+    CaseWhen, Expr, Function, FunctionArg, FunctionArgExpr, FunctionArgumentList, FunctionArguments, Ident, ObjectName,
+    ObjectNamePart, TableFunctionArgs,
 };
+use datafusion::sql::sqlparser::tokenizer::{Token, TokenWithSpan};
 
 /// Last identifier of a possibly qualified name, lower-cased unless quoted.
 pub(super) fn base_name(name: &ObjectName) -> String {
@@ -36,6 +37,24 @@ pub fn call(name: &str, args: Vec<Expr>) -> Expr {
         over: None,
         within_group: vec![],
     })
+}
+
+/// `f` called under `name`, with the same arguments, FILTER and OVER.
+pub fn renamed(f: &Function, name: &str) -> Function {
+    let mut g = f.clone();
+    g.name = ObjectName::from(vec![Ident::new(name)]);
+    g
+}
+
+/// `CASE WHEN condition THEN result ... END` (NULL when no condition holds).
+pub fn case_when(conditions: Vec<(Expr, Expr)>) -> Expr {
+    Expr::Case {
+        case_token: TokenWithSpan::wrap(Token::make_keyword("CASE")).into(),
+        end_token: TokenWithSpan::wrap(Token::make_keyword("END")).into(),
+        operand: None,
+        conditions: conditions.into_iter().map(|(condition, result)| CaseWhen { condition, result }).collect(),
+        else_result: None,
+    }
 }
 
 /// Aggregate functions: a scalar subquery projecting one of these already returns one row.

@@ -1,9 +1,9 @@
 //! `json[b]_agg` and `json[b]_object_agg` as `array_agg` of converted values (so a view keeps
 //! them incrementally) under a function that writes the JSON at the end.
 
-use datafusion::sql::sqlparser::ast::{Expr, Function, FunctionArg, FunctionArgExpr, FunctionArgumentClause, FunctionArguments, Ident, ObjectName, Value};
+use datafusion::sql::sqlparser::ast::{Expr, Function, FunctionArg, FunctionArgExpr, FunctionArgumentClause, FunctionArguments, Value};
 
-use super::ast::call;
+use super::ast::{call, renamed};
 
 /// `json[b]_agg([DISTINCT] x [ORDER BY o])` → `eddy_json_agg(array_agg([DISTINCT] to_json[b](x)
 /// [ORDER BY o]), sort)` (`crate::planner::to_json`; json_agg's elements are
@@ -15,8 +15,7 @@ pub(super) fn json_agg(f: &Function, jsonb: bool) -> Option<Expr> {
     let FunctionArguments::List(l) = &f.args else { return None };
     let [FunctionArg::Unnamed(FunctionArgExpr::Expr(x))] = l.args.as_slice() else { return None };
     let distinct = matches!(l.duplicate_treatment, Some(datafusion::sql::sqlparser::ast::DuplicateTreatment::Distinct));
-    let mut values = f.clone();
-    values.name = ObjectName::from(vec![Ident::new("array_agg")]);
+    let mut values = renamed(f, "array_agg");
     let mut sort = 0;
     if let FunctionArguments::List(l) = &mut values.args {
         l.args = vec![FunctionArg::Unnamed(FunctionArgExpr::Expr(call(if jsonb { "to_jsonb" } else { "eddy_json_agg_item" }, vec![x.clone()])))];
@@ -44,8 +43,7 @@ pub(super) fn json_object_agg(f: &Function, jsonb: bool) -> Option<Expr> {
     let [FunctionArg::Unnamed(FunctionArgExpr::Expr(k)), FunctionArg::Unnamed(FunctionArgExpr::Expr(v))] = l.args.as_slice() else { return None };
     let to_json = if jsonb { "to_jsonb" } else { "to_json" };
     let pair = call("make_array", vec![call(to_json, vec![k.clone()]), call(to_json, vec![v.clone()])]);
-    let mut pairs = f.clone();
-    pairs.name = ObjectName::from(vec![Ident::new("array_agg")]);
+    let mut pairs = renamed(f, "array_agg");
     if let FunctionArguments::List(l) = &mut pairs.args {
         l.args = vec![FunctionArg::Unnamed(FunctionArgExpr::Expr(pair))];
     }

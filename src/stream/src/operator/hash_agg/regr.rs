@@ -1,10 +1,10 @@
-//! The two-variable statistics of `(y, x)` (`corr`, `covar_*`, `regr_*`): which one, and the
-//! retractable sums they are computed from.
+//! The two-variable statistics of `(y, x)` (`covar_*`, `regr_*`): which one, and the
+//! retractable sums they are computed from. `corr` and `regr_r2` never reach a view: the
+//! PostgreSQL rewrite (`pg/rewrite.rs`, `regression`) computes them from `regr_sxx/syy/sxy`.
 
 /// Which two-variable statistic (PostgreSQL's names and NULL rules).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RegrFn {
-    Corr,
     CovarPop,
     CovarSamp,
     Count,
@@ -15,14 +15,12 @@ pub enum RegrFn {
     Sxy,
     Slope,
     Intercept,
-    R2,
 }
 
 impl RegrFn {
-    /// The function of that name (`corr`, `covar_pop`, `regr_slope`, ...).
+    /// The function of that name (`covar_pop`, `regr_slope`, ...).
     pub fn from_name(name: &str) -> Option<Self> {
         Some(match name {
-            "corr" => RegrFn::Corr,
             "covar_pop" => RegrFn::CovarPop,
             "covar_samp" | "covar" => RegrFn::CovarSamp,
             "regr_count" => RegrFn::Count,
@@ -33,7 +31,6 @@ impl RegrFn {
             "regr_sxy" => RegrFn::Sxy,
             "regr_slope" => RegrFn::Slope,
             "regr_intercept" => RegrFn::Intercept,
-            "regr_r2" => RegrFn::R2,
             _ => return None,
         })
     }
@@ -42,7 +39,8 @@ impl RegrFn {
 
 /// Sums of `x - kx`, `y - ky`, their squares and their product over the rows where both are
 /// non-null, `kx`/`ky` being the first pair since the group was last empty (keeps the
-/// statistics accurate for large values; retraction is exact up to rounding).
+/// statistics accurate for large values; retraction is exact up to rounding, which stays
+/// small while the values stay near the shift).
 #[derive(Debug, Clone, PartialEq)]
 pub(super) struct CoMoments {
     pub(super) n: i64,
@@ -75,9 +73,7 @@ impl CoMoments {
         self.n += sign;
     }
 
-    /// Statistic `f`; `None` where SQL says NULL. `R2` is NULL where `x` or `y` is constant,
-    /// as the batch engine has it (the PostgreSQL rewrite turns a constant `y` into 1, as
-    /// PostgreSQL does).
+    /// Statistic `f`; `None` where SQL says NULL.
     pub(super) fn value(&self, f: RegrFn) -> Option<f64> {
         let CoMoments { n, kx, ky, sx, sy, sxx, syy, sxy } = *self;
         if n <= 0 {
@@ -98,10 +94,8 @@ impl CoMoments {
             RegrFn::Sxy => Some(cxy),
             RegrFn::CovarPop => Some(cxy / nf),
             RegrFn::CovarSamp => (n > 1).then(|| cxy / (nf - 1.0)),
-            RegrFn::Corr => (cxx != 0.0 && cyy != 0.0).then(|| cxy / (cxx * cyy).sqrt()),
             RegrFn::Slope => (cxx != 0.0).then(|| cxy / cxx),
             RegrFn::Intercept => (cxx != 0.0).then(|| avgy - avgx * cxy / cxx),
-            RegrFn::R2 => (cxx != 0.0 && cyy != 0.0).then(|| cxy * cxy / (cxx * cyy)),
         }
     }
 }
