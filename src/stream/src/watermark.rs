@@ -17,7 +17,7 @@
 //! such a column closes the groups below it (dropping their state, or emitting them once under
 //! `EMIT ON WINDOW CLOSE`).
 
-use arrow::array::{Array, AsArray, BooleanArray, RecordBatch};
+use arrow::array::{Array, ArrayRef, AsArray, BooleanArray, Int64Array, RecordBatch};
 use arrow::datatypes::{DataType, Int64Type, TimeUnit};
 use datafusion::scalar::ScalarValue;
 use eddy_common::{internal_err, Result};
@@ -51,6 +51,19 @@ pub fn min_common(inputs: &[Vec<Watermark>]) -> Vec<Watermark> {
             rest.iter().try_fold(w.clone(), |acc, other| other.iter().find(|o| o.col == w.col).and_then(|o| Watermark::min(&acc, o)))
         })
         .collect()
+}
+
+/// The microseconds since the epoch of a timestamp column (with or without time zone).
+pub fn timestamp_micros(column: &ArrayRef) -> Result<Int64Array> {
+    let micros = match column.data_type() {
+        DataType::Timestamp(TimeUnit::Microsecond, _) => arrow::compute::cast(column, &DataType::Int64)?,
+        DataType::Timestamp(_, tz) => {
+            let us = arrow::compute::cast(column, &DataType::Timestamp(TimeUnit::Microsecond, tz.clone()))?;
+            arrow::compute::cast(&us, &DataType::Int64)?
+        }
+        other => return Err(internal_err!("event-time column has type {other}")),
+    };
+    Ok(micros.as_primitive::<Int64Type>().clone())
 }
 
 /// Generates a relation's watermark from its rows (see the module docs).
@@ -126,16 +139,7 @@ impl WatermarkGen {
 
     /// Admits the rows of `batch` in order: returns those that are not late.
     pub fn admit(&mut self, batch: RecordBatch) -> Result<RecordBatch> {
-        let column = batch.column(self.col);
-        let micros = match column.data_type() {
-            DataType::Timestamp(TimeUnit::Microsecond, _) => arrow::compute::cast(column, &DataType::Int64)?,
-            DataType::Timestamp(_, tz) => {
-                let us = arrow::compute::cast(column, &DataType::Timestamp(TimeUnit::Microsecond, tz.clone()))?;
-                arrow::compute::cast(&us, &DataType::Int64)?
-            }
-            other => return Err(internal_err!("watermark column has type {other}")),
-        };
-        let ts = micros.as_primitive::<Int64Type>();
+        let ts = timestamp_micros(batch.column(self.col))?;
         let mut keep = Vec::with_capacity(ts.len());
         let mut max = self.max;
         let mut late = 0u64;

@@ -4,6 +4,7 @@
 //! through [`crate::catalog::Relations`].
 
 pub mod enums;
+pub mod interval_join;
 pub mod jsonb;
 pub mod to_json;
 pub mod names;

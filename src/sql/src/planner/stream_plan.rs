@@ -40,6 +40,7 @@ use eddy_stream::Stage;
 
 use crate::catalog::ColumnCatalog;
 use agg_call::{agg_call, physical, strip_alias};
+use crate::planner::interval_join::{interval_bounds, JoinInput};
 use crate::planner::provider::EddyTable;
 
 /// The operators applied to one input of a view (and, for a source, its reader's id).
@@ -709,6 +710,18 @@ async fn plan_join(
     } else {
         vec![]
     };
+    let interval_bounds = match (&j.filter, kind) {
+        (Some(f), JoinKind::Inner) => {
+            let inputs = [
+                JoinInput { watermarks: &left.watermarks, append_only: left.append_only },
+                JoinInput { watermarks: &right.watermarks, append_only: right.append_only },
+            ];
+            interval_bounds(f, &ldf.join(rdf)?, lv, inputs, |s, c| if s == Side::Left { left_at(c) } else { right_at(c) })
+        }
+        _ => vec![],
+    };
+    let mut watermarks: Vec<usize> = watermark_keys.iter().flat_map(|&(_, _, lo, ro)| [lo, ro]).collect();
+    watermarks.extend(interval_bounds.iter().map(|b| b.out_col).filter(|c| !watermarks.contains(c)).collect::<Vec<_>>());
     let table_id = ids.next()?;
     internal.push(table_id);
     let spec = JoinSpec {
@@ -723,7 +736,8 @@ async fn plan_join(
         null_aware: j.null_aware,
         filter,
         pair_schema,
-        watermark_keys: watermark_keys.clone(),
+        watermark_keys,
+        interval_bounds,
     };
     let mut join = HashJoin::try_new(table_id, spec)?;
     join.restore(restore).await?;
@@ -731,7 +745,7 @@ async fn plan_join(
     let append_only = kind == JoinKind::Inner && left.append_only && right.append_only;
     let mut built = Built::meet(vec![(left, Side::Left), (right, Side::Right)], Some(Box::new(join)), schema, key);
     built.append_only = append_only;
-    built.watermarks = watermark_keys.iter().flat_map(|&(_, _, lo, ro)| [lo, ro]).collect();
+    built.watermarks = watermarks;
     Ok(built)
 }
 

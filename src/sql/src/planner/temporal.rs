@@ -62,7 +62,7 @@ fn refused(_: &Expr) -> eddy_common::EddyError {
 }
 
 /// Microseconds of a constant interval (no months: their length varies).
-fn interval_us(v: &ScalarValue) -> Option<i64> {
+pub(crate) fn interval_us(v: &ScalarValue) -> Option<i64> {
     match v {
         ScalarValue::IntervalMonthDayNano(Some(i)) if i.months == 0 => i64::from(i.days).checked_mul(86_400_000_000)?.checked_add(i.nanoseconds / 1000),
         ScalarValue::IntervalDayTime(Some(i)) => i64::from(i.days).checked_mul(86_400_000_000)?.checked_add(i64::from(i.milliseconds) * 1000),

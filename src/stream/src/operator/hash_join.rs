@@ -28,7 +28,7 @@
 //! null-aware anti join re-evaluates every left row when the right side gains or loses a NULL,
 //! so it keeps all its state in memory.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc;
 
@@ -44,6 +44,8 @@ use eddy_storage::{EpochBatch, ReadSnapshot, StateStore};
 use super::eval::{evaluate, predicate_mask, RowErrors};
 use super::{BinaryOperator, Side};
 use crate::cache::StateCache;
+use interval::{IntervalBound, IntervalCleanup};
+use windows::JoinWindows;
 use bucket::{bucket_id, bucket_prefix, entry_key, idx, matchable, parse_entry_key, Entry, Pair, ROW_OVERHEAD_BYTES};
 
 /// Which join.
@@ -107,6 +109,9 @@ pub struct JoinSpec {
     /// (left column, right column, and the two output columns). Every later output row has
     /// both at least the smaller of the two watermarks.
     pub watermark_keys: Vec<(usize, usize, usize, usize)>,
+    /// Bounds the non-equi condition puts on the time columns of an inner join's matches
+    /// (see [`interval`]).
+    pub interval_bounds: Vec<IntervalBound>,
 }
 
 /// One side's encodings.
@@ -149,24 +154,6 @@ impl Keyed {
     }
 }
 
-/// State cleanup of an inner join whose equi-key `key_index` carries a watermark on both sides:
-/// a bucket whose value there is below the smaller watermark gets no more rows from either
-/// side, so its rows leave the state (their matches were emitted long ago).
-struct JoinWindows {
-    /// Position of the watermarked column among the join keys.
-    key_index: usize,
-    /// Encodes a value of that key column (order-preserving).
-    converter: RowConverter,
-    /// The smaller of the two sides' watermarks, encoded.
-    watermark: Option<Vec<u8>>,
-    /// Open buckets by their watermarked key value.
-    open: BTreeMap<Vec<u8>, std::collections::HashSet<Vec<u8>>>,
-    /// `open` knows every bucket in the state table (after a restore, one scan fills it).
-    complete: bool,
-    /// The store, for evicted buckets and the scan after a restore.
-    store: Option<Arc<StateStore>>,
-}
-
 /// Incremental join.
 pub struct HashJoin {
     table_id: u32,
@@ -191,6 +178,8 @@ pub struct HashJoin {
     watermark_keys: Vec<(usize, usize, usize, usize)>,
     /// Watermark-driven cleanup of an inner join (see [`JoinWindows`]).
     windows: Option<JoinWindows>,
+    /// Watermark-driven cleanup of an interval join (see [`interval`]).
+    intervals: Option<IntervalCleanup>,
 }
 
 impl fmt::Display for HashJoin {
@@ -199,6 +188,9 @@ impl fmt::Display for HashJoin {
         write!(f, "HashJoin {:?} on=[{}]", self.kind, keys.join(", "))?;
         if let Some(c) = &self.filter {
             write!(f, " filter={c}")?;
+        }
+        if let Some(c) = &self.intervals {
+            write!(f, " {c}")?;
         }
         write!(f, " state_table={}", self.table_id)
     }
@@ -226,25 +218,8 @@ impl HashJoin {
         let key_types = spec.left_keys.iter().map(|k| Ok(k.data_type(&spec.left_schema)?)).collect::<Result<Vec<_>>>()?;
         let key_converter =
             if key_types.is_empty() { None } else { Some(RowConverter::new(key_types.iter().map(|t| SortField::new(t.clone())).collect())?) };
-        // The first watermarked equi-key, as a position among the keys.
-        let windows = match (spec.kind, spec.null_aware, spec.watermark_keys.first()) {
-            (JoinKind::Inner, false, Some(&(l, _, _, _))) => spec
-                .left_keys
-                .iter()
-                .position(|k| (k.as_ref() as &dyn std::any::Any).downcast_ref::<datafusion::physical_expr::expressions::Column>().is_some_and(|c| c.index() == l))
-                .map(|key_index| -> Result<JoinWindows> {
-                    Ok(JoinWindows {
-                        key_index,
-                        converter: RowConverter::new(vec![SortField::new(key_types[key_index].clone())])?,
-                        watermark: None,
-                        open: BTreeMap::new(),
-                        complete: true,
-                        store: None,
-                    })
-                })
-                .transpose()?,
-            _ => None,
-        };
+        let windows = JoinWindows::try_new(&spec, &key_types)?;
+        let intervals = IntervalCleanup::new(&spec);
         Ok(Self {
             table_id,
             kind: spec.kind,
@@ -258,6 +233,7 @@ impl HashJoin {
             pair_schema: spec.pair_schema,
             watermark_keys: spec.watermark_keys.clone(),
             windows,
+            intervals,
             left: SideState::try_new(spec.left_schema, spec.left_visible, spec.left_keys)?,
             right: SideState::try_new(spec.right_schema, spec.right_visible, spec.right_keys)?,
             state: StateCache::new(true),
@@ -510,6 +486,9 @@ impl HashJoin {
         if let Some(w) = self.windows.as_mut() {
             w.complete = false;
         }
+        if let Some(c) = self.intervals.as_mut() {
+            c.complete = false;
+        }
         if !self.null_aware {
             self.state = StateCache::new(false);
             return Ok(());
@@ -533,16 +512,20 @@ impl BinaryOperator for HashJoin {
             let (Some(a), Some(b)) = (left.iter().find(|w| w.col == l), right.iter().find(|w| w.col == r)) else { continue };
             if let Some(m) = Watermark::min(a, b) {
                 if let Some(w) = self.windows.as_mut().filter(|_| self.watermark_keys.first().is_some_and(|k| k.0 == l && k.1 == r)) {
-                    let t = &self.key_types[w.key_index];
-                    let v = m.value.to_array_of_size(1)?;
-                    let v = if v.data_type() == t { v } else { arrow::compute::cast(&v, t)? };
-                    let encoded = w.converter.convert_columns(&[v])?.row(0).as_ref().to_vec();
-                    if w.watermark.as_ref().is_none_or(|old| encoded > *old) {
-                        w.watermark = Some(encoded);
-                    }
+                    w.advance(&m.value, &self.key_types)?;
                 }
                 out.push(Watermark { col: lo, value: m.value.clone() });
                 out.push(Watermark { col: ro, value: m.value });
+            }
+        }
+        if let Some(c) = self.intervals.as_mut() {
+            for w in c.advance(left, right, [&self.left, &self.right])? {
+                match out.iter_mut().find(|o| o.col == w.col) {
+                    // Both bound the column from below: the larger is the better promise.
+                    Some(o) if o.value < w.value => *o = w,
+                    Some(_) => {}
+                    None => out.push(w),
+                }
             }
         }
         Ok(out)
@@ -585,23 +568,15 @@ impl BinaryOperator for HashJoin {
         }
         let buckets = keyed.buckets(side);
         let Keyed { chunk, rows, keys } = keyed;
+        let s = match side {
+            Side::Left => &self.left,
+            Side::Right => &self.right,
+        };
         if let Some(w) = self.windows.as_mut() {
-            let s = match side {
-                Side::Left => &self.left,
-                Side::Right => &self.right,
-            };
-            let v = s.keys[w.key_index].evaluate(&chunk.batch)?.into_array(n)?;
-            let t = &self.key_types[w.key_index];
-            let v = if v.data_type() == t { v } else { arrow::compute::cast(&v, t)? };
-            let encoded = w.converter.convert_columns(&[v])?;
-            for (i, bucket) in buckets.iter().enumerate() {
-                if chunk.ops[i].is_insert() && matchable(bucket) {
-                    let set = w.open.entry(encoded.row(i).as_ref().to_vec()).or_default();
-                    if !set.contains(bucket) {
-                        set.insert(bucket.clone());
-                    }
-                }
-            }
+            w.record(s, &chunk, &buckets, &self.key_types)?;
+        }
+        if let Some(c) = self.intervals.as_mut() {
+            c.record(side, &chunk, &buckets)?;
         }
         let other = side.other();
         let refs: Vec<Probe<'_>> =
@@ -680,6 +655,7 @@ impl BinaryOperator for HashJoin {
     }
 
     async fn on_barrier(&mut self, epoch: Epoch, batch: &mut EpochBatch, _errors: &mut RowErrors) -> Result<Vec<StreamChunk>> {
+        self.expire_intervals().await?;
         for ((tag, row), bucket) in std::mem::take(&mut self.dirty) {
             let side = if tag == 0 { Side::Left } else { Side::Right };
             let count = self.entry(side, &bucket, &row).map_or(0, |e| e.count);
@@ -707,79 +683,17 @@ impl BinaryOperator for HashJoin {
         if let Some(w) = self.windows.as_mut() {
             w.store = Some(store.clone());
         }
+        if let Some(c) = self.intervals.as_mut() {
+            c.store = Some(store.clone());
+        }
     }
     fn state_stats(&self) -> Option<crate::cache::CacheStats> {
         Some(self.state.stats())
     }
 }
 
-impl HashJoin {
-    /// Drops the buckets below the watermark (see [`JoinWindows`]).
-    async fn close_windows(&mut self, epoch: Epoch, batch: &mut EpochBatch) -> Result<()> {
-        let Some(w) = self.windows.as_ref() else { return Ok(()) };
-        let Some(watermark) = w.watermark.clone() else { return Ok(()) };
-        let store = w.store.clone().ok_or_else(|| internal_err!("a windowed join without its store"))?;
-        let snapshot = store.snapshot();
-        if !w.complete {
-            // Restored: every committed bucket is open (buckets loaded since are committed too,
-            // or were recorded by the rows that created them).
-            let (start, end) = eddy_storage::scan::prefix_bounds(&table_prefix(self.table_id));
-            let mut cursor = snapshot.scan_batches(start, end, 4096).await?;
-            let conv = self.key_converter.as_ref().ok_or_else(|| internal_err!("a windowed join without keys"))?;
-            let mut found: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
-            while let Some(entries) = cursor.next_batch().await? {
-                let buckets: Vec<Vec<u8>> =
-                    entries.iter().map(|(k, _)| parse_entry_key(k).map(|(b, _, _)| b.to_vec())).collect::<Result<Vec<_>>>()?;
-                let keyed: Vec<&Vec<u8>> = buckets.iter().filter(|b| matchable(b)).collect();
-                if keyed.is_empty() {
-                    continue;
-                }
-                let parser = conv.parser();
-                let cols = conv.convert_rows(keyed.iter().map(|b| parser.parse(&b[1..])))?;
-                let w = self.windows.as_ref().ok_or_else(|| internal_err!("join windows vanished"))?;
-                let encoded = w.converter.convert_columns(&[cols[w.key_index].clone()])?;
-                for (i, b) in keyed.iter().enumerate() {
-                    found.push((encoded.row(i).as_ref().to_vec(), (*b).clone()));
-                }
-            }
-            let w = self.windows.as_mut().ok_or_else(|| internal_err!("join windows vanished"))?;
-            for (v, b) in found {
-                w.open.entry(v).or_default().insert(b);
-            }
-            w.complete = true;
-        }
-        let w = self.windows.as_mut().ok_or_else(|| internal_err!("join windows vanished"))?;
-        let rest = w.open.split_off(&watermark);
-        let below = std::mem::replace(&mut w.open, rest);
-        for bucket in below.into_values().flatten() {
-            let cached: Option<Vec<Vec<u8>>> = self.state.get(&bucket).map(|pair| {
-                pair.sides
-                    .iter()
-                    .enumerate()
-                    .flat_map(|(tag, side)| side.iter().map(move |(row, _)| (tag, row.clone())).collect::<Vec<_>>())
-                    .map(|(tag, row)| entry_key(self.table_id, &bucket, tag as u8, &row))
-                    .collect()
-            });
-            match cached {
-                Some(keys) => {
-                    for k in keys {
-                        batch.delete(k);
-                    }
-                    self.state.deleted(&bucket, epoch);
-                }
-                None if !self.state.knows(&bucket) => {
-                    // Evicted: its committed entries are its current ones.
-                    for (k, _) in snapshot.scan_prefix(&bucket_prefix(self.table_id, &bucket)).await? {
-                        batch.delete(k.to_vec());
-                    }
-                }
-                None => {}
-            }
-        }
-        Ok(())
-    }
-}
-
 mod bucket;
+pub mod interval;
+mod windows;
 #[cfg(test)]
 mod tests;

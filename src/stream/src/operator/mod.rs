@@ -32,6 +32,7 @@ use crate::watermark::Watermark;
 pub use eval::{ErrorDelta, RowErrors};
 pub use filter::Filter;
 pub use hash_agg::{AggCall, AggKind, HashAgg, RegrFn};
+pub use hash_join::interval::IntervalBound;
 pub use hash_join::{HashJoin, JoinKind, JoinSpec};
 pub use materialize::Materialize;
 pub use over_window::{OverWindow, WindowMode};

@@ -65,6 +65,7 @@ fn join(kind: JoinKind, with_filter: bool, null_aware: bool) -> HashJoin {
             filter: with_filter.then_some(filter),
             pair_schema: pair,
             watermark_keys: vec![],
+            interval_bounds: vec![],
         },
     )
     .unwrap()
