@@ -26,6 +26,7 @@ mod iceberg;
 mod kafka;
 mod nexmark;
 mod postgres_sink;
+mod point_query;
 mod protocol;
 mod psql;
 mod recovery;

@@ -196,6 +196,14 @@ impl Session {
             EddyStatement::Close(name) => return self.close_cursor(name.as_deref()),
             EddyStatement::Sql(s, sql) => (s.as_ref(), sql.as_str()),
         };
+        if let (Statement::Query(_), false) = (stmt, params.is_empty()) {
+            if let Some(plan) = self.point_plans.get(sql) {
+                if plan.holds(&self.engine.catalog(), &self.default_schema(), self.block.is_some()) {
+                    return plan.run(self.engine.as_ref(), &self.engine.store.snapshot(), &params).await;
+                }
+                self.point_plans.remove(sql);
+            }
+        }
         match stmt {
             Statement::Explain { statement, .. } if matches!(statement.as_ref(), Statement::CreateView(cv) if cv.materialized) => {
                 let Statement::CreateView(cv) = statement.as_ref() else { unreachable!("matched above") };
@@ -213,6 +221,14 @@ impl Session {
                 self.create_mview(&cv.name, &cv.query, cv.if_not_exists, sql, None).await?;
                 Ok(command("CREATE_MATERIALIZED_VIEW"))
             }
+            Statement::Query(_) if !params.is_empty() && self.point_plans.get(sql).is_some() => {
+                let plan = self.point_plans.get(sql).ok_or_else(|| eddy_common::internal_err!("point plan vanished"))?;
+                if plan.holds(&self.engine.catalog(), &self.default_schema(), self.block.is_some()) {
+                    return plan.run(self.engine.as_ref(), &self.engine.store.snapshot(), &params).await;
+                }
+                self.point_plans.remove(sql);
+                Box::pin(self.execute(&EddyStatement::Sql(Box::new(stmt.clone()), sql.to_string()), params)).await
+            }
             Statement::Query(_) | Statement::Insert(_) | Statement::Update(_) | Statement::Delete(_) | Statement::Explain { .. } => {
                 if let Statement::Insert(ins) = stmt {
                     if let datafusion::sql::sqlparser::ast::TableObject::TableName(name) = &ins.table {
@@ -229,6 +245,12 @@ impl Session {
                 let returning = crate::frontend::returning::take_returning(stmt);
                 let stmt = returning.as_ref().map(|(s, _)| s).unwrap_or(stmt);
                 let (state, plan) = self.plan(stmt, dml).await?;
+                if !params.is_empty() && matches!(stmt, Statement::Query(_)) {
+                    let out = client_schema(plan.schema().as_arrow());
+                    if let Some(p) = crate::frontend::point_query::point_plan(&plan, out, &self.engine.catalog(), &self.default_schema()) {
+                        self.point_plans.insert(sql, p);
+                    }
+                }
                 let plan = if params.is_empty() {
                     plan
                 } else {

@@ -15,6 +15,7 @@ pub mod mview;
 pub mod names;
 pub mod on_conflict;
 pub mod output;
+pub mod point_query;
 pub mod query;
 pub mod recovery;
 pub mod returning;

@@ -47,6 +47,8 @@ pub struct Session {
     pub(crate) copy: Option<crate::frontend::state::CopyState>,
     /// Open cursors, by name.
     pub(crate) cursors: std::collections::HashMap<String, crate::frontend::state::Cursor>,
+    /// Prepared point queries that skip planning (see [`crate::frontend::point_query`]).
+    pub(crate) point_plans: crate::frontend::point_query::PointPlans,
 }
 
 impl Session {
@@ -99,6 +101,7 @@ impl Session {
             block: None,
             copy: None,
             cursors: Default::default(),
+            point_plans: Default::default(),
         }
     }
 

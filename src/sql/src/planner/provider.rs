@@ -219,28 +219,7 @@ impl TableProvider for EddyTable {
         filters: &[Expr],
         limit: Option<usize>,
     ) -> DfResult<Arc<dyn ExecutionPlan>> {
-        if let Some(err) = self.relations.view_failure(&self.catalog) {
-            return Err(DataFusionError::External(Box::new(err)));
-        }
-        if self.catalog.is_view() {
-            let snapshot = self.snapshot(state);
-            if let Some(err) = view_row_errors(&self.catalog, &snapshot).await.map_err(|e| DataFusionError::External(Box::new(e)))? {
-                return Err(DataFusionError::External(Box::new(err)));
-            }
-        }
-        if self.catalog.kind == crate::catalog::RelationKind::Sink {
-            return Err(DataFusionError::External(Box::new(eddy_common::user_err!(
-                eddy_common::error::sqlstate::WRONG_OBJECT_TYPE,
-                "\"{}\" is a sink: it sends its changes to its connector and keeps no rows to read",
-                self.catalog.name
-            ))));
-        }
-        if self.catalog.kind == crate::catalog::RelationKind::Source {
-            return Err(DataFusionError::External(Box::new(eddy_common::not_supported!(
-                "source \"{}\" cannot be queried directly: its rows are not stored; create a materialized view that reads it",
-                self.catalog.name
-            ))));
-        }
+        readable(self.relations.as_ref(), &self.catalog, &self.snapshot(state)).await.map_err(|e| DataFusionError::External(Box::new(e)))?;
         if self.catalog.kind == crate::catalog::RelationKind::View {
             // Views are expanded before planning; a reference that was not expanded (e.g. in
             // an UPDATE's subquery) is refused rather than read as empty.
@@ -333,6 +312,31 @@ pub async fn view_error_counts(view: &TableCatalog, snapshot: &ReadSnapshot) -> 
         }
     }
     Ok(counts)
+}
+
+/// Refuses a read of `table` at `snapshot` that must fail: a failed view, a view some of whose
+/// input rows fail to evaluate, a sink or a source (which keep no rows).
+pub async fn readable(relations: &dyn Relations, table: &TableCatalog, snapshot: &ReadSnapshot) -> eddy_common::Result<()> {
+    if let Some(err) = relations.view_failure(table) {
+        return Err(err);
+    }
+    if table.is_view() {
+        if let Some(err) = view_row_errors(table, snapshot).await? {
+            return Err(err);
+        }
+    }
+    match table.kind {
+        crate::catalog::RelationKind::Sink => Err(eddy_common::user_err!(
+            eddy_common::error::sqlstate::WRONG_OBJECT_TYPE,
+            "\"{}\" is a sink: it sends its changes to its connector and keeps no rows to read",
+            table.name
+        )),
+        crate::catalog::RelationKind::Source => Err(eddy_common::not_supported!(
+            "source \"{}\" cannot be queried directly: its rows are not stored; create a materialized view that reads it",
+            table.name
+        )),
+        _ => Ok(()),
+    }
 }
 
 /// The error reading materialized view `view` returns while some of its input rows fail to
