@@ -182,6 +182,10 @@ impl OverWindow {
     fn evaluate_partition(&self, part: &[u8]) -> Result<BTreeMap<Vec<u8>, i64>> {
         let mut out = BTreeMap::new();
         let Some(rows) = self.partitions.get(part).map(|p| &p.rows) else { return Ok(out) };
+        // An emptied partition has no output (some window functions refuse zero rows).
+        if rows.values().all(|&c| c <= 0) {
+            return Ok(out);
+        }
         match &self.mode {
             WindowMode::TopN { skip, fetch } => {
                 let end = fetch.map_or(usize::MAX, |f| skip.saturating_add(f));
