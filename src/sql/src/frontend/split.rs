@@ -275,20 +275,26 @@ pub fn take_append_only(sql: &str) -> Option<String> {
     None
 }
 
-/// RisingWave's `EMIT ON WINDOW CLOSE` at the end of a `CREATE MATERIALIZED VIEW`: the
-/// statement without it, if it was there.
+/// RisingWave's `EMIT ON WINDOW CLOSE` of a `CREATE MATERIALIZED VIEW`, at the end or before
+/// its `AS` (`CREATE MATERIALIZED VIEW v EMIT ON WINDOW CLOSE AS SELECT ...`): the statement
+/// without it, if it was there.
 pub fn take_emit_on_window_close(sql: &str) -> Option<String> {
     let tokens = tokens_with_offsets(sql)?;
     let code: Vec<&(Token, usize)> =
         tokens.iter().filter(|(t, _)| !matches!(t, Token::Whitespace(_) | Token::SemiColon | Token::EOF)).collect();
     let n = code.len();
-    let words = ["EMIT", "ON", "WINDOW", "CLOSE"];
-    if n < 4 {
+    let is = |i: usize, w: &str| matches!(code.get(i).map(|(t, _)| t), Some(Token::Word(x)) if x.quote_style.is_none() && x.value.eq_ignore_ascii_case(w));
+    let clause = |i: usize| ["EMIT", "ON", "WINDOW", "CLOSE"].iter().enumerate().all(|(j, w)| is(i + j, w));
+    if n >= 4 && clause(n - 4) {
+        return Some(sql[..code[n - 4].1].trim_end().to_string());
+    }
+    if !(is(0, "CREATE") && is(1, "MATERIALIZED") && is(2, "VIEW")) {
         return None;
     }
-    let tail = &code[n - 4..];
-    let matches = tail.iter().zip(words).all(|((t, _), w)| matches!(t, Token::Word(x) if x.quote_style.is_none() && x.value.eq_ignore_ascii_case(w)));
-    matches.then(|| sql[..tail[0].1].trim_end().to_string())
+    // Before the first AS (the name, maybe IF NOT EXISTS, comes first).
+    let first_as = (3..n).find(|&i| is(i, "AS"))?;
+    let at = (3..first_as).find(|&i| clause(i) && i + 4 == first_as)?;
+    Some(format!("{}{}", &sql[..code[at].1], &sql[code[first_as].1..]))
 }
 
 /// RisingWave's `WATERMARK FOR col AS expr` in the column list of a `CREATE TABLE` or
@@ -497,6 +503,11 @@ mod tests {
             Some("CREATE MATERIALIZED VIEW v AS SELECT 1 FROM t GROUP BY x")
         );
         assert!(take_emit_on_window_close("CREATE MATERIALIZED VIEW v AS SELECT 'EMIT ON WINDOW CLOSE'").is_none());
+        assert_eq!(
+            take_emit_on_window_close("CREATE MATERIALIZED VIEW IF NOT EXISTS v EMIT ON WINDOW CLOSE AS SELECT 1 FROM t GROUP BY x").as_deref(),
+            Some("CREATE MATERIALIZED VIEW IF NOT EXISTS v AS SELECT 1 FROM t GROUP BY x")
+        );
+        assert!(take_emit_on_window_close("CREATE MATERIALIZED VIEW v AS SELECT emit FROM t").is_none());
     }
 
     #[test]
