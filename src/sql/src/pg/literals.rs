@@ -16,7 +16,8 @@ use datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
 use datafusion::logical_expr::expr_rewriter::NamePreserver;
 use datafusion::logical_expr::{Cast, Expr, LogicalPlan};
 use datafusion::scalar::ScalarValue;
-use datafusion::sql::sqlparser::ast::{visit_expressions_mut, DataType as SqlType, Expr as SqlExpr, Statement, Value};
+use arrow::datatypes::IntervalMonthDayNano;
+use datafusion::sql::sqlparser::ast::{visit_expressions_mut, DataType as SqlType, Expr as SqlExpr, Statement, UnaryOperator, Value, ValueWithSpan};
 use eddy_common::interval::{canonical_text, parse_interval};
 use eddy_common::text::parse_bytea;
 use eddy_common::{EddyError, Result};
@@ -45,6 +46,23 @@ pub fn rewrite_literals(stmt: &mut Statement) -> Result<()> {
                 _ => Ok(()),
             },
             SqlExpr::TypedString(ts) if is_interval(&ts.data_type) => rewrite_interval_text(&mut ts.value.value),
+            // `-INTERVAL '1' HOUR`: DataFusion would negate only the text's first field, so the
+            // sign goes into the (already rewritten) literal.
+            SqlExpr::UnaryOp { op: UnaryOperator::Minus, expr: inner } => match inner.as_mut() {
+                SqlExpr::Interval(iv) if iv.leading_field.is_none() && iv.last_field.is_none() => match iv.value.as_mut() {
+                    SqlExpr::Value(ValueWithSpan { value: Value::SingleQuotedString(text), .. }) => match parse_interval(text) {
+                        Ok(v) => {
+                            *text = canonical_text(IntervalMonthDayNano::new(-v.months, -v.days, -v.nanoseconds));
+                            let negated = std::mem::replace(inner.as_mut(), SqlExpr::Value(Value::Null.into()));
+                            *e = negated;
+                            Ok(())
+                        }
+                        Err(err) => Err(err),
+                    },
+                    _ => Ok(()),
+                },
+                _ => Ok(()),
+            },
             _ => Ok(()),
         };
         match r {

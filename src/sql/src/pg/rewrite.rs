@@ -312,6 +312,13 @@ fn array_subquery(mut q: Query) -> Option<Expr> {
         SelectItem::ExprWithAlias { expr, .. } => expr.clone(),
         _ => return None,
     };
+    // `ORDER BY 1` names the select item; inside the aggregate it would be the constant 1.
+    let mut order = order;
+    for o in &mut order {
+        if matches!(&o.expr, Expr::Value(v) if matches!(&v.value, Value::Number(n, _) if n == "1")) {
+            o.expr = item.clone();
+        }
+    }
     let mut agg = call("array_agg", vec![item]);
     if let Expr::Function(f) = &mut agg {
         if let FunctionArguments::List(l) = &mut f.args {
@@ -320,7 +327,8 @@ fn array_subquery(mut q: Query) -> Option<Expr> {
             }
         }
     }
-    select.projection = vec![SelectItem::UnnamedExpr(agg)];
+    // Over no rows ARRAY(...) is an empty array, not NULL.
+    select.projection = vec![SelectItem::UnnamedExpr(call("coalesce", vec![agg, call("make_array", vec![])]))];
     Some(Expr::Subquery(Box::new(q)))
 }
 
@@ -770,6 +778,12 @@ fn is_interval_expr(e: &Expr) -> bool {
         Expr::Cast { data_type: SqlType::Interval { .. }, .. } => true,
         Expr::TypedString(ts) => matches!(ts.data_type, SqlType::Interval { .. }),
         Expr::Nested(inner) => is_interval_expr(inner),
+        Expr::UnaryOp { expr, .. } => is_interval_expr(expr),
+        // Arithmetic on intervals (`INTERVAL '1' DAY * 365 * 2000`), before or after its rewrite.
+        Expr::BinaryOp { op: BinaryOperator::Multiply, left, right } => is_interval_expr(left) || is_interval_expr(right),
+        Expr::BinaryOp { op: BinaryOperator::Divide, left, .. } => is_interval_expr(left),
+        Expr::BinaryOp { op: BinaryOperator::Plus | BinaryOperator::Minus, left, right } => is_interval_expr(left) && is_interval_expr(right),
+        Expr::Function(f) => matches!(f.name.to_string().as_str(), "eddy_interval_mul" | "eddy_interval_div"),
         _ => false,
     }
 }
