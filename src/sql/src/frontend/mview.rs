@@ -33,6 +33,7 @@ impl Session {
     /// The optimized logical plan of a view's query.
     async fn view_plan(&self, query: &Query) -> Result<(datafusion::execution::SessionState, LogicalPlan)> {
         let (state, plan) = self.plan(&Statement::Query(Box::new(query.clone())), false).await?;
+        let plan = crate::planner::arbitrary::settle_arbitrary_choices(plan)?;
         // `now()` in a filter is a temporal filter, kept out of constant folding.
         let plan = crate::planner::temporal::rewrite_now(plan)?;
         check_deterministic(&plan)?;
@@ -312,6 +313,7 @@ impl Session {
         let view = self.lookup_view(name)?;
         let query = Self::parse_query(view.query.as_deref().unwrap_or_default())?;
         let (state, plan) = self.plan(&Statement::Query(Box::new(query)), false).await?;
+        let plan = crate::planner::arbitrary::settle_arbitrary_choices(plan)?;
         let snapshot = state
             .config()
             .get_extension::<crate::planner::provider::QuerySnapshot>()

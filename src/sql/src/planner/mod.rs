@@ -3,6 +3,7 @@
 //! that turns a view's `LogicalPlan` into incremental operators. It reads the database only
 //! through [`crate::catalog::Relations`].
 
+pub mod arbitrary;
 pub mod enums;
 pub mod interval_join;
 pub mod jsonb;
