@@ -41,6 +41,9 @@ pub(super) fn time_window(fname: &str, args: &[Expr], alias: Option<TableAlias>)
         _ => return Err(usage()),
     };
     let ts = args.get(1).ok_or_else(usage)?;
+    // A size, slide or offset written as a bare string ('+6 HOURS') is an interval.
+    let typed: Vec<Expr> = args.iter().map(typed_interval).collect();
+    let args = typed.as_slice();
     let (sql, n_args) = match fname {
         "tumble" => {
             let size = args.get(2).ok_or_else(usage)?;
@@ -76,6 +79,20 @@ pub(super) fn time_window(fname: &str, args: &[Expr], alias: Option<TableAlias>)
         .map_err(|e| user_err!(sqlstate::SYNTAX_ERROR, "{fname}: {e}"))?;
     let alias = alias.unwrap_or(TableAlias { explicit: true, name: base, columns: vec![], at: None });
     Ok(TableFactor::Derived { lateral: false, subquery: query, alias: Some(alias), sample: None })
+}
+
+/// `e` as an interval: a bare string literal becomes `CAST('...' AS INTERVAL)`.
+fn typed_interval(e: &Expr) -> Expr {
+    match e {
+        Expr::Value(v) if matches!(v.value, Value::SingleQuotedString(_)) => Expr::Cast {
+            kind: datafusion::sql::sqlparser::ast::CastKind::Cast,
+            expr: Box::new(e.clone()),
+            data_type: datafusion::sql::sqlparser::ast::DataType::Interval { fields: None, precision: None },
+            array: false,
+            format: None,
+        },
+        other => other.clone(),
+    }
 }
 
 /// `date_bin(step, ts - offset) + offset`: the start of the `step`-aligned window of `ts`.
