@@ -260,7 +260,6 @@ fn node_name(plan: &LogicalPlan) -> String {
         LogicalPlan::Distinct(_) => "DISTINCT ON".into(),
         LogicalPlan::Values(_) => "VALUES".into(),
         LogicalPlan::EmptyRelation(_) => "a query without FROM".into(),
-        LogicalPlan::Unnest(_) => "unnest".into(),
         LogicalPlan::RecursiveQuery(_) => "recursive queries".into(),
         LogicalPlan::Subquery(_) => "subqueries".into(),
         other => other.display().to_string().split_whitespace().next().unwrap_or("this construct").to_string(),
@@ -639,6 +638,7 @@ fn build<'a>(
                 let right = build(&j.right, ids, restore, internal).await?;
                 plan_join(j, left, right, ids, restore, internal).await
             }
+            LogicalPlan::Unnest(u) => unnest::plan_unnest(u, build(&u.input, ids, restore, internal).await?),
             other => Err(not_supported!("{} is not supported in a materialized view yet", node_name(other))),
         }
     })
@@ -779,3 +779,4 @@ async fn plan_top_n(
 }
 
 mod agg_call;
+mod unnest;

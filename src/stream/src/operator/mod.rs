@@ -21,6 +21,7 @@ pub mod materialize;
 pub mod over_window;
 pub mod project;
 pub mod temporal_filter;
+pub mod unnest;
 
 use async_trait::async_trait;
 use eddy_common::{Epoch, Result, StreamChunk};
@@ -38,6 +39,7 @@ pub use materialize::Materialize;
 pub use over_window::{OverWindow, WindowMode};
 pub use project::Project;
 pub use temporal_filter::{TemporalBound, TemporalFilter, TimeBound};
+pub use unnest::{Unnest, UnnestColumn};
 
 /// One incremental operator.
 #[async_trait]
