@@ -54,8 +54,11 @@ impl fmt::Display for Unnest {
     }
 }
 
-/// A list column's offsets and values (List and LargeList; others are not lists).
-fn list_parts(a: &ArrayRef) -> Result<(Vec<(usize, usize)>, ArrayRef)> {
+/// A list column's `(start, length)` per row and its elements.
+type ListParts = (Vec<(usize, usize)>, ArrayRef);
+
+/// A list column's parts (List and LargeList; others are not lists).
+fn list_parts(a: &ArrayRef) -> Result<ListParts> {
     let bounds = |i: usize, start: usize, end: usize| if a.is_valid(i) { (start, end - start) } else { (start, 0) };
     match a.data_type() {
         DataType::List(_) => {
@@ -78,7 +81,7 @@ impl Operator for Unnest {
         let n = chunk.len();
         let batch = &chunk.batch;
         // Per unnested output column: (start, length) of each row's list, and the elements.
-        let lists: Vec<Option<(Vec<(usize, usize)>, ArrayRef)>> =
+        let lists: Vec<Option<ListParts>> =
             self.columns.iter().map(|c| c.unnest.then(|| list_parts(batch.column(c.input))).transpose()).collect::<Result<_>>()?;
         let lengths: Vec<usize> = (0..n)
             .map(|i| {
