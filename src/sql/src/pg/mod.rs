@@ -15,6 +15,7 @@ pub mod ddl_progress;
 pub mod defs;
 pub mod functions;
 pub mod info_schema;
+pub mod intervals;
 pub mod keywords;
 pub mod apply;
 pub mod literals;
@@ -25,6 +26,7 @@ pub mod series;
 pub mod session_functions;
 pub mod subquery;
 pub mod table;
+pub mod timestamps;
 pub mod types;
 pub mod udf;
 pub mod view_status;
@@ -207,13 +209,14 @@ impl TableFunctionImpl for KeywordsFn {
 /// output column names ([`rewrite`]), then literal syntax ([`literals`]).
 pub fn rewrite_statement(stmt: &mut datafusion::sql::sqlparser::ast::Statement) -> eddy_common::Result<()> {
     rewrite::rewrite(stmt)?;
+    timestamps::microsecond_timestamps(stmt);
     literals::rewrite_literals(stmt)
 }
 
 /// The plan-level rewrites that follow [`rewrite_statement`] (implicit interval casts, integer
 /// literal widths).
 pub fn rewrite_plan(plan: datafusion::logical_expr::LogicalPlan) -> eddy_common::Result<datafusion::logical_expr::LogicalPlan> {
-    literals::rewrite_plan(plan)
+    literals::rewrite_plan(intervals::pg_intervals(timestamps::type_timestamp_literals(plan)?)?)
 }
 
 /// Installs the catalog functions and the session extension on a session's context.

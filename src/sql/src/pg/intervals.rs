@@ -1,0 +1,150 @@
+//! PostgreSQL's interval semantics where DataFusion's differ:
+//!
+//! * Comparisons: PostgreSQL compares intervals as one length, a month counting 30 days and a
+//!   day 24 hours (`INTERVAL '25 hours' > INTERVAL '1 day'`, `'1 mon' = '30 days'`); DataFusion
+//!   compares months, then days, then nanoseconds, so `now() - ts > INTERVAL '1 day'` was false
+//!   for any `ts` less than a month old. Comparisons of intervals (and ORDER BY an interval)
+//!   compare [`INTERVAL_KEY`] instead.
+//! * `timestamp - timestamp` is days and a time (`2 days 05:00:00`, PostgreSQL's
+//!   `justify_hours`), not hours only (`53:00:00`): [`JUSTIFY_HOURS`].
+
+use std::sync::Arc;
+
+use arrow::array::{Array, AsArray, Decimal128Array, IntervalMonthDayNanoArray};
+use arrow::datatypes::{DataType, IntervalMonthDayNano, IntervalMonthDayNanoType, IntervalUnit};
+use datafusion::common::tree_node::{Transformed, TreeNode};
+use datafusion::common::DFSchema;
+use datafusion::error::Result as DfResult;
+use datafusion::logical_expr::{BinaryExpr, Cast, ColumnarValue, Expr, ExprSchemable, LogicalPlan, Operator, ScalarUDF, Signature, SortExpr, Volatility};
+use datafusion::scalar::ScalarValue;
+
+/// An interval's length in nanoseconds (a month is 30 days), as `decimal(38, 0)`.
+pub const INTERVAL_KEY: &str = "eddy_interval_key";
+/// `justify_hours` of an interval without months: whole days of its time move to its days.
+pub const JUSTIFY_HOURS: &str = "eddy_justify_hours";
+
+const NANOS_PER_DAY: i128 = 86_400_000_000_000;
+const MDN: DataType = DataType::Interval(IntervalUnit::MonthDayNano);
+
+fn length(v: IntervalMonthDayNano) -> i128 {
+    (i128::from(v.months) * 30 + i128::from(v.days)) * NANOS_PER_DAY + i128::from(v.nanoseconds)
+}
+
+fn justify(v: IntervalMonthDayNano) -> IntervalMonthDayNano {
+    let total = i128::from(v.days) * NANOS_PER_DAY + i128::from(v.nanoseconds);
+    match (i32::try_from(total / NANOS_PER_DAY), i64::try_from(total % NANOS_PER_DAY)) {
+        (Ok(days), Ok(nanos)) => IntervalMonthDayNano::new(v.months, days, nanos),
+        _ => v,
+    }
+}
+
+/// The two functions, built once.
+struct IntervalFunctions {
+    key: Arc<ScalarUDF>,
+    justify: Arc<ScalarUDF>,
+}
+
+fn functions() -> &'static IntervalFunctions {
+    static FUNCTIONS: std::sync::OnceLock<IntervalFunctions> = std::sync::OnceLock::new();
+    FUNCTIONS.get_or_init(|| {
+        let key = |args: &[ColumnarValue], rows: usize| -> DfResult<ColumnarValue> {
+            let iv = arrow::compute::cast(&args[0].to_array(rows)?, &MDN)?;
+            let iv = iv.as_primitive::<IntervalMonthDayNanoType>();
+            let out: Decimal128Array = iv.iter().map(|v| v.map(length)).collect();
+            Ok(ColumnarValue::Array(Arc::new(out.with_precision_and_scale(38, 0)?)))
+        };
+        let hours = |args: &[ColumnarValue], rows: usize| -> DfResult<ColumnarValue> {
+            let iv = arrow::compute::cast(&args[0].to_array(rows)?, &MDN)?;
+            let iv = iv.as_primitive::<IntervalMonthDayNanoType>();
+            let out: IntervalMonthDayNanoArray = (0..iv.len()).map(|i| iv.is_valid(i).then(|| justify(iv.value(i)))).collect();
+            Ok(ColumnarValue::Array(Arc::new(out)))
+        };
+        let udf = |name: &str, ret: DataType, body: Arc<crate::planner::udf::Body>| {
+            Arc::new(crate::planner::udf::closure_udf(name, Signature::any(1, Volatility::Immutable), ret, body))
+        };
+        IntervalFunctions { key: udf(INTERVAL_KEY, DataType::Decimal128(38, 0), Arc::new(key)), justify: udf(JUSTIFY_HOURS, MDN, Arc::new(hours)) }
+    })
+}
+
+fn call(udf: &Arc<ScalarUDF>, e: Expr) -> Expr {
+    udf.call(vec![e])
+}
+
+fn is_interval(e: &Expr, schema: &DFSchema) -> bool {
+    matches!(e.get_type(schema), Ok(DataType::Interval(_)))
+}
+
+fn is_timestamp(e: &Expr, schema: &DFSchema) -> bool {
+    matches!(e.get_type(schema), Ok(DataType::Timestamp(..)))
+}
+
+fn is_text_literal(e: &Expr) -> bool {
+    matches!(e, Expr::Literal(ScalarValue::Utf8(Some(_)) | ScalarValue::Utf8View(Some(_)) | ScalarValue::LargeUtf8(Some(_)), _))
+}
+
+fn rewrite_expr(e: Expr, schema: &DFSchema) -> DfResult<Transformed<Expr>> {
+    let f = functions();
+    let Expr::BinaryExpr(b) = e else { return Ok(Transformed::no(e)) };
+    let comparison = matches!(b.op, Operator::Eq | Operator::NotEq | Operator::Lt | Operator::LtEq | Operator::Gt | Operator::GtEq | Operator::IsDistinctFrom | Operator::IsNotDistinctFrom);
+    if comparison {
+        let (li, ri) = (is_interval(&b.left, schema), is_interval(&b.right, schema));
+        let side = |e: Expr, interval: bool| if interval { call(&f.key, e) } else { call(&f.key, Expr::Cast(Cast::new(Box::new(e), MDN))) };
+        if (li && ri) || (li && is_text_literal(&b.right)) || (ri && is_text_literal(&b.left)) {
+            let BinaryExpr { left, op, right } = b;
+            return Ok(Transformed::yes(Expr::BinaryExpr(BinaryExpr::new(Box::new(side(*left, li)), op, Box::new(side(*right, ri))))));
+        }
+    }
+    if b.op == Operator::Minus && is_timestamp(&b.left, schema) && is_timestamp(&b.right, schema) {
+        return Ok(Transformed::yes(call(&f.justify, Expr::BinaryExpr(b))));
+    }
+    Ok(Transformed::no(Expr::BinaryExpr(b)))
+}
+
+/// The plan pass (see the module docs).
+pub fn pg_intervals(plan: LogicalPlan) -> DfResult<LogicalPlan> {
+    let f = functions();
+    let out = plan.transform_up_with_subqueries(|node| {
+        let schema = match &node {
+            LogicalPlan::Filter(x) => x.input.schema().clone(),
+            LogicalPlan::Projection(x) => x.input.schema().clone(),
+            LogicalPlan::Aggregate(x) => x.input.schema().clone(),
+            LogicalPlan::Join(x) => x.schema.clone(),
+            LogicalPlan::Sort(s) => {
+                let schema = s.input.schema().clone();
+                if !s.expr.iter().any(|e| is_interval(&e.expr, &schema)) {
+                    return Ok(Transformed::no(node));
+                }
+                let LogicalPlan::Sort(mut s) = node else { unreachable!("matched above") };
+                s.expr = s
+                    .expr
+                    .into_iter()
+                    .map(|e| if is_interval(&e.expr, &schema) { SortExpr { expr: call(&f.key, e.expr), ..e } } else { e })
+                    .collect();
+                return Ok(Transformed::yes(LogicalPlan::Sort(s)));
+            }
+            _ => return Ok(Transformed::no(node)),
+        };
+        let names = datafusion::logical_expr::expr_rewriter::NamePreserver::new(&node);
+        let t = node.map_expressions(|e| {
+            let saved = names.save(&e);
+            let t = e.transform_up(|e| rewrite_expr(e, &schema))?;
+            Ok(if t.transformed { Transformed::yes(saved.restore(t.data)) } else { t })
+        })?;
+        if t.transformed { Ok(Transformed::yes(t.data.recompute_schema()?)) } else { Ok(t) }
+    })?;
+    Ok(out.data)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lengths_count_a_month_as_30_days_and_justify_moves_whole_days() {
+        let iv = IntervalMonthDayNano::new;
+        assert!(length(iv(0, 0, 25 * 3_600_000_000_000)) > length(iv(0, 1, 0)));
+        assert_eq!(length(iv(1, 0, 0)), length(iv(0, 30, 0)));
+        assert_eq!(justify(iv(0, 0, 53 * 3_600_000_000_000)), iv(0, 2, 5 * 3_600_000_000_000));
+        assert_eq!(justify(iv(0, 0, -53 * 3_600_000_000_000)), iv(0, -2, -5 * 3_600_000_000_000));
+    }
+}

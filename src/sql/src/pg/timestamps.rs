@@ -1,0 +1,95 @@
+//! PostgreSQL timestamps are microseconds; DataFusion's SQL `TIMESTAMP` is nanoseconds, which
+//! cannot hold years past 2262 (`'9999-12-31'::timestamp`, a common "valid until" value, failed
+//! to cast). So:
+//!
+//! * AST pass: `TIMESTAMP` / `TIMESTAMPTZ` without a precision in casts and typed literals
+//!   mean `TIMESTAMP(6)`, DataFusion's microseconds (the type Eddy stores);
+//! * plan pass: a string literal compared with a timestamp column (`ts < '3031-01-02'`) is cast
+//!   to the column's type, where DataFusion's coercion would parse it as nanoseconds first.
+
+use std::ops::ControlFlow;
+
+use arrow::datatypes::{DataType, TimeUnit};
+use datafusion::common::tree_node::{Transformed, TreeNode};
+use datafusion::common::DFSchema;
+use datafusion::logical_expr::{Between, BinaryExpr, Cast, Expr, ExprSchemable, LogicalPlan, Operator};
+use datafusion::scalar::ScalarValue;
+use datafusion::sql::sqlparser::ast::{visit_expressions_mut, DataType as SqlType, Expr as SqlExpr, Statement};
+
+/// `TIMESTAMP` without a precision as `TIMESTAMP(6)`.
+fn micro(t: &mut SqlType) {
+    if let SqlType::Timestamp(p @ None, _) = t {
+        *p = Some(6);
+    }
+}
+
+/// The AST pass (see the module docs).
+pub fn microsecond_timestamps(stmt: &mut Statement) {
+    let _ = visit_expressions_mut(stmt, |e| {
+        match e {
+            SqlExpr::Cast { data_type, .. } => micro(data_type),
+            SqlExpr::TypedString(ts) => micro(&mut ts.data_type),
+            _ => {}
+        }
+        ControlFlow::<()>::Continue(())
+    });
+}
+
+/// A timestamp type of microseconds or coarser (nanosecond ones need no help).
+fn coarse_timestamp(t: &DataType) -> bool {
+    matches!(t, DataType::Timestamp(TimeUnit::Microsecond | TimeUnit::Millisecond | TimeUnit::Second, _))
+}
+
+fn is_text_literal(e: &Expr) -> bool {
+    matches!(e, Expr::Literal(ScalarValue::Utf8(Some(_)) | ScalarValue::Utf8View(Some(_)) | ScalarValue::LargeUtf8(Some(_)), _))
+}
+
+/// `literal` cast to `other`'s type when `other` is a coarse timestamp and `literal` text.
+fn typed(literal: Expr, other: &Expr, schema: &DFSchema) -> Expr {
+    if !is_text_literal(&literal) {
+        return literal;
+    }
+    match other.get_type(schema) {
+        Ok(t) if coarse_timestamp(&t) => Expr::Cast(Cast::new(Box::new(literal), t)),
+        _ => literal,
+    }
+}
+
+fn type_comparison(e: Expr, schema: &DFSchema) -> datafusion::error::Result<Transformed<Expr>> {
+    Ok(match e {
+        Expr::BinaryExpr(b) if matches!(b.op, Operator::Eq | Operator::NotEq | Operator::Lt | Operator::LtEq | Operator::Gt | Operator::GtEq | Operator::IsDistinctFrom | Operator::IsNotDistinctFrom)
+            && (is_text_literal(&b.left) != is_text_literal(&b.right)) =>
+        {
+            let BinaryExpr { left, op, right } = b;
+            let (l, r) = (typed(*left.clone(), &right, schema), typed(*right.clone(), &left, schema));
+            Transformed::yes(Expr::BinaryExpr(BinaryExpr::new(Box::new(l), op, Box::new(r))))
+        }
+        Expr::Between(b) if is_text_literal(&b.low) || is_text_literal(&b.high) => {
+            let Between { expr, negated, low, high } = b;
+            let (low, high) = (typed(*low, &expr, schema), typed(*high, &expr, schema));
+            Transformed::yes(Expr::Between(Between::new(expr, negated, Box::new(low), Box::new(high))))
+        }
+        Expr::InList(mut l) if l.list.iter().any(is_text_literal) => {
+            let list = std::mem::take(&mut l.list);
+            l.list = list.into_iter().map(|v| typed(v, &l.expr, schema)).collect();
+            Transformed::yes(Expr::InList(l))
+        }
+        other => Transformed::no(other),
+    })
+}
+
+/// The plan pass (see the module docs): comparisons in filters, join conditions, projections
+/// and aggregates.
+pub fn type_timestamp_literals(plan: LogicalPlan) -> datafusion::error::Result<LogicalPlan> {
+    let out = plan.transform_up_with_subqueries(|node| {
+        let schema = match &node {
+            LogicalPlan::Filter(f) => f.input.schema().clone(),
+            LogicalPlan::Projection(p) => p.input.schema().clone(),
+            LogicalPlan::Aggregate(a) => a.input.schema().clone(),
+            LogicalPlan::Join(j) => j.schema.clone(),
+            _ => return Ok(Transformed::no(node)),
+        };
+        node.map_expressions(|e| e.transform_up(|e| type_comparison(e, &schema)))
+    })?;
+    Ok(out.data)
+}
