@@ -89,7 +89,8 @@ fn rewrite_expr(e: Expr, schema: &DFSchema) -> DfResult<Transformed<Expr>> {
     if comparison {
         let (li, ri) = (is_interval(&b.left, schema), is_interval(&b.right, schema));
         let side = |e: Expr, interval: bool| if interval { call(&f.key, e) } else { call(&f.key, Expr::Cast(Cast::new(Box::new(e), MDN))) };
-        if (li && ri) || (li && is_text_literal(&b.right)) || (ri && is_text_literal(&b.left)) {
+        let one_side_text = (li && is_text_literal(&b.right)) || (ri && is_text_literal(&b.left));
+        if (li && ri) || one_side_text {
             let BinaryExpr { left, op, right } = b;
             return Ok(Transformed::yes(Expr::BinaryExpr(BinaryExpr::new(Box::new(side(*left, li)), op, Box::new(side(*right, ri))))));
         }
