@@ -101,7 +101,7 @@ fn eowc_target(plan: &LogicalPlan) -> Option<&LogicalPlan> {
 
 fn eowc_refused() -> eddy_common::EddyError {
     not_supported!(
-        "EMIT ON WINDOW CLOSE needs a GROUP BY on a column with a watermark, such as window_start of TUMBLE or HOP over a table or source declared with WATERMARK FOR"
+        "EMIT ON WINDOW CLOSE needs a GROUP BY on a column with a watermark, such as window_start of TUMBLE or HOP over a table or source declared with WATERMARK FOR, or an append-only query that selects such a column"
     )
 }
 
@@ -269,12 +269,14 @@ fn node_name(plan: &LogicalPlan) -> String {
 /// Builds the chain for `plan`, allocating state tables from `ids` and restoring operator
 /// state from `restore` (recovery) or initializing it (new view).
 pub async fn plan_view(plan: &LogicalPlan, ids: &mut TableIds<'_>, restore: Option<&ReadSnapshot>, emit_on_window_close: bool) -> Result<PlannedView> {
-    let eowc = match emit_on_window_close {
-        false => None,
-        true => Some(eowc_target(plan).ok_or_else(eowc_refused)? as *const LogicalPlan as usize),
-    };
+    // Without an aggregation to close, the whole query's rows are held until closed.
+    let target = eowc_target(plan).filter(|_| emit_on_window_close);
+    let eowc = target.map(|t| t as *const LogicalPlan as usize);
     let mut internal = PlanCtx { tables: Vec::new(), eowc };
-    let built = build(plan, ids, restore, &mut internal).await?;
+    let mut built = build(plan, ids, restore, &mut internal).await?;
+    if emit_on_window_close && target.is_none() {
+        eowc::hold_until_closed(&mut built, plan.schema().fields().len(), ids, restore, &mut internal).await?;
+    }
     let internal = internal.tables;
     let (schema, key) = (built.schema.clone(), built.key.clone());
     let (watermarked, append_only) = (built.watermarks.clone(), built.append_only);
@@ -779,4 +781,5 @@ async fn plan_top_n(
 }
 
 mod agg_call;
+mod eowc;
 mod unnest;

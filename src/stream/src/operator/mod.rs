@@ -13,6 +13,7 @@
 //! * Stateful operators keep their state in a bounded [`crate::cache::StateCache`] over their
 //!   state table: `prefetch` (awaited before every `process`) loads what the chunk touches.
 
+pub mod eowc_buffer;
 pub mod eval;
 pub mod filter;
 pub mod hash_agg;
@@ -30,6 +31,7 @@ use eddy_storage::{EpochBatch, StateStore};
 use crate::cache::CacheStats;
 use crate::watermark::Watermark;
 
+pub use eowc_buffer::EowcBuffer;
 pub use eval::{ErrorDelta, RowErrors};
 pub use filter::Filter;
 pub use hash_agg::{AggCall, AggKind, HashAgg, RegrFn};
