@@ -207,7 +207,9 @@ impl Session {
         match stmt {
             Statement::Explain { statement, .. } if matches!(statement.as_ref(), Statement::CreateView(cv) if cv.materialized) => {
                 let Statement::CreateView(cv) = statement.as_ref() else { unreachable!("matched above") };
-                let lines = self.explain_mview(&cv.query).await?;
+                let pieces = crate::frontend::split::split_statements(sql);
+                let eowc = pieces.first().is_some_and(|p| crate::frontend::split::take_emit_on_window_close(p.rest_after(1)).is_some());
+                let lines = self.explain_mview(&cv.query, eowc).await?;
                 text_rows(&["QUERY PLAN"], lines.into_iter().map(|l| vec![l]).collect())
             }
             Statement::CreateView(cv) => {

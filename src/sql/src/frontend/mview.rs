@@ -403,7 +403,7 @@ impl Session {
     }
 
     /// `EXPLAIN CREATE MATERIALIZED VIEW`: the stream plan, without creating anything.
-    pub(crate) async fn explain_mview(&mut self, query: &Query) -> Result<Vec<String>> {
+    pub(crate) async fn explain_mview(&mut self, query: &Query, emit_on_window_close: bool) -> Result<Vec<String>> {
         let (_, plan) = self.view_plan(query).await?;
         let mut next = 0u32;
         let mut alloc = || {
@@ -411,7 +411,7 @@ impl Session {
             next
         };
         let mut ids = TableIds::Allocate(&mut alloc);
-        let planned = plan_view(&plan, &mut ids, None, false).await?;
+        let planned = plan_view(&plan, &mut ids, None, emit_on_window_close).await?;
         let mut lines = vec!["StreamPlan".to_string()];
         for (b, branch) in planned.branches.iter().enumerate() {
             lines.push(format!("  input {b}: reads {} -> stage {} ({:?})", branch.upstream.name, branch.parent.0, branch.parent.1));

@@ -199,6 +199,9 @@ impl Session {
                 // RisingWave's EMIT ON WINDOW CLOSE is read by CREATE from the text.
                 let text = crate::frontend::split::take_emit_on_window_close(&piece.text).unwrap_or_else(|| piece.text.clone());
                 parse_bounded(&text)?
+            } else if piece.starts_with(&["EXPLAIN", "CREATE", "MATERIALIZED", "VIEW"]) {
+                let create = crate::frontend::split::take_emit_on_window_close(piece.rest_after(1));
+                parse_bounded(&create.map(|c| format!("EXPLAIN {c}")).unwrap_or_else(|| piece.text.clone()))?
             } else {
                 parse_bounded(&piece.text)?
             };
