@@ -702,7 +702,7 @@ async fn plan_join(
         Expr::Column(c) => df.index_of_column(c).ok(),
         _ => None,
     };
-    let watermark_keys: Vec<(usize, usize, usize, usize)> = if kind == JoinKind::Inner {
+    let watermark_keys: Vec<(usize, usize, usize, usize)> = if matches!(kind, JoinKind::Inner | JoinKind::LeftOuter | JoinKind::RightOuter | JoinKind::FullOuter) {
         j.on.iter()
             .filter_map(|(l, r)| {
                 let (li, ri) = (column_at(l, ldf)?, column_at(r, rdf)?);
@@ -722,7 +722,10 @@ async fn plan_join(
         }
         _ => vec![],
     };
-    let mut watermarks: Vec<usize> = watermark_keys.iter().flat_map(|&(_, _, lo, ro)| [lo, ro]).collect();
+    // A side's columns are NULL in the other side's padded rows: no watermark there.
+    let (left_padded, right_padded) = (matches!(kind, JoinKind::RightOuter | JoinKind::FullOuter), matches!(kind, JoinKind::LeftOuter | JoinKind::FullOuter));
+    let mut watermarks: Vec<usize> =
+        watermark_keys.iter().flat_map(|&(_, _, lo, ro)| [(!left_padded).then_some(lo), (!right_padded).then_some(ro)]).flatten().collect();
     watermarks.extend(interval_bounds.iter().map(|b| b.out_col).filter(|c| !watermarks.contains(c)).collect::<Vec<_>>());
     let table_id = ids.next()?;
     internal.push(table_id);

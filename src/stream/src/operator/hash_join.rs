@@ -105,9 +105,9 @@ pub struct JoinSpec {
     pub filter: Option<Arc<dyn PhysicalExpr>>,
     /// Schema of a joined row (see the module docs for the layout).
     pub pair_schema: SchemaRef,
-    /// Equi-key pairs whose columns carry a watermark on both sides of an inner join:
-    /// (left column, right column, and the two output columns). Every later output row has
-    /// both at least the smaller of the two watermarks.
+    /// Equi-key pairs whose columns carry a watermark on both sides of an inner or outer
+    /// join: (left column, right column, and the two output columns). Every later output row
+    /// has both at least the smaller of the two watermarks (where not NULL-padded).
     pub watermark_keys: Vec<(usize, usize, usize, usize)>,
     /// Bounds the non-equi condition puts on the time columns of an inner join's matches
     /// (see [`interval`]).
@@ -514,8 +514,13 @@ impl BinaryOperator for HashJoin {
                 if let Some(w) = self.windows.as_mut().filter(|_| self.watermark_keys.first().is_some_and(|k| k.0 == l && k.1 == r)) {
                     w.advance(&m.value, &self.key_types)?;
                 }
-                out.push(Watermark { col: lo, value: m.value.clone() });
-                out.push(Watermark { col: ro, value: m.value });
+                // A side's columns are NULL in the other side's padded rows: no watermark there.
+                if !self.kind.pads(Side::Right) {
+                    out.push(Watermark { col: lo, value: m.value.clone() });
+                }
+                if !self.kind.pads(Side::Left) {
+                    out.push(Watermark { col: ro, value: m.value });
+                }
             }
         }
         if let Some(c) = self.intervals.as_mut() {

@@ -15,9 +15,10 @@ use eddy_storage::{EpochBatch, StateStore};
 use super::bucket::{bucket_prefix, entry_key, matchable, parse_entry_key};
 use super::{HashJoin, JoinKind, JoinSpec, SideState};
 
-/// State cleanup of an inner join whose equi-key `key_index` carries a watermark on both sides:
-/// a bucket whose value there is below the smaller watermark gets no more rows from either
-/// side, so its rows leave the state (their matches were emitted long ago).
+/// State cleanup of an inner or outer join whose equi-key `key_index` carries a watermark on
+/// both sides: a bucket whose value there is below the smaller watermark gets no more rows
+/// from either side, so its rows leave the state (their matches, and an outer join's
+/// NULL-padded rows, were emitted long ago).
 pub(super) struct JoinWindows {
     /// Position of the watermarked column among the join keys.
     key_index: usize,
@@ -37,7 +38,8 @@ impl JoinWindows {
     /// The cleanup of `spec`'s join, if it is an inner join on a watermarked equi-key (the
     /// first of `spec.watermark_keys`) whose keys have `key_types`.
     pub(super) fn try_new(spec: &JoinSpec, key_types: &[DataType]) -> Result<Option<Self>> {
-        let (JoinKind::Inner, false, Some(&(l, _, _, _))) = (spec.kind, spec.null_aware, spec.watermark_keys.first()) else {
+        let joins = matches!(spec.kind, JoinKind::Inner | JoinKind::LeftOuter | JoinKind::RightOuter | JoinKind::FullOuter);
+        let (true, false, Some(&(l, _, _, _))) = (joins, spec.null_aware, spec.watermark_keys.first()) else {
             return Ok(None);
         };
         let is_column = |k: &Arc<dyn datafusion::physical_expr::PhysicalExpr>| {
