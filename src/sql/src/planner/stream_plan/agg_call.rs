@@ -73,9 +73,10 @@ pub(super) fn agg_call(expr: &Expr, input: &DFSchema, output: DataType) -> Resul
             ("bit_and", _) => AggKind::Bit(eddy_stream::operator::hash_agg::BitOp::And),
             ("bit_or", _) => AggKind::Bit(eddy_stream::operator::hash_agg::BitOp::Or),
             ("bit_xor", false) => AggKind::Bit(eddy_stream::operator::hash_agg::BitOp::Xor),
-            ("first_value", false) if !p.order_by.is_empty() => AggKind::FirstValue,
-            ("last_value", false) if !p.order_by.is_empty() => AggKind::LastValue,
-            ("first_value" | "last_value", false) => {
+            // DISTINCT changes neither the first nor the last value.
+            ("first_value", _) if !p.order_by.is_empty() => AggKind::FirstValue,
+            ("last_value", _) if !p.order_by.is_empty() => AggKind::LastValue,
+            ("first_value" | "last_value", _) => {
                 return Err(not_supported!("{name}() in a materialized view needs an ORDER BY inside the call (which row is first is otherwise arbitrary)"))
             }
             ("string_agg", distinct) => {
