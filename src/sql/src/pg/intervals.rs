@@ -16,7 +16,7 @@ use datafusion::common::tree_node::{Transformed, TreeNode};
 use datafusion::common::DFSchema;
 use datafusion::error::Result as DfResult;
 use datafusion::logical_expr::{BinaryExpr, Cast, ColumnarValue, Expr, ExprSchemable, LogicalPlan, Operator, ScalarUDF, Signature, SortExpr, Volatility};
-use datafusion::scalar::ScalarValue;
+use super::timestamps::{expression_schema, is_text_literal};
 
 /// An interval's length in nanoseconds (a month is 30 days), as `decimal(38, 0)`.
 pub const INTERVAL_KEY: &str = "eddy_interval_key";
@@ -78,10 +78,6 @@ fn is_timestamp(e: &Expr, schema: &DFSchema) -> bool {
     matches!(e.get_type(schema), Ok(DataType::Timestamp(..)))
 }
 
-fn is_text_literal(e: &Expr) -> bool {
-    matches!(e, Expr::Literal(ScalarValue::Utf8(Some(_)) | ScalarValue::Utf8View(Some(_)) | ScalarValue::LargeUtf8(Some(_)), _))
-}
-
 fn rewrite_expr(e: Expr, schema: &DFSchema) -> DfResult<Transformed<Expr>> {
     let f = functions();
     let Expr::BinaryExpr(b) = e else { return Ok(Transformed::no(e)) };
@@ -105,12 +101,9 @@ fn rewrite_expr(e: Expr, schema: &DFSchema) -> DfResult<Transformed<Expr>> {
 pub fn pg_intervals(plan: LogicalPlan) -> DfResult<LogicalPlan> {
     let f = functions();
     let out = plan.transform_up_with_subqueries(|node| {
-        let schema = match &node {
-            LogicalPlan::Filter(x) => x.input.schema().clone(),
-            LogicalPlan::Projection(x) => x.input.schema().clone(),
-            LogicalPlan::Aggregate(x) => x.input.schema().clone(),
-            LogicalPlan::Join(x) => x.schema.clone(),
-            LogicalPlan::Sort(s) => {
+        let schema = match (&node, expression_schema(&node)) {
+            (_, Some(schema)) => schema,
+            (LogicalPlan::Sort(s), None) => {
                 let schema = s.input.schema().clone();
                 if !s.expr.iter().any(|e| is_interval(&e.expr, &schema)) {
                     return Ok(Transformed::no(node));

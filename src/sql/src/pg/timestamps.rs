@@ -40,7 +40,19 @@ fn coarse_timestamp(t: &DataType) -> bool {
     matches!(t, DataType::Timestamp(TimeUnit::Microsecond | TimeUnit::Millisecond | TimeUnit::Second, _))
 }
 
-fn is_text_literal(e: &Expr) -> bool {
+/// The schema `node`'s own expressions are evaluated over, for the nodes whose comparisons the
+/// PostgreSQL plan passes retype (filters, projections, aggregates, joins).
+pub(super) fn expression_schema(node: &LogicalPlan) -> Option<datafusion::common::DFSchemaRef> {
+    match node {
+        LogicalPlan::Filter(f) => Some(f.input.schema().clone()),
+        LogicalPlan::Projection(p) => Some(p.input.schema().clone()),
+        LogicalPlan::Aggregate(a) => Some(a.input.schema().clone()),
+        LogicalPlan::Join(j) => Some(j.schema.clone()),
+        _ => None,
+    }
+}
+
+pub(super) fn is_text_literal(e: &Expr) -> bool {
     matches!(e, Expr::Literal(ScalarValue::Utf8(Some(_)) | ScalarValue::Utf8View(Some(_)) | ScalarValue::LargeUtf8(Some(_)), _))
 }
 
@@ -82,13 +94,7 @@ fn type_comparison(e: Expr, schema: &DFSchema) -> datafusion::error::Result<Tran
 /// and aggregates.
 pub fn type_timestamp_literals(plan: LogicalPlan) -> datafusion::error::Result<LogicalPlan> {
     let out = plan.transform_up_with_subqueries(|node| {
-        let schema = match &node {
-            LogicalPlan::Filter(f) => f.input.schema().clone(),
-            LogicalPlan::Projection(p) => p.input.schema().clone(),
-            LogicalPlan::Aggregate(a) => a.input.schema().clone(),
-            LogicalPlan::Join(j) => j.schema.clone(),
-            _ => return Ok(Transformed::no(node)),
-        };
+        let Some(schema) = expression_schema(&node) else { return Ok(Transformed::no(node)) };
         node.map_expressions(|e| e.transform_up(|e| type_comparison(e, &schema)))
     })?;
     Ok(out.data)

@@ -8,7 +8,7 @@ use datafusion::logical_expr::utils::split_conjunction;
 use datafusion::logical_expr::{Expr, Operator as BinOp};
 use eddy_stream::operator::{IntervalBound, Side};
 
-use crate::planner::temporal::interval_us;
+use crate::planner::temporal::constant_us;
 
 /// What the planner knows of one side of a join.
 pub struct JoinInput<'a> {
@@ -69,14 +69,7 @@ pub fn interval_bounds(
 /// `column + k` (through `±` constant intervals of days or less): the column's index in
 /// `schema` and `k` in microseconds.
 fn shifted(e: &Expr, schema: &DFSchema) -> Option<(usize, i64)> {
-    let constant = |e: &Expr| match e {
-        Expr::Literal(v, _) => interval_us(v),
-        Expr::Cast(c) => match c.expr.as_ref() {
-            Expr::Literal(v, _) => interval_us(v),
-            _ => None,
-        },
-        _ => None,
-    };
+    let constant = constant_us;
     match e {
         Expr::Column(c) => Some((schema.index_of_column(c).ok()?, 0)),
         Expr::Alias(a) => shifted(&a.expr, schema),

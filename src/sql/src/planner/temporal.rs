@@ -62,11 +62,23 @@ fn refused(_: &Expr) -> eddy_common::EddyError {
 }
 
 /// Microseconds of a constant interval (no months: their length varies).
-pub(crate) fn interval_us(v: &ScalarValue) -> Option<i64> {
+fn interval_us(v: &ScalarValue) -> Option<i64> {
     match v {
         ScalarValue::IntervalMonthDayNano(Some(i)) if i.months == 0 => i64::from(i.days).checked_mul(86_400_000_000)?.checked_add(i.nanoseconds / 1000),
         ScalarValue::IntervalDayTime(Some(i)) => i64::from(i.days).checked_mul(86_400_000_000)?.checked_add(i64::from(i.milliseconds) * 1000),
         ScalarValue::IntervalYearMonth(Some(0)) => Some(0),
+        _ => None,
+    }
+}
+
+/// Microseconds of a constant interval expression (a literal, maybe cast).
+pub(crate) fn constant_us(e: &Expr) -> Option<i64> {
+    match e {
+        Expr::Literal(v, _) => interval_us(v),
+        Expr::Cast(c) => match c.expr.as_ref() {
+            Expr::Literal(v, _) => interval_us(v),
+            _ => None,
+        },
         _ => None,
     }
 }
@@ -84,14 +96,7 @@ fn now_shift(e: &Expr) -> Option<i64> {
         Expr::TryCast(c) if fine_timestamp(c.field.data_type()) => now_shift(&c.expr),
         Expr::Alias(a) => now_shift(&a.expr),
         Expr::BinaryExpr(b) => {
-            let constant = |e: &Expr| match e {
-                Expr::Literal(v, _) => interval_us(v),
-                Expr::Cast(c) => match c.expr.as_ref() {
-                    Expr::Literal(v, _) => interval_us(v),
-                    _ => None,
-                },
-                _ => None,
-            };
+            let constant = constant_us;
             match b.op {
                 BinOp::Plus => match (now_shift(&b.left), constant(&b.right)) {
                     (Some(k), Some(c)) => k.checked_add(c),
