@@ -76,6 +76,43 @@ impl StreamChunk {
             .collect();
         StreamChunk::try_new(batch, ops)
     }
+
+    /// Splits the chunk among `n` owners, row `i` going to `owner(vnodes[i])` (contiguous vnode
+    /// ranges, [`crate::codec::owner_of`]): one chunk per owner that gets rows, each in
+    /// the input's order. An update whose halves go to different owners becomes a delete and an
+    /// insert.
+    pub fn split_by_owner(&self, vnodes: &[u16], n: usize) -> crate::Result<Vec<Option<StreamChunk>>> {
+        if vnodes.len() != self.len() {
+            return Err(crate::internal_err!("{} vnodes for a chunk of {} rows", vnodes.len(), self.len()));
+        }
+        let owners: Vec<usize> = vnodes.iter().map(|&v| crate::codec::owner_of(v, n)).collect();
+        let mut rows: Vec<Vec<u32>> = vec![Vec::new(); n];
+        let mut ops: Vec<Vec<Op>> = vec![Vec::new(); n];
+        for (i, (&o, &op)) in owners.iter().zip(&self.ops).enumerate() {
+            let op = match op {
+                Op::UpdateDelete if owners.get(i + 1) != Some(&o) => Op::Delete,
+                Op::UpdateInsert if i == 0 || owners[i - 1] != o => Op::Insert,
+                op => op,
+            };
+            rows[o].push(i as u32);
+            ops[o].push(op);
+        }
+        if let Some(o) = rows.iter().position(|r| r.len() == self.len()) {
+            let mut out: Vec<Option<StreamChunk>> = vec![None; n];
+            out[o] = Some(self.clone());
+            return Ok(out);
+        }
+        rows.into_iter()
+            .zip(ops)
+            .map(|(r, ops)| {
+                if r.is_empty() {
+                    return Ok(None);
+                }
+                let batch = arrow::compute::take_record_batch(&self.batch, &arrow::array::UInt32Array::from(r))?;
+                StreamChunk::try_new(batch, ops).map(Some)
+            })
+            .collect()
+    }
 }
 
 impl StreamChunk {
@@ -129,5 +166,47 @@ impl StreamChunk {
         }
         let batch = RecordBatch::try_new(Arc::new(Schema::new(fields)), columns)?;
         StreamChunk::try_new(batch, ops)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::codec::{owner_of, vnodes_of, VNODE_COUNT};
+
+    #[test]
+    fn vnode_ranges_cover_every_vnode_once_and_agree_with_owners() {
+        for n in [1, 2, 3, 7, 256] {
+            let mut next = 0;
+            for i in 0..n {
+                let r = vnodes_of(i, n);
+                assert_eq!(r.start, next);
+                assert!(r.start < r.end, "actor {i} of {n} owns no vnode");
+                assert!(r.clone().all(|v| owner_of(v, n) == i));
+                next = r.end;
+            }
+            assert_eq!(next, VNODE_COUNT);
+        }
+    }
+
+    #[test]
+    fn a_split_keeps_each_owners_rows_in_order_and_breaks_updates_that_move() {
+        let chunk = StreamChunk::from_pretty(" I\n + 1\n U- 2\n U+ 3\n U- 4\n U+ 5\n - 6").unwrap();
+        // Rows 1, 2, 4, 5 on owner 0; 3 and 6 on owner 1.
+        let vnodes = [0, 10, 200, 20, 30, 255];
+        let parts = chunk.split_by_owner(&vnodes, 2).unwrap();
+        let show = |c: &StreamChunk| {
+            let vals = c.batch.column(0).as_any().downcast_ref::<arrow::array::Int64Array>().unwrap().values().to_vec();
+            c.ops.iter().copied().zip(vals).collect::<Vec<_>>()
+        };
+        assert_eq!(
+            show(parts[0].as_ref().unwrap()),
+            vec![(Op::Insert, 1), (Op::Delete, 2), (Op::UpdateDelete, 4), (Op::UpdateInsert, 5)]
+        );
+        assert_eq!(show(parts[1].as_ref().unwrap()), vec![(Op::Insert, 3), (Op::Delete, 6)]);
+        // All rows on one owner: the chunk itself, nothing for the other.
+        let parts = chunk.split_by_owner(&[0; 6], 2).unwrap();
+        assert!(parts[1].is_none());
+        assert_eq!(parts[0].as_ref().unwrap().ops, chunk.ops);
     }
 }

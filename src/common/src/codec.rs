@@ -36,6 +36,18 @@ pub fn vnode_of(dist_key: &[u8]) -> u16 {
     (h % u64::from(VNODE_COUNT)) as u16
 }
 
+/// The actor among `n` parallel ones that owns `vnode`: vnodes are split into `n` contiguous
+/// ranges (see [`vnodes_of`]), so moving ownership moves whole ranges, never single keys.
+pub fn owner_of(vnode: u16, n: usize) -> usize {
+    usize::from(vnode) * n / usize::from(VNODE_COUNT)
+}
+
+/// The vnodes actor `i` of `n` owns (the inverse of [`owner_of`]).
+pub fn vnodes_of(i: usize, n: usize) -> std::ops::Range<u16> {
+    let at = |i: usize| (i * usize::from(VNODE_COUNT)).div_ceil(n) as u16;
+    at(i)..at(i + 1)
+}
+
 /// Full state-store key for one row.
 pub fn make_key(table_id: u32, pk: &[u8]) -> Vec<u8> {
     let mut key = Vec::with_capacity(KEY_PREFIX_LEN + pk.len());
@@ -46,24 +58,33 @@ pub fn make_key(table_id: u32, pk: &[u8]) -> Vec<u8> {
 }
 
 /// Prefix of the failing-row counts of materialized view `view_id` (system key space): one
-/// entry per (SQLSTATE, message), value the count as i64 big-endian.
+/// entry per (actor shard, SQLSTATE, message), value the count as i64 big-endian. Each actor
+/// of the view's last fragment keeps its own counts (see [`view_error_key`]); the view's count
+/// is their sum.
 pub fn view_errors_prefix(view_id: u32) -> Vec<u8> {
     let mut k = b"\0\0\0\0err/".to_vec();
     k.extend_from_slice(&view_id.to_be_bytes());
     k
 }
 
-/// Key of view `view_id`'s count of rows failing with `sqlstate` and `message`.
-pub fn view_error_key(view_id: u32, sqlstate: &str, message: &str) -> Vec<u8> {
+/// Prefix of the failing-row counts shard `shard` of view `view_id` keeps.
+pub fn view_error_shard_prefix(view_id: u32, shard: u16) -> Vec<u8> {
     let mut k = view_errors_prefix(view_id);
+    k.extend_from_slice(&shard.to_be_bytes());
+    k
+}
+
+/// Key of shard `shard`'s count of view `view_id`'s rows failing with `sqlstate` and `message`.
+pub fn view_error_key(view_id: u32, shard: u16, sqlstate: &str, message: &str) -> Vec<u8> {
+    let mut k = view_error_shard_prefix(view_id, shard);
     k.extend_from_slice(sqlstate.as_bytes());
     k.extend_from_slice(message.as_bytes());
     k
 }
 
-/// (SQLSTATE, message, count) of an entry under [`view_errors_prefix`].
-pub fn decode_view_error(prefix_len: usize, key: &[u8], value: &[u8]) -> Option<(String, String, i64)> {
-    let rest = key.get(prefix_len..)?;
+/// (SQLSTATE, message, count) of an entry under [`view_errors_prefix`] (one shard's count).
+pub fn decode_view_error(key: &[u8], value: &[u8]) -> Option<(String, String, i64)> {
+    let rest = key.get(view_errors_prefix(0).len() + 2..)?;
     let sqlstate = std::str::from_utf8(rest.get(..5)?).ok()?.to_string();
     let message = String::from_utf8_lossy(rest.get(5..)?).into_owned();
     let count = i64::from_be_bytes(value.try_into().ok()?);

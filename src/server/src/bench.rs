@@ -83,6 +83,8 @@ pub struct NexmarkOptions {
     pub dir: Option<PathBuf>,
     /// A watermark `N` seconds behind `date_time` on every source.
     pub watermark_secs: Option<u64>,
+    /// Actors per fragment of the view (`SET streaming_parallelism`; 0: one per core).
+    pub parallelism: u16,
 }
 
 /// What one query measured.
@@ -298,6 +300,7 @@ pub async fn run_one(options: &NexmarkOptions, query: &str, base: ServerConfig) 
         None => sources,
     };
     exec(&mut session, &sources).await?;
+    exec(&mut session, &format!("SET streaming_parallelism = {}", options.parallelism)).await?;
     let (t0, cpu0) = (Instant::now(), cpu_seconds());
     exec(&mut session, sql).await?;
     let view = engine.catalog().tables().filter(|t| t.is_view()).map(|t| t.id).max().ok_or_else(|| EddyError::internal("the query created no view"))?;

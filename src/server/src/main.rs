@@ -104,6 +104,9 @@ struct NexmarkArgs {
     /// Where the per-query state directories go (default: the system temp dir).
     #[arg(long)]
     dir: Option<PathBuf>,
+    /// Actors per fragment of the query's view (`SET streaming_parallelism`; 0: one per core).
+    #[arg(long, default_value_t = 0)]
+    parallelism: u16,
     /// Internal: run this one query in this process.
     #[arg(long, hide = true)]
     single: Option<String>,
@@ -153,13 +156,14 @@ async fn bench_nexmark(cli: &Cli, args: &NexmarkArgs, config: ServerConfig) -> R
         splits: args.splits,
         dir: args.dir.clone(),
         watermark_secs: args.watermark_secs,
+        parallelism: args.parallelism,
     };
     if let Some(q) = &args.single {
         return eddy_server::bench::run_one(&options, q, config).await;
     }
     let child_args = |q: &str| {
         let mut a = vec!["bench".to_string(), "nexmark".into(), "--single".into(), q.to_string(), "--events".into(), args.events.to_string()];
-        a.extend(["--splits".into(), args.splits.to_string()]);
+        a.extend(["--splits".into(), args.splits.to_string(), "--parallelism".into(), args.parallelism.to_string()]);
         if let Some(w) = args.watermark_secs {
             a.extend(["--watermark-secs".into(), w.to_string()]);
         }

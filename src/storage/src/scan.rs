@@ -55,6 +55,18 @@ pub fn prefix_bounds(prefix: &[u8]) -> (Bound<Vec<u8>>, Bound<Vec<u8>>) {
     (Bound::Included(prefix.to_vec()), end)
 }
 
+/// Key bounds of the entries of table `table_id` under `vnodes` (a range of one parallel
+/// actor's vnodes; the whole table for `0..VNODE_COUNT`).
+pub fn vnode_bounds(table_id: u32, vnodes: &std::ops::Range<u16>) -> (Bound<Vec<u8>>, Bound<Vec<u8>>) {
+    let at = |v: u16| {
+        let mut k = eddy_common::codec::table_prefix(table_id).to_vec();
+        k.extend_from_slice(&v.to_be_bytes());
+        k
+    };
+    let end = if vnodes.end >= eddy_common::codec::VNODE_COUNT { prefix_bounds(&eddy_common::codec::table_prefix(table_id)).1 } else { Bound::Excluded(at(vnodes.end)) };
+    (Bound::Included(at(vnodes.start)), end)
+}
+
 /// True if no key lies between `start` and `end` (SlateDB panics on such ranges).
 fn is_empty_range(start: &Bound<Vec<u8>>, end: &Bound<Vec<u8>>) -> bool {
     match (start, end) {

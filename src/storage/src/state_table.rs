@@ -58,6 +58,14 @@ impl StateTable {
         self.codec.encode_keys(self.table_id, batch)
     }
 
+    /// The vnode of each row of `batch` (this table's schema): the one its key carries.
+    pub fn vnodes(&self, batch: &RecordBatch) -> Result<Vec<u16>> {
+        if self.codec.pk_indices().is_empty() {
+            return Ok(vec![eddy_common::codec::vnode_of(&[]); batch.num_rows()]);
+        }
+        Ok(self.codec.encode_pks(batch)?.iter().map(|pk| eddy_common::codec::vnode_of(pk.as_ref())).collect())
+    }
+
     /// Adds the changes of `chunk` to `batch`: inserts put the row, deletes remove its key.
     pub fn write_chunk(&self, chunk: &StreamChunk, batch: &mut EpochBatch) -> Result<()> {
         let keys = self.codec.encode_keys(self.table_id, &chunk.batch)?;

@@ -23,7 +23,7 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::time::Instant;
 
-use eddy_common::codec::{decode_view_error, view_error_key, view_errors_prefix};
+use eddy_common::codec::{decode_view_error, view_error_key, view_error_shard_prefix, view_errors_prefix};
 use arrow::array::BooleanArray;
 use eddy_common::{internal_err, Epoch, Result, StreamChunk};
 use eddy_storage::{EpochBatch, StateStore, StateTable, TableScan};
@@ -33,14 +33,16 @@ use tokio::sync::{mpsc, oneshot, watch};
 use crate::barrier::{BarrierManager, Collected};
 use crate::metrics::{now_ms, Node, NodeKind, NodeStats, ViewMetrics};
 use crate::merge::{Aligned, AlignedInputs};
-use crate::message::{ActorId, Barrier, Dispatcher, Message, Output};
+use crate::message::{ActorId, Barrier, Dispatcher, Message, Target};
 use crate::operator::{BinaryOperator, Operator, RowErrors, Side};
 use crate::watermark::Watermark;
 
 /// Runs an actor's main loop; an error or panic becomes a failure report to the barrier
-/// manager (which drops the actor from the graph) instead of taking the server down.
+/// manager (which drops the actor from the graph and records the failure as `owner`'s)
+/// instead of taking the server down.
 pub(crate) async fn run_reporting(
     id: ActorId,
+    owner: ActorId,
     what: &str,
     collector: mpsc::UnboundedSender<Collected>,
     body: impl std::future::Future<Output = Result<()>>,
@@ -55,7 +57,7 @@ pub(crate) async fn run_reporting(
     };
     tracing::error!("{what} {id} failed: {error}");
     // The manager is gone only at shutdown; then nobody waits for this report.
-    let _ = collector.send(Collected::failed(id, error));
+    let _ = collector.send(Collected::failed(id, owner, error));
 }
 
 /// Upstream rows a backfilling view reads per epoch: bounds the epoch's state changes and
@@ -96,16 +98,49 @@ async fn completed_through(completed: &mut watch::Receiver<Epoch>, epoch: Epoch)
         .map_err(|_| internal_err!("barrier manager stopped before epoch {epoch} completed"))
 }
 
-/// One input of a view: its channel, its own operators, and the upstream it backfills from.
+/// One input of a view actor: its channels, its own operators, and the upstream it backfills
+/// from.
 pub struct Branch {
-    /// Upstream changes.
-    pub input: mpsc::Receiver<Message>,
+    /// Upstream changes: one channel from the upstream relation, or one per actor of the
+    /// view's fragment that feeds this one through a hash exchange.
+    pub inputs: Vec<mpsc::Receiver<Message>>,
     /// Operators applied to this input only.
     pub operators: Vec<Box<dyn Operator>>,
-    /// The upstream's rows (for backfill).
-    pub upstream: Arc<StateTable>,
+    /// The upstream relation's rows (for backfill); `None` for an input from another
+    /// fragment of the same view, which backfills nothing itself.
+    pub upstream: Option<Arc<StateTable>>,
     /// The stage this branch feeds, and as which input.
     pub parent: (usize, Side),
+}
+
+/// Where a view actor sits among the actors of its view (docs/architecture.md, "Parallel
+/// fragments"). A view is one or more fragments joined by hash exchanges; each fragment runs
+/// one or more actors, each owning a contiguous range of vnodes.
+#[derive(Debug, Clone)]
+pub struct Placement {
+    /// The actor's id (the view's own for the single actor of a view).
+    pub actor: ActorId,
+    /// The view (its failing-row counts are kept under its id).
+    pub view: u32,
+    /// This actor's index among the actors of the view's last fragment, which write the view's
+    /// rows and its failing-row counts (each under its own shard of the counts' key space).
+    pub shard: u16,
+    /// The vnodes of its upstream relation it backfills (its exchange routes the upstream's
+    /// changes of exactly these vnodes to it).
+    pub vnodes: std::ops::Range<u16>,
+    /// Writes the view's rows and failing-row counts (an actor of the last fragment); other
+    /// actors pass their counts on to the next fragment.
+    pub last: bool,
+    /// The first actor of its fragment: it alone counts the upstream's failing rows (the
+    /// exchange sends their changes to it only) and the backfill's total.
+    pub first: bool,
+}
+
+impl Placement {
+    /// The single actor of view `view`.
+    pub fn single(view: u32) -> Self {
+        Self { actor: view, view, shard: 0, vnodes: 0..eddy_common::codec::VNODE_COUNT, last: true, first: true }
+    }
 }
 
 /// Where the inputs of a view meet: an optional join of its inputs, then a chain.
@@ -129,14 +164,18 @@ enum At {
 
 /// The actor of one materialized view.
 pub struct ViewActor {
-    /// Actor id (the view's relation id).
+    /// Actor id (the view's relation id for the first actor of its last fragment).
     id: ActorId,
+    /// Where the actor sits in its view.
+    placement: Placement,
+    /// The branch each input channel feeds.
+    input_branch: Vec<usize>,
     /// Per-input operator chains.
     branches: Vec<Vec<Box<dyn Operator>>>,
     /// The stage each branch feeds.
     branch_parents: Vec<(usize, Side)>,
-    /// Upstream rows per branch (backfill).
-    upstreams: Vec<Arc<StateTable>>,
+    /// Upstream rows per branch (backfill; `None` for an exchange from another fragment).
+    upstreams: Vec<Option<Arc<StateTable>>>,
     /// Inputs, read with aligned barriers.
     inputs: Option<AlignedInputs>,
     /// Where the branches meet, children first; the root's chain ends in `Materialize`.
@@ -153,8 +192,11 @@ pub struct ViewActor {
     errors: RowErrors,
     /// The view's count of failing input rows, per (SQLSTATE, message).
     error_totals: BTreeMap<(String, String), i64>,
-    /// Each input's latest watermarks (mapped through the tree at every barrier).
+    /// Each input channel's latest watermarks (mapped through the tree at every barrier).
     watermarks: Vec<Vec<Watermark>>,
+    /// Each node's cache figures at the last barrier (the node's counters sum the actors of
+    /// a parallel fragment, so each adds what changed since its last report).
+    reported_state: Vec<Option<crate::cache::CacheStats>>,
     /// Live counters, shared with whoever shows them.
     metrics: Arc<ViewMetrics>,
     /// Node of each branch's input and of each of its operators (indexes into `metrics`).
@@ -166,10 +208,10 @@ pub struct ViewActor {
 impl ViewActor {
     /// A view actor.
     pub fn new(
-        id: ActorId,
+        placement: Placement,
         branches: Vec<Branch>,
         stages: Vec<Stage>,
-        outputs: Vec<Output>,
+        outputs: Vec<Target>,
         collector: mpsc::UnboundedSender<Collected>,
         store: Arc<StateStore>,
         backfill: Option<Backfill>,
@@ -190,16 +232,25 @@ impl ViewActor {
         for join in stages.iter_mut().filter_map(|s| s.join.as_mut()) {
             join.attach_store(&store);
         }
-        let watermarks = vec![Vec::new(); branches.len()];
+        let id = placement.actor;
         let (metrics, branch_nodes, stage_nodes) = metric_nodes(id, &branches, &stages);
-        for b in branches {
-            inputs.push(b.input);
+        if backfill.is_some() {
+            metrics.backfill.pending.store(1, Relaxed);
+        }
+        let mut input_branch = Vec::new();
+        for (i, b) in branches.into_iter().enumerate() {
+            input_branch.extend(std::iter::repeat_n(i, b.inputs.len()));
+            inputs.extend(b.inputs);
             chains.push(b.operators);
             upstreams.push(b.upstream);
             branch_parents.push(b.parent);
         }
+        let watermarks = vec![Vec::new(); inputs.len()];
+        let reported_state = vec![None; metrics.nodes.len()];
         Self {
             id,
+            placement,
+            input_branch,
             branches: chains,
             branch_parents,
             upstreams,
@@ -212,10 +263,36 @@ impl ViewActor {
             errors: RowErrors::default(),
             error_totals: BTreeMap::new(),
             watermarks,
+            reported_state,
             metrics,
             branch_nodes,
             stage_nodes,
         }
+    }
+
+    /// Shares `metrics`, the counters of the whole view, in which this actor's nodes start
+    /// at `base` (see [`fragment_metrics`]).
+    pub fn with_metrics(mut self, metrics: Arc<ViewMetrics>, base: usize) -> Self {
+        for (input, ops) in &mut self.branch_nodes {
+            *input += base;
+            ops.iter_mut().for_each(|n| *n += base);
+        }
+        for (join, ops) in &mut self.stage_nodes {
+            if let Some(j) = join {
+                *j += base;
+            }
+            ops.iter_mut().for_each(|n| *n += base);
+        }
+        self.reported_state = vec![None; metrics.nodes.len()];
+        self.metrics = metrics;
+        self
+    }
+
+    /// Adds the change of node `node`'s cache figures since this actor last reported them.
+    fn report_state(&mut self, node: usize, now: Option<crate::cache::CacheStats>) {
+        let Some(now) = now else { return };
+        let before = self.reported_state.get_mut(node).and_then(|s| s.replace(now)).unwrap_or_default();
+        self.metrics.nodes[node].stats.add_state(before, now);
     }
 
     /// The view's live counters.
@@ -223,16 +300,10 @@ impl ViewActor {
         self.metrics.clone()
     }
 
-    /// Records input `b`'s watermark (watermarks only advance).
+    /// Records input channel `b`'s watermark (watermarks only advance).
     fn watermark(&mut self, b: usize, w: Watermark) {
-        let Some(known) = self.watermarks.get_mut(b) else { return };
-        match known.iter_mut().find(|k| k.col == w.col) {
-            Some(k) => {
-                if w.value.partial_cmp(&k.value) == Some(std::cmp::Ordering::Greater) {
-                    *k = w;
-                }
-            }
-            None => known.push(w),
+        if let Some(known) = self.watermarks.get_mut(b) {
+            crate::watermark::advance(known, w);
         }
     }
 
@@ -243,7 +314,10 @@ impl ViewActor {
         let mut into: Vec<Vec<(Side, Vec<Watermark>)>> = vec![Vec::new(); self.stages.len()];
         let mut root = Vec::new();
         for b in 0..self.branches.len() {
-            let mut wms = self.watermarks[b].clone();
+            // A branch fed by several channels is as far as its slowest one.
+            let channels: Vec<Vec<Watermark>> =
+                self.input_branch.iter().zip(&self.watermarks).filter(|(ib, _)| **ib == b).map(|(_, w)| w.clone()).collect();
+            let mut wms = crate::watermark::min_common(&channels);
             for op in &mut self.branches[b] {
                 wms = op.on_watermarks(&wms)?;
             }
@@ -279,7 +353,8 @@ impl ViewActor {
     /// Runs until the view is dropped; failures and panics are reported, not propagated.
     pub async fn run(mut self) {
         let (id, collector) = (self.id, self.collector.clone());
-        run_reporting(id, "materialized view", collector, self.run_inner()).await;
+        let owner = self.placement.view;
+        run_reporting(id, owner, "materialized view", collector, self.run_inner()).await;
     }
 
     /// Runs `chunks` through `ops` (whose metric nodes are `nodes`).
@@ -314,7 +389,7 @@ impl ViewActor {
     async fn inherit_errors(&mut self, relation: u32, snapshot: &eddy_storage::ReadSnapshot) -> Result<()> {
         let prefix = view_errors_prefix(relation);
         for (k, v) in snapshot.scan_prefix(&prefix).await? {
-            if let Some((state, message, n)) = decode_view_error(prefix.len(), &k, &v) {
+            if let Some((state, message, n)) = decode_view_error(&k, &v) {
                 self.errors.add_delta(&state, &message, n);
             }
         }
@@ -322,17 +397,17 @@ impl ViewActor {
     }
 
     /// Writes the epoch's changes to the failing-row counts into `batch` and passes them on to
-    /// the views defined on this one.
-    async fn flush_errors(&mut self, batch: &mut EpochBatch) {
+    /// the views defined on this one (or, from an earlier fragment, to the next one).
+    async fn flush_errors(&mut self, batch: &mut EpochBatch) -> Result<()> {
         if self.errors.is_empty() {
-            return;
+            return Ok(());
         }
         let deltas = self.errors.take();
-        for d in &deltas {
+        for d in deltas.iter().filter(|_| self.placement.last) {
             let key = (d.sqlstate.clone(), d.message.clone());
             let total = self.error_totals.entry(key).or_default();
             *total += d.delta;
-            let k = view_error_key(self.id, &d.sqlstate, &d.message);
+            let k = view_error_key(self.placement.view, self.placement.shard, &d.sqlstate, &d.message);
             if *total == 0 {
                 self.error_totals.remove(&(d.sqlstate.clone(), d.message.clone()));
                 batch.delete(k);
@@ -340,7 +415,7 @@ impl ViewActor {
                 batch.put(k, total.to_be_bytes().to_vec());
             }
         }
-        self.outputs.send(Message::Errors(deltas)).await;
+        self.outputs.send(Message::Errors(deltas)).await
     }
 
     /// Pushes chunks into the tree at `at`, up to the root, and sends the root's output on.
@@ -394,7 +469,7 @@ impl ViewActor {
         let start = Instant::now();
         for c in chunks {
             if !c.is_empty() {
-                self.outputs.send(Message::Chunk(c)).await;
+                self.outputs.send(Message::Chunk(c)).await?;
             }
         }
         metrics.output_wait_nanos.fetch_add(start.elapsed().as_nanos() as u64, Relaxed);
@@ -404,7 +479,8 @@ impl ViewActor {
     /// The rows of `chunk` (changes of input `b`'s upstream) at or before `pos`, as plain
     /// inserts and deletes (an update's halves may fall on either side of `pos`).
     fn upto(&self, b: usize, chunk: StreamChunk, pos: Option<&[u8]>) -> Result<StreamChunk> {
-        let keys = self.upstreams[b].keys_of(&chunk.batch)?;
+        let upstream = self.upstreams[b].as_ref().ok_or_else(|| internal_err!("backfill of an exchange input"))?;
+        let keys = upstream.keys_of(&chunk.batch)?;
         let keep: BooleanArray = keys.iter().map(|k| Some(pos.is_some_and(|p| k.as_slice() <= p))).collect();
         chunk.filter_plain(&keep)
     }
@@ -420,9 +496,9 @@ impl ViewActor {
             for i in 0..self.branches[b].len() {
                 let start = Instant::now();
                 let out = self.branches[b][i].on_barrier(barrier.epoch, &mut batch, &mut self.errors).await?;
-                let stats = &metrics.nodes[self.branch_nodes[b].1[i]].stats;
-                stats.record(0, 0, rows_of(&out), start);
-                stats.set_state(self.branches[b][i].state_stats());
+                let node = self.branch_nodes[b].1[i];
+                metrics.nodes[node].stats.record(0, 0, rows_of(&out), start);
+                self.report_state(node, self.branches[b][i].state_stats());
                 self.push(At::Branch(b, i + 1), out).await?;
             }
         }
@@ -431,22 +507,23 @@ impl ViewActor {
             if let Some(join) = &mut self.stages[s].join {
                 let start = Instant::now();
                 let out = join.on_barrier(barrier.epoch, &mut batch, &mut self.errors).await?;
+                let state = join.state_stats();
                 if let Some(j) = self.stage_nodes[s].0 {
                     metrics.nodes[j].stats.record(0, 0, rows_of(&out), start);
-                    metrics.nodes[j].stats.set_state(join.state_stats());
+                    self.report_state(j, state);
                 }
                 self.push(At::Stage(s, 0), out).await?;
             }
             for i in 0..self.stages[s].operators.len() {
                 let start = Instant::now();
                 let out = self.stages[s].operators[i].on_barrier(barrier.epoch, &mut batch, &mut self.errors).await?;
-                let stats = &metrics.nodes[self.stage_nodes[s].1[i]].stats;
-                stats.record(0, 0, rows_of(&out), start);
-                stats.set_state(self.stages[s].operators[i].state_stats());
+                let node = self.stage_nodes[s].1[i];
+                metrics.nodes[node].stats.record(0, 0, rows_of(&out), start);
+                self.report_state(node, self.stages[s].operators[i].state_stats());
                 self.push(At::Stage(s, i + 1), out).await?;
             }
         }
-        self.flush_errors(&mut batch).await;
+        self.flush_errors(&mut batch).await?;
         metrics.epochs.fetch_add(1, Relaxed);
         metrics.barrier_nanos.fetch_add(began.elapsed().as_nanos() as u64, Relaxed);
         let report = Collected { actor: self.id, epoch: barrier.epoch, batch, waiters: vec![], failed: None };
@@ -454,7 +531,7 @@ impl ViewActor {
         let _ = self.collector.send(report);
         // After the epoch's output: views on this one see the rows a watermark covers first.
         for w in watermarks {
-            self.outputs.send(Message::Watermark(w)).await;
+            self.outputs.send(Message::Watermark(w)).await?;
         }
         self.outputs.send_barrier(self.id, barrier).await;
         Ok(barrier.stops(self.id))
@@ -467,15 +544,22 @@ impl ViewActor {
         let mut completed = bf.barrier.completed();
         completed_through(&mut completed, epoch).await?;
         let mut snapshot = self.store.snapshot();
-        for b in 0..self.upstreams.len() {
-            let upstream = self.upstreams[b].table_id();
-            self.inherit_errors(upstream, &snapshot).await?;
+        let tables: Vec<u32> = self.upstreams.iter().flatten().map(|u| u.table_id()).collect();
+        if self.placement.first {
+            for t in &tables {
+                self.inherit_errors(*t, &snapshot).await?;
+            }
         }
         let progress = &self.metrics.backfill;
         progress.active.store(true, Relaxed);
-        progress.started_ms.store(now_ms(), Relaxed);
-        count_backfill_total(self.metrics.clone(), &snapshot, self.upstreams.iter().map(|u| u.table_id()).collect());
-        let mut fills: Vec<Fill> = (0..self.upstreams.len()).map(|_| Fill::default()).collect();
+        progress.started_ms.compare_exchange(0, now_ms(), Relaxed, Relaxed).ok();
+        if self.placement.first {
+            count_backfill_total(self.metrics.clone(), &snapshot, tables);
+        }
+        // Inputs from another fragment of the view have nothing to backfill.
+        let mut fills: Vec<Fill> = self.upstreams.iter().map(|u| Fill { done: u.is_none(), ..Fill::default() }).collect();
+        // This actor's vnodes of its upstreams.
+        let vnodes = self.placement.vnodes.clone();
         let mut read = 0usize;
         let mut snapshot_turn = false;
         loop {
@@ -491,9 +575,11 @@ impl ViewActor {
                 let b = fills.iter().position(|f| !f.done).ok_or_else(|| internal_err!("backfill without an unfinished input"))?;
                 let fill = &mut fills[b];
                 if fill.scan.is_none() {
-                    let start = fill.pos.clone().map_or(Bound::Unbounded, Bound::Excluded);
+                    let upstream = self.upstreams[b].as_ref().ok_or_else(|| internal_err!("backfill of an exchange input"))?;
+                    let (first, end) = eddy_storage::scan::vnode_bounds(upstream.table_id(), &vnodes);
+                    let start = fill.pos.clone().map_or(first, Bound::Excluded);
                     let batch_rows = bf.rows_per_epoch.min(8192);
-                    fill.scan = Some(self.upstreams[b].scan_stream_keys_by(&snapshot, start, Bound::Unbounded, batch_rows).await?);
+                    fill.scan = Some(upstream.scan_stream_keys_by(&snapshot, start, end, batch_rows).await?);
                 }
                 let scan = fill.scan.as_mut().ok_or_else(|| internal_err!("backfill scan vanished"))?;
                 match scan.next_batch_with_last_key().await? {
@@ -517,8 +603,15 @@ impl ViewActor {
             let Some(item) = next? else { return Err(internal_err!("the relation this view reads failed")) };
             match item {
                 // Changes pass at once only when they cannot overtake held ones.
-                Aligned::Chunk(b, c) if fills[b].done && fills[b].held.is_empty() => self.push(At::Branch(b, 0), vec![c]).await?,
-                Aligned::Chunk(b, c) => fills[b].held.push(c),
+                // A branch may have several input channels (behind an exchange).
+                Aligned::Chunk(i, c) => {
+                    let b = self.input_branch[i];
+                    if fills[b].done && fills[b].held.is_empty() {
+                        self.push(At::Branch(b, 0), vec![c]).await?;
+                    } else {
+                        fills[b].held.push(c);
+                    }
+                }
                 Aligned::Errors(_, d) => self.errors.merge(&d),
                 // Snapshot rows may be behind an input's watermark: windows close only once
                 // the backfill is done (the inputs send their watermark at every barrier).
@@ -535,9 +628,12 @@ impl ViewActor {
                     }
                     if fills.iter().all(|f| f.done) {
                         let progress = &self.metrics.backfill;
-                        progress.ended_ms.store(now_ms(), Relaxed);
-                        progress.done.store(true, Relaxed);
-                        progress.active.store(false, Relaxed);
+                        // The view's backfill is done when its last actor's is.
+                        if progress.pending.fetch_sub(1, Relaxed) <= 1 {
+                            progress.ended_ms.store(now_ms(), Relaxed);
+                            progress.done.store(true, Relaxed);
+                            progress.active.store(false, Relaxed);
+                        }
                         // CREATE waits for this; it may have given up (then the view is dropped).
                         let _ = bf.done.send(barrier.epoch);
                         return Ok(true);
@@ -560,11 +656,11 @@ impl ViewActor {
                 return Ok(());
             }
         } else {
-            // Recovery: the counts committed so far.
+            // Recovery: the counts this actor committed so far.
             let snapshot = self.store.snapshot();
-            let prefix = view_errors_prefix(self.id);
+            let prefix = view_error_shard_prefix(self.placement.view, self.placement.shard);
             for (k, v) in snapshot.scan_prefix(&prefix).await? {
-                if let Some((state, message, n)) = decode_view_error(prefix.len(), &k, &v) {
+                if let Some((state, message, n)) = decode_view_error(&k, &v) {
                     self.error_totals.insert((state, message), n);
                 }
             }
@@ -577,7 +673,7 @@ impl ViewActor {
                 return Err(internal_err!("the relation this view reads failed"));
             };
             match item {
-                Aligned::Chunk(b, c) => self.push(At::Branch(b, 0), vec![c]).await?,
+                Aligned::Chunk(i, c) => self.push(At::Branch(self.input_branch[i], 0), vec![c]).await?,
                 Aligned::Errors(_, d) => self.errors.merge(&d),
                 Aligned::Watermark(b, w) => self.watermark(b, w),
                 Aligned::Barrier(barrier) => {
@@ -612,7 +708,10 @@ fn metric_nodes(id: ActorId, branches: &[Branch], stages: &[Stage]) -> (Arc<View
     let branch_nodes: Vec<BranchNodes> = branches
         .iter()
         .map(|b| {
-            let input = add(NodeKind::Input, format!("Input {}", b.upstream.table_id()), Some(b.upstream.table_id()));
+            let input = match &b.upstream {
+                Some(u) => add(NodeKind::Input, format!("Input {}", u.table_id()), Some(u.table_id())),
+                None => add(NodeKind::Input, "Exchange".to_string(), None),
+            };
             (input, b.operators.iter().map(|op| add(NodeKind::Operator, op.to_string(), None)).collect())
         })
         .collect();
@@ -646,6 +745,29 @@ fn metric_nodes(id: ActorId, branches: &[Branch], stages: &[Stage]) -> (Arc<View
         link(join.iter().copied().chain(ops.iter().copied()).collect(), after);
     }
     (Arc::new(ViewMetrics::new(id, nodes)), branch_nodes, stage_nodes)
+}
+
+/// One set of counters for a view run as fragments (`actors[f]` is an actor of fragment `f`,
+/// each fragment feeding the first input of the next through an exchange): the nodes of every
+/// fragment in order, the output of each fragment but the last pointing at the exchange input
+/// of the next. Returns the metrics and where each fragment's nodes start; give every actor
+/// of fragment `f` the metrics with [`ViewActor::with_metrics`] at that base. `backfills`:
+/// the number of actors that backfill (the view's backfill is done when all of them are).
+pub fn fragment_metrics(view: ActorId, actors: &[&ViewActor], backfills: u64) -> (Arc<ViewMetrics>, Vec<usize>) {
+    let mut nodes = Vec::new();
+    let mut bases = Vec::new();
+    for (f, a) in actors.iter().enumerate() {
+        let base = nodes.len();
+        bases.push(base);
+        let next = (f + 1 < actors.len()).then(|| base + a.metrics.nodes.len());
+        for n in &a.metrics.nodes {
+            let parent = n.parent.map(|p| p + base).or(next);
+            nodes.push(Node { kind: n.kind, label: n.label.clone(), relation: n.relation, parent, stats: NodeStats::default() });
+        }
+    }
+    let metrics = ViewMetrics::new(view, nodes);
+    metrics.backfill.pending.store(backfills, Relaxed);
+    (Arc::new(metrics), bases)
 }
 
 /// Counts the rows a backfill will read (the upstreams' rows in `snapshot`) in a task of its

@@ -67,14 +67,15 @@ pub struct Collected {
     pub batch: EpochBatch,
     /// Writers whose changes are in this epoch.
     pub waiters: Vec<Waiter>,
-    /// Set when the actor failed and left the graph.
-    pub failed: Option<EddyError>,
+    /// Set when the actor failed and left the graph: the relation whose failure it is (the
+    /// actor's own id, or for an actor of a parallel view the view's), and the error.
+    pub failed: Option<(ActorId, EddyError)>,
 }
 
 impl Collected {
-    /// A failure report.
-    pub fn failed(actor: ActorId, error: EddyError) -> Self {
-        Self { actor, epoch: Epoch::ZERO, batch: EpochBatch::default(), waiters: vec![], failed: Some(error) }
+    /// A failure report of `actor`, a part of relation `owner`.
+    pub fn failed(actor: ActorId, owner: ActorId, error: EddyError) -> Self {
+        Self { actor, epoch: Epoch::ZERO, batch: EpochBatch::default(), waiters: vec![], failed: Some((owner, error)) }
     }
 }
 
@@ -371,14 +372,19 @@ impl BarrierManager {
             let mut rx = self.collect_rx.lock().await;
             while !waiting.is_empty() {
                 let Some(c) = rx.recv().await else { break };
-                if let Some(err) = c.failed {
+                if let Some((owner, err)) = c.failed {
                     tracing::error!("actor {} failed and left the graph: {err}", c.actor);
                     waiting.remove(&c.actor);
                     graph.actors.remove(&c.actor);
                     graph.sources.remove(&c.actor);
-                    // Recorded with this epoch, so the failure outlives a restart.
-                    failed.put(eddy_common::codec::failure_key(c.actor), err.message.clone().into_bytes());
-                    self.failures.lock().insert(c.actor, err);
+                    // Recorded with this epoch, so the failure outlives a restart. The other
+                    // actors of a parallel view fail after the first (their inputs close):
+                    // the first error is the one that tells what happened.
+                    let mut failures = self.failures.lock();
+                    if let std::collections::hash_map::Entry::Vacant(e) = failures.entry(owner) {
+                        failed.put(eddy_common::codec::failure_key(owner), err.message.clone().into_bytes());
+                        e.insert(err);
+                    }
                     continue;
                 }
                 if c.epoch != epoch {
@@ -608,7 +614,7 @@ mod tests {
         let mgr = manager(Duration::from_secs(3600)).await;
         let (tx, _rx) = mpsc::channel(4);
         mgr.add_source(8, tx).await;
-        mgr.collector().send(Collected::failed(8, EddyError::internal("boom"))).unwrap();
+        mgr.collector().send(Collected::failed(8, 8, EddyError::internal("boom"))).unwrap();
         mgr.commit_writes(batch_with(b"\0\0\0\x09f")).await.unwrap();
         assert!(mgr.failure(8).is_some());
     }

@@ -6,10 +6,12 @@
 pub mod actor;
 pub mod barrier;
 pub mod cache;
+pub mod exchange;
 pub mod merge;
 pub mod message;
 pub mod metrics;
 pub mod operator;
+pub mod route;
 pub mod sink;
 pub mod source;
 pub mod subscribe;
@@ -18,10 +20,10 @@ pub mod table_write;
 pub mod watermark;
 pub mod write_set;
 
-pub use actor::{Backfill, Branch, Stage, ViewActor, BACKFILL_EPOCH_ROWS};
+pub use actor::{fragment_metrics, Backfill, Branch, Placement, Stage, ViewActor, BACKFILL_EPOCH_ROWS};
 pub use barrier::{BarrierManager, Collected, EpochStats, SourceMsg};
 pub use metrics::ViewMetrics;
-pub use message::{ActorId, Barrier, Message, Mutation, Output, CHANNEL_CAPACITY};
+pub use message::{ActorId, Barrier, HashOutput, Message, Mutation, Output, Router, Target, CHANNEL_CAPACITY};
 pub use subscribe::{Sealed, Subscription};
 pub use sink::{SinkLog, SinkStats, SinkTarget};
 pub use source::{ReaderPosition, ReaderStats, SourceReader, SplitReader};

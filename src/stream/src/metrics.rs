@@ -72,15 +72,14 @@ impl NodeStats {
         self.busy_nanos.fetch_add(start.elapsed().as_nanos() as u64, Relaxed);
     }
 
-    /// Records the operator's cache at a barrier.
-    pub fn set_state(&self, s: Option<CacheStats>) {
-        if let Some(s) = s {
-            self.stateful.store(true, Relaxed);
-            self.state_entries.store(s.entries, Relaxed);
-            self.state_bytes.store(s.bytes, Relaxed);
-            self.cache_hits.store(s.hits, Relaxed);
-            self.cache_misses.store(s.misses, Relaxed);
-        }
+    /// Records the change of one actor's operator cache between two barriers (the actors of
+    /// a parallel fragment share the node, so its figures are their sums).
+    pub fn add_state(&self, before: CacheStats, now: CacheStats) {
+        self.stateful.store(true, Relaxed);
+        self.state_entries.fetch_add(now.entries.wrapping_sub(before.entries), Relaxed);
+        self.state_bytes.fetch_add(now.bytes.wrapping_sub(before.bytes), Relaxed);
+        self.cache_hits.fetch_add(now.hits.wrapping_sub(before.hits), Relaxed);
+        self.cache_misses.fetch_add(now.misses.wrapping_sub(before.misses), Relaxed);
     }
 
     /// A consistent-enough copy for display.
@@ -126,6 +125,8 @@ pub struct BackfillProgress {
     pub active: AtomicBool,
     /// It finished.
     pub done: AtomicBool,
+    /// Actors of the view whose backfill is still running (the view's is done at 0).
+    pub pending: AtomicU64,
     /// Upstream rows read so far.
     pub rows_done: AtomicU64,
     /// Upstream rows to read (counted when it starts; 0: unknown).
@@ -175,7 +176,8 @@ impl BackfillProgress {
     }
 }
 
-/// The metrics of one view actor.
+/// The metrics of one view: the nodes of all its fragments, each node's counters summed over
+/// the fragment's parallel actors.
 #[derive(Debug)]
 pub struct ViewMetrics {
     pub id: ActorId,

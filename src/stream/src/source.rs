@@ -29,7 +29,7 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use crate::barrier::{Collected, SourceMsg};
-use crate::message::{ActorId, Barrier, Dispatcher, Message, Output};
+use crate::message::{ActorId, Barrier, Dispatcher, Message, Target};
 use crate::watermark::WatermarkGen;
 
 /// Rows a reader emits per chunk at most.
@@ -195,7 +195,7 @@ impl SourceReader {
         splits: Vec<Box<dyn SplitReader>>,
         position: &ReaderPosition,
         schema: SchemaRef,
-        outputs: Vec<Output>,
+        outputs: Vec<Target>,
         collector: mpsc::UnboundedSender<Collected>,
         started: bool,
         stats: Arc<ReaderStats>,
@@ -226,7 +226,7 @@ impl SourceReader {
     /// Runs until stopped; failures are reported to the barrier manager.
     pub async fn run(mut self) {
         let (id, collector) = (self.id, self.collector.clone());
-        crate::actor::run_reporting(id, "source reader", collector, self.run_inner()).await;
+        crate::actor::run_reporting(id, id, "source reader", collector, self.run_inner()).await;
     }
 
     fn position(&self) -> ReaderPosition {
@@ -270,7 +270,7 @@ impl SourceReader {
                             };
                             if batch.num_rows() > 0 {
                                 let chunk = self.with_row_ids(batch)?;
-                                self.outputs.send(Message::Chunk(chunk)).await;
+                                self.outputs.send(Message::Chunk(chunk)).await?;
                             }
                             if self.epoch_rows >= SOURCE_EPOCH_ROWS {
                                 if let Some(b) = &self.barrier {
@@ -325,7 +325,7 @@ impl SourceReader {
         let _ = self.collector.send(Collected { actor: self.id, epoch: b.epoch, batch, waiters: vec![], failed: None });
         if self.started {
             if let Some(w) = self.watermark.as_ref().and_then(WatermarkGen::current) {
-                self.outputs.send(Message::Watermark(w)).await;
+                self.outputs.send(Message::Watermark(w)).await?;
             }
             self.outputs.send_barrier(self.id, b).await;
         }

@@ -27,7 +27,7 @@ use tokio::sync::{mpsc, watch};
 
 use crate::barrier::{Collected, SourceMsg, Waiter};
 use crate::source::{ReaderPosition, SplitReader};
-use crate::message::{ActorId, Dispatcher, Message, Output};
+use crate::message::{ActorId, Dispatcher, Message, Target};
 use crate::table_write::{resolve, TableWrite, TxnId, WriteOutcome};
 use crate::watermark::WatermarkGen;
 use crate::write_set::WriteSet;
@@ -137,7 +137,7 @@ impl TableActor {
         table: Arc<StateTable>,
         append_only_keys: bool,
         rx: mpsc::Receiver<SourceMsg>,
-        outputs: Vec<Output>,
+        outputs: Vec<Target>,
         collector: mpsc::UnboundedSender<Collected>,
         store: Arc<StateStore>,
         completed: watch::Receiver<Epoch>,
@@ -219,7 +219,7 @@ impl TableActor {
     /// Runs until the table is dropped; failures are reported to the barrier manager.
     pub async fn run(mut self) {
         let (id, collector) = (self.id, self.collector.clone());
-        crate::actor::run_reporting(id, "table source", collector, self.run_inner()).await;
+        crate::actor::run_reporting(id, id, "table source", collector, self.run_inner()).await;
     }
 
     /// True if `msg` must wait for the transaction holding the table.
@@ -327,7 +327,7 @@ impl TableActor {
                     // The manager may be gone at shutdown; then nothing waits for this report.
                     let _ = self.collector.send(report);
                     if let Some(w) = self.watermark.as_ref().and_then(WatermarkGen::current) {
-                        self.outputs.send(Message::Watermark(w)).await;
+                        self.outputs.send(Message::Watermark(w)).await?;
                     }
                     self.outputs.send_barrier(self.id, &b).await;
                     self.committed_empty = None;
@@ -390,7 +390,7 @@ impl TableActor {
         self.pending.absorb(&self.store, staged.kv).await?;
         self.pending.spill_if_large(&self.store).await?;
         for c in staged.changes {
-            self.outputs.send(Message::Chunk(c)).await;
+            self.outputs.send(Message::Chunk(c)).await?;
         }
         Ok(())
     }

@@ -41,6 +41,18 @@ impl Watermark {
     }
 }
 
+/// Records `w` among an input's latest watermarks `known` (a watermark only advances).
+pub fn advance(known: &mut Vec<Watermark>, w: Watermark) {
+    match known.iter_mut().find(|k| k.col == w.col) {
+        Some(k) => {
+            if w.value.partial_cmp(&k.value) == Some(std::cmp::Ordering::Greater) {
+                *k = w;
+            }
+        }
+        None => known.push(w),
+    }
+}
+
 /// For each column, the minimum over `inputs` of their watermarks on it; a column missing
 /// from any input has none (a union's output is only as far as its slowest input).
 pub fn min_common(inputs: &[Vec<Watermark>]) -> Vec<Watermark> {

@@ -146,6 +146,9 @@ pub struct TableCatalog {
     /// For materialized views: `EMIT ON WINDOW CLOSE`.
     #[serde(default)]
     pub emit_on_window_close: bool,
+    /// A materialized view's actors per fragment (0 or 1: one actor runs the whole view).
+    #[serde(default)]
+    pub parallelism: u32,
     /// What is derived from this entry and worth building once (entries are immutable: a DDL
     /// change replaces the whole entry, and with it this cache).
     #[serde(skip)]

@@ -7,6 +7,7 @@
 //! frontend provides, for each view's operators.
 
 pub mod copies;
+pub mod views;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -18,7 +19,7 @@ use eddy_common::{EddyError, Result};
 use eddy_storage::{EpochBatch, ReadSnapshot, StateStore, StoreOptions};
 use eddy_stream::operator::{Operator, Side};
 use eddy_stream::BarrierManager;
-use eddy_stream::{Branch, Output, ReaderPosition, SourceMsg, SourceReader, Stage, TableActor, TableWrite, TxnId, ViewActor, WriteOutcome, CHANNEL_CAPACITY};
+use eddy_stream::{Branch, Output, ReaderPosition, SourceMsg, SourceReader, Stage, TableActor, TableWrite, Target, TxnId, WriteOutcome, CHANNEL_CAPACITY};
 use parking_lot::{Mutex, RwLock};
 use tokio::sync::{mpsc, oneshot};
 
@@ -128,6 +129,11 @@ pub struct Engine {
     view_metrics: Mutex<std::collections::BTreeMap<u32, (String, Arc<eddy_stream::ViewMetrics>)>>,
     /// Next actor id of a subscription (counting down from `u32::MAX`, far from relation ids).
     next_subscriber: std::sync::atomic::AtomicU32,
+    /// Next actor id of an actor of a parallel view (counting up from [`views::FIRST_ACTOR_ID`],
+    /// far from relation ids; only unique within this process, like the actors).
+    next_actor: std::sync::atomic::AtomicU32,
+    /// The actors of each running view (stopped together when it is dropped).
+    view_actors: Mutex<HashMap<u32, Vec<eddy_stream::ActorId>>>,
     /// Running and recent `COPY ... FROM STDIN` statements.
     pub copies: copies::Copies,
 }
@@ -163,6 +169,8 @@ impl Engine {
             sinks: Mutex::new(Default::default()),
             view_metrics: Mutex::new(Default::default()),
             next_subscriber: std::sync::atomic::AtomicU32::new(u32::MAX),
+            next_actor: std::sync::atomic::AtomicU32::new(views::FIRST_ACTOR_ID),
+            view_actors: Mutex::new(HashMap::new()),
             copies: Default::default(),
         });
         if !bootstrap.is_empty() {
@@ -324,7 +332,7 @@ impl Engine {
             }
         }
         let mut newly_failed = EpochBatch::default();
-        let mut outputs: HashMap<u32, Vec<Output>> = HashMap::new();
+        let mut outputs: HashMap<u32, Vec<Target>> = HashMap::new();
         let mut views = Vec::new();
         for v in relations.iter().filter(|t| t.is_maintained()) {
             if failed.contains_key(&v.id) {
@@ -344,17 +352,22 @@ impl Engine {
                     continue;
                 }
             };
-            let (branches, upstream_outputs) = self.wire_branches(v.id, planned.branches, Some(&snapshot)).await?;
-            for (upstream, o) in upstream_outputs {
+            let mut builds = vec![planned];
+            for _ in 1..v.parallelism.max(1) {
+                builds.push(planner.view_operators(v, &snapshot).await?);
+            }
+            views.push((v.clone(), builds));
+        }
+        // Downstream views first: each view's actors need the outputs of the views on it.
+        for (v, builds) in views.into_iter().rev() {
+            let mut started = self.start_view(&v, builds, outputs.remove(&v.id).unwrap_or_default(), None, Some(&snapshot)).await?;
+            for (upstream, o) in std::mem::take(&mut started.upstream_outputs) {
                 outputs.entry(upstream).or_default().push(o);
             }
-            views.push((v.id, format!("{}.{}", v.schema, v.name), branches, planned.stages));
-        }
-        for (id, name, branches, stages) in views.into_iter().rev() {
-            let actor = ViewActor::new(id, branches, stages, outputs.remove(&id).unwrap_or_default(), self.barrier.collector(), self.store.clone(), None);
-            self.register_view_metrics(name, actor.metrics());
-            self.barrier.add_actor(id).await;
-            self.spawn_actor(actor.run());
+            for a in &started.actors {
+                self.barrier.add_actor(*a).await;
+            }
+            started.spawn(self);
         }
         for t in relations.iter().filter(|t| t.kind == crate::catalog::RelationKind::Table) {
             self.resume_sequences(t, &snapshot).await?;
@@ -378,15 +391,15 @@ impl Engine {
         view: u32,
         branches: Vec<ViewBranch>,
         restore: Option<&eddy_storage::ReadSnapshot>,
-    ) -> Result<(Vec<Branch>, Vec<(u32, Output)>)> {
+    ) -> Result<(Vec<Branch>, Vec<(u32, Target)>)> {
         let mut wired = Vec::new();
         let mut upstream_outputs = Vec::new();
-        let mut readers: std::collections::BTreeMap<u32, (Arc<TableCatalog>, Vec<Output>)> = Default::default();
+        let mut readers: std::collections::BTreeMap<u32, (Arc<TableCatalog>, Vec<Target>)> = Default::default();
         for branch in branches {
             let (tx, rx) = mpsc::channel(CHANNEL_CAPACITY);
             let upstream = branch.upstream.clone();
-            wired.push(Branch { input: rx, operators: branch.operators, upstream: upstream.state_table()?, parent: branch.parent });
-            let output = Output { actor: view, tx };
+            wired.push(Branch { inputs: vec![rx], operators: branch.operators, upstream: Some(upstream.state_table()?), parent: branch.parent });
+            let output = Target::One(Output { actor: view, tx });
             match branch.reader {
                 Some(r) => readers.entry(r).or_insert_with(|| (upstream, Vec::new())).1.push(output),
                 None => upstream_outputs.push((upstream.id, output)),
@@ -399,7 +412,7 @@ impl Engine {
     }
 
     /// Starts reader `reader` of `source` for `view` (see [`Engine::wire_branches`]).
-    async fn start_reader(&self, view: u32, reader: u32, source: &TableCatalog, outputs: Vec<Output>, restore: Option<&eddy_storage::ReadSnapshot>) -> Result<()> {
+    async fn start_reader(&self, view: u32, reader: u32, source: &TableCatalog, outputs: Vec<Target>, restore: Option<&eddy_storage::ReadSnapshot>) -> Result<()> {
         let position = match restore {
             Some(snapshot) => match snapshot.get(&eddy_stream::source::position_key(reader)).await? {
                 Some(bytes) => Some(ReaderPosition::decode(&bytes)?),
@@ -507,7 +520,7 @@ impl Engine {
     }
 
     /// Starts the source actor of `table`; it takes part in barriers from the next one on.
-    pub async fn start_table_actor(&self, table: &TableCatalog, outputs: Vec<Output>) -> Result<()> {
+    pub async fn start_table_actor(&self, table: &TableCatalog, outputs: Vec<Target>) -> Result<()> {
         let (tx, rx) = mpsc::channel(CHANNEL_CAPACITY);
         let actor = TableActor::try_new(
             table.id,

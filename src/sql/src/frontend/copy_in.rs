@@ -503,6 +503,7 @@ mod tests {
             append_only: false,
             watermark: None,
             emit_on_window_close: false,
+            parallelism: 0,
             with_options: Default::default(),
             derived: Default::default(),
         };

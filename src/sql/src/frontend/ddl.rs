@@ -389,6 +389,7 @@ pub(crate) fn new_relation(schema: String, name: String, kind: RelationKind, col
         append_only: false,
             watermark: None,
             emit_on_window_close: false,
+            parallelism: 0,
         with_options: Default::default(),
         derived: Default::default(),
     }

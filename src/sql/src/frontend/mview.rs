@@ -16,14 +16,14 @@ use datafusion::physical_plan::collect;
 use datafusion::sql::sqlparser::ast::{ObjectName, Query, Statement};
 use eddy_common::codec::table_prefix;
 use eddy_common::error::sqlstate;
-use eddy_common::{internal_err, user_err, Result};
+use eddy_common::{internal_err, user_err, Epoch, Result};
 use eddy_storage::{EpochBatch, ReadSnapshot};
 use eddy_stream::operator::Materialize;
-use eddy_stream::{Backfill, Mutation, Output, ViewActor, BACKFILL_EPOCH_ROWS};
+use eddy_stream::{Mutation, Target, BACKFILL_EPOCH_ROWS};
 use tokio::sync::oneshot;
 
 use crate::catalog::{CatalogChange, RelationKind, TableCatalog};
-use crate::engine::clear_prefix;
+use crate::engine::{clear_prefix, ViewOperators};
 use crate::frontend::names::resolve_name;
 use crate::frontend::session::Session;
 use crate::planner::stream_plan::{check_deterministic, plan_view, PlannedView, TableIds};
@@ -74,6 +74,20 @@ impl Session {
         };
         planned.root_mut()?.operators.push(terminal);
         Ok(planned)
+    }
+
+    /// The last operator of a new view: its `Materialize`, or a sink's log.
+    fn terminal(&self, view: &TableCatalog, append_only: bool) -> Result<Box<dyn eddy_stream::operator::Operator>> {
+        Ok(if view.kind == RelationKind::Sink { self.sink_log(view, append_only, 0)? } else { Box::new(Materialize::new(view.state_table()?)) })
+    }
+
+    /// Actors per fragment for a new view (`SET streaming_parallelism`; 0: one per core).
+    fn streaming_parallelism(&self) -> usize {
+        match self.var("streaming_parallelism").and_then(|v| v.parse::<usize>().ok()) {
+            Some(n) if n > 0 => n,
+            _ => std::thread::available_parallelism().map_or(1, |n| n.get()),
+        }
+        .min(usize::from(eddy_common::codec::VNODE_COUNT))
     }
 
     /// `CREATE MATERIALIZED VIEW`, or with `sink` (its options), `CREATE SINK`: the same
@@ -140,45 +154,65 @@ impl Session {
             append_only: planned.append_only,
             watermark: planned.watermark_column.clone().map(|column| crate::catalog::WatermarkDef { column, delay_us: 0 }),
             emit_on_window_close,
+            parallelism: 1,
             with_options: sink.unwrap_or_default(),
             derived: Default::default(),
         };
-        let terminal: Box<dyn eddy_stream::operator::Operator> = if view.kind == RelationKind::Sink {
+        if view.kind == RelationKind::Sink {
             let spec = crate::frontend::sink::sink_spec(&view, planned.append_only)?;
             eddy_connector::sink::prepare(&spec).await?;
-            self.sink_log(&view, planned.append_only, 0)?
-        } else {
-            Box::new(Materialize::new(view.state_table()?))
-        };
+        }
+        let terminal = self.terminal(&view, planned.append_only)?;
         let root = planned.stages.last_mut().ok_or_else(|| internal_err!("a view plan without a root stage"))?;
         root.operators.push(terminal);
-        let (epoch_tx, epoch_rx) = oneshot::channel();
-        let (done_tx, done_rx) = oneshot::channel();
-        let rows_per_epoch = self.var("backfill_epoch_rows").and_then(|v| v.parse().ok()).unwrap_or(BACKFILL_EPOCH_ROWS);
-        let backfill = Backfill { epoch: epoch_rx, barrier: self.engine.barrier.clone(), done: done_tx, rows_per_epoch };
-        let mut add_outputs: HashMap<u32, Vec<Output>> = HashMap::new();
         let mut readers: Vec<u32> = planned.branches.iter().filter_map(|b| b.reader).collect();
         readers.sort_unstable();
         readers.dedup();
-        let (branches, upstream_outputs) = self.engine.wire_branches(id, planned.branches, None).await?;
-        for (upstream, o) in upstream_outputs {
+        // One actor, or as many per fragment as the session asks for if the view's operators
+        // can be split by key: then the query is planned once per actor.
+        let first = ViewOperators { branches: planned.branches, stages: planned.stages };
+        let want = self.streaming_parallelism();
+        let n = if want > 1 && crate::engine::views::can_run_parallel(&first) { want } else { 1 };
+        let mut builds = vec![first];
+        for _ in 1..n {
+            let mut ids = TableIds::Reuse(view.internal_tables.iter());
+            let mut more = plan_view(&plan, &mut ids, None, emit_on_window_close).await?;
+            let terminal = self.terminal(&view, more.append_only)?;
+            more.root_mut()?.operators.push(terminal);
+            builds.push(ViewOperators { branches: more.branches, stages: more.stages });
+        }
+        let view = TableCatalog { parallelism: n as u32, ..view };
+        let rows_per_epoch = self.var("backfill_epoch_rows").and_then(|v| v.parse().ok()).unwrap_or(BACKFILL_EPOCH_ROWS);
+        let mut started = self.engine.start_view(&view, builds, vec![], Some(rows_per_epoch), None).await?;
+        let mut add_outputs: HashMap<u32, Vec<Target>> = HashMap::new();
+        for (upstream, o) in std::mem::take(&mut started.upstream_outputs) {
             add_outputs.entry(upstream).or_default().push(o);
         }
-        let actor = ViewActor::new(id, branches, planned.stages, vec![], self.engine.barrier.collector(), self.engine.store.clone(), Some(backfill));
-        let metrics = actor.metrics();
-        self.engine.register_view_metrics(format!("{}.{}", view.schema, view.name), metrics.clone());
-        self.engine.spawn_actor(actor.run());
+        let metrics = started.metrics.clone();
+        let actors = started.actors.clone();
+        let handles = started.backfill.take().ok_or_else(|| internal_err!("a new view without a backfill"))?;
+        started.spawn(&self.engine);
         let mutation = Mutation { add_outputs, start: readers.clone(), ..Default::default() };
-        let epoch = self.engine.barrier.inject(mutation, vec![id]).await?;
-        // Fails only if the actor already ended; its failure is reported (view_failure below).
-        let _ = epoch_tx.send(epoch);
+        let epoch = self.engine.barrier.inject(mutation, actors.clone()).await?;
+        for tx in handles.epochs {
+            // Fails only if the actor already ended; its failure is reported (view_failure below).
+            let _ = tx.send(epoch);
+        }
+        // The view is complete when every actor that backfills is.
+        let done_rx = async move {
+            let mut last = Epoch::ZERO;
+            for rx in handles.done {
+                last = last.max(rx.await?);
+            }
+            Ok::<Epoch, oneshot::error::RecvError>(last)
+        };
         // The backfill runs over as many epochs as it needs; the catalog entry commits only
         // after the view's state is complete, so no reader ever sees a partial view.
         let every = self
             .var("backfill_progress_interval")
             .and_then(|v| crate::frontend::settings::parse_progress_interval(&v).ok())
             .map_or(PROGRESS_NOTICE_INTERVAL, std::time::Duration::from_millis);
-        let mut done_rx = done_rx;
+        let mut done_rx = std::pin::pin!(done_rx);
         let started = std::time::Instant::now();
         let done = loop {
             tokio::select! {
@@ -199,11 +233,12 @@ impl Session {
             let err = self.engine.view_failure(&view).unwrap_or_else(|| {
                 user_err!(sqlstate::SERIALIZATION_FAILURE, "the backfill of materialized view \"{}\" was interrupted by a server recovery; retry the statement", view.name)
             });
-            if !readers.is_empty() {
-                if let Err(e) = self.engine.barrier.inject(Mutation { stop: readers.clone(), ..Default::default() }, vec![]).await {
-                    tracing::warn!("cannot stop the source readers of abandoned view {}: {e}", view.name);
-                }
+            // The view's other actors (of a parallel view) and its readers still run.
+            let stop = std::iter::once(id).chain(actors.iter().copied()).chain(readers.iter().copied()).collect();
+            if let Err(e) = self.engine.barrier.inject(Mutation { stop, ..Default::default() }, vec![]).await {
+                tracing::warn!("cannot stop the actors of abandoned view {}: {e}", view.name);
             }
+            self.engine.forget_view_actors(id);
             self.discard_view_state(&view).await;
             return Err(err);
         }
@@ -221,9 +256,11 @@ impl Session {
             .await;
         if let Err(e) = result {
             self.engine.forget_view_metrics(id);
-            if let Err(stop) = self.engine.barrier.inject(Mutation { stop: std::iter::once(id).chain(readers.iter().copied()).collect(), ..Default::default() }, vec![]).await {
-                tracing::warn!("cannot stop the actor of abandoned view {}: {stop}", view.name);
+            let stop = std::iter::once(id).chain(actors.iter().copied()).chain(readers.iter().copied()).collect();
+            if let Err(stop) = self.engine.barrier.inject(Mutation { stop, ..Default::default() }, vec![]).await {
+                tracing::warn!("cannot stop the actors of abandoned view {}: {stop}", view.name);
             }
+            self.engine.forget_view_actors(id);
             return Err(e);
         }
         if let Some(err) = self.engine.view_failure(&view) {
@@ -292,7 +329,9 @@ impl Session {
             return self.drop_plain_view(rel).await;
         }
         // Stop the actor first: after this barrier nothing writes the relation any more.
-        self.engine.barrier.inject(Mutation { stop: std::iter::once(rel.id).chain(rel.internal_tables.iter().copied()).collect(), ..Default::default() }, vec![]).await?;
+        let stop = std::iter::once(rel.id).chain(rel.internal_tables.iter().copied()).chain(self.engine.view_actors(rel.id)).collect();
+        self.engine.barrier.inject(Mutation { stop, ..Default::default() }, vec![]).await?;
+        self.engine.forget_view_actors(rel.id);
         self.engine.remove_source(rel.id);
         self.engine.forget_readers(&rel.internal_tables);
         self.engine.forget_view_metrics(rel.id);
@@ -432,8 +471,25 @@ impl Session {
             }
         }
         let key: Vec<&str> = planned.pk.iter().map(|&k| planned.columns[k].name.as_str()).collect();
-        lines.push(format!("  Materialize key=[{}] distribution=single (vnode = hash(key) % 256)", key.join(", ")));
+        lines.push(format!("  Materialize key=[{}] (vnode = hash(key) % 256)", key.join(", ")));
         lines.push(format!("state tables: view + {} operator table(s)", planned.internal_tables.len()));
+        let n = self.streaming_parallelism();
+        if n > 1 && crate::engine::views::chain_can_run_parallel(&planned.branches, &planned.stages) {
+            // Where the chain is cut (see `engine::views`): before each operator partitioned by key.
+            let ops = planned.branches.iter().flat_map(|b| &b.operators).chain(planned.stages.iter().flat_map(|s| &s.operators));
+            let upstream = planned.branches.first().map_or("", |b| b.upstream.name.as_str());
+            lines.push(format!("fragment 0: {n} actors, each reading its vnodes of {upstream}"));
+            let mut f = 0;
+            for op in ops {
+                if let eddy_stream::operator::Distribution::Hash(_) = op.distribution() {
+                    f += 1;
+                    lines.push(format!("fragment {f}: {n} actors, hash exchange by the key of: {op}"));
+                }
+            }
+            lines.push(format!("Materialize in fragment {f}; a merger joins its {n} actors' changes for views on this one"));
+        } else {
+            lines.push("fragment 0: 1 actor runs the whole view".to_string());
+        }
         Ok(lines)
     }
 }

@@ -55,6 +55,16 @@ impl Session {
                             ))
                         }
                     },
+                    "streaming_parallelism" => match value.trim_matches('\'').parse::<u16>() {
+                        Ok(n) if n <= eddy_common::codec::VNODE_COUNT => n.to_string(),
+                        _ => {
+                            return Err(user_err!(
+                                sqlstate::INVALID_PARAMETER_VALUE,
+                                "invalid value for parameter \"streaming_parallelism\": \"{value}\" (a number of actors from 1 to {}, or 0 for one per core)",
+                                eddy_common::codec::VNODE_COUNT
+                            ))
+                        }
+                    },
                     "client_encoding" => {
                         let v = value.to_ascii_uppercase().replace('-', "");
                         if v != "UTF8" && v != "UNICODE" {

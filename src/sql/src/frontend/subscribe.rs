@@ -146,7 +146,7 @@ impl Session {
         let (tx, rx) = tokio::sync::mpsc::channel(CHANNEL_CAPACITY);
         let mut sub = Subscription::start(rel.id, rx, &self.engine.barrier, SUBSCRIBE_BUFFER_BYTES);
         let output = Output { actor: self.engine.subscriber_id(), tx };
-        let mutation = Mutation { add_outputs: HashMap::from([(rel.id, vec![output])]), ..Default::default() };
+        let mutation = Mutation { add_outputs: HashMap::from([(rel.id, vec![output.into()])]), ..Default::default() };
         self.engine.barrier.inject(mutation, vec![]).await?;
         // The relation's actor sends the changes of the epochs after that barrier; the
         // snapshot holds every epoch up to its own, which is that one or later.

@@ -280,6 +280,7 @@ impl Session {
             append_only: false,
             watermark: None,
             emit_on_window_close: false,
+            parallelism: 0,
             with_options: Default::default(),
             derived: Default::default(),
         };

@@ -42,6 +42,7 @@ use eddy_common::Result;
 // Split by family: shared AST helpers, to_char templates, quantified subqueries; the rest
 // (casts, functions, operators, arrays, table functions) stays here with the visitor.
 pub(crate) mod ast;
+mod aggregates;
 mod datetime;
 mod json;
 mod quantified;
@@ -52,6 +53,7 @@ pub(crate) use time_windows::interval_micros;
 use ast::{base_name, case_when, renamed, string_lit, unnamed_arg_exprs};
 pub use ast::{call, is_aggregate_call};
 pub use datetime::pg_datetime_pattern;
+use aggregates::{sorted_array_agg, string_agg};
 use json::{json_agg, json_object_agg};
 use quantified::{exists_as_count, quantified_subquery};
 
@@ -401,48 +403,8 @@ fn rewrite_function(f: &mut Function) -> Option<Expr> {
             }
             None
         }
-        // PostgreSQL sorts to find distinct values, so `array_agg(DISTINCT x)` comes out in
-        // ascending order (NULL last); DataFusion's hash set gives an arbitrary one, and it
-        // cannot combine a DISTINCT call's ORDER BY with other ordered calls.
-        "array_agg" => match &f.args {
-            FunctionArguments::List(l)
-                if matches!(l.duplicate_treatment, Some(datafusion::sql::sqlparser::ast::DuplicateTreatment::Distinct))
-                    && !l.clauses.iter().any(|c| matches!(c, FunctionArgumentClause::OrderBy(_)))
-                    && f.over.is_none() =>
-            {
-                Some(call("array_sort", vec![Expr::Function(f.clone()), string_lit("ASC"), string_lit("NULLS LAST")]))
-            }
-            _ => None,
-        },
-        // `string_agg(DISTINCT x, sep)` likewise: the sorted distinct non-NULL values joined,
-        // NULL when there are none.
-        "string_agg" => match &f.args {
-            FunctionArguments::List(l)
-                if matches!(l.duplicate_treatment, Some(datafusion::sql::sqlparser::ast::DuplicateTreatment::Distinct))
-                    && l.clauses.is_empty()
-                    && l.args.len() == 2
-                    && f.over.is_none() =>
-            {
-                let sep = function_args(f).pop()?;
-                let mut values = renamed(f, "array_agg");
-                if let FunctionArguments::List(l) = &mut values.args {
-                    l.args.truncate(1);
-                }
-                let mut count = renamed(f, "count");
-                if let FunctionArguments::List(l) = &mut count.args {
-                    l.args.truncate(1);
-                    l.duplicate_treatment = None;
-                }
-                let sorted = call("array_sort", vec![Expr::Function(values), string_lit("ASC"), string_lit("NULLS LAST")]);
-                let some = Expr::BinaryOp {
-                    left: Box::new(Expr::Function(count)),
-                    op: BinaryOperator::Gt,
-                    right: Box::new(Expr::value(Value::Number("0".into(), false))),
-                };
-                Some(case_when(vec![(some, call("array_to_string", vec![sorted, sep]))]))
-            }
-            _ => None,
-        },
+        "array_agg" => sorted_array_agg(f),
+        "string_agg" => string_agg(f),
         "json_agg" | "jsonb_agg" if f.over.is_none() => json_agg(f, name == "jsonb_agg"),
         "json_object_agg" | "jsonb_object_agg" if f.over.is_none() => json_object_agg(f, name == "jsonb_object_agg"),
         // RisingWave's approx_count_distinct: counted exactly, which a view keeps under updates

@@ -57,6 +57,7 @@ pub struct SessionInfo {
 /// Registers the session functions on `ctx`.
 pub fn register_session_functions(ctx: &SessionContext, info: &SessionInfo) {
     register_interval_arithmetic(ctx);
+    register_string_agg_rows(ctx);
     register_jsonb(ctx);
     crate::planner::to_json::register(ctx);
     crate::planner::ordered_set::register(ctx);
@@ -232,6 +233,46 @@ fn register_interval_arithmetic(ctx: &SessionContext) {
             Arc::new(body),
         );
     }
+}
+
+/// `eddy_string_agg_rows(list of (value, separator))`: `string_agg` with a separator per row
+/// (see the PostgreSQL rewrite): NULL values are left out, each value after the first is
+/// preceded by its row's separator (none when NULL); NULL without values.
+fn register_string_agg_rows(ctx: &SessionContext) {
+    let body = |args: &[ColumnarValue], rows: usize| -> DfResult<ColumnarValue> {
+        let lists = args[0].to_array(rows)?;
+        let lists = lists.as_list_opt::<i32>().ok_or_else(|| DataFusionError::Internal("string_agg pairs".into()))?;
+        let mut out = arrow::array::StringBuilder::new();
+        for i in 0..lists.len() {
+            if lists.is_null(i) {
+                out.append_null();
+                continue;
+            }
+            let pairs = lists.value(i);
+            let pairs = pairs.as_struct_opt().ok_or_else(|| DataFusionError::Internal("string_agg pairs".into()))?;
+            let values = arrow::compute::cast(pairs.column(0), &DataType::Utf8)?;
+            let seps = arrow::compute::cast(pairs.column(1), &DataType::Utf8)?;
+            let (values, seps) = (values.as_string::<i32>(), seps.as_string::<i32>());
+            let mut joined: Option<String> = None;
+            for j in 0..values.len() {
+                if values.is_null(j) {
+                    continue;
+                }
+                match joined.as_mut() {
+                    None => joined = Some(values.value(j).to_string()),
+                    Some(s) => {
+                        if seps.is_valid(j) {
+                            s.push_str(seps.value(j));
+                        }
+                        s.push_str(values.value(j));
+                    }
+                }
+            }
+            out.append_option(joined);
+        }
+        Ok(ColumnarValue::Array(Arc::new(out.finish())))
+    };
+    register(ctx, "eddy_string_agg_rows", Signature::any(1, Volatility::Immutable), DataType::Utf8, Arc::new(body));
 }
 
 /// The jsonb operators (`->`, `->>`, `#>`, `#>>`, `@>`, `<@`, `?`, which the rewrite turns into

@@ -61,15 +61,11 @@ impl TableProvider for ViewStatusTable {
         let (mut schemas, mut names, mut statuses, mut failures, mut counts, mut firsts) = (vec![], vec![], vec![], vec![], vec![], vec![]);
         for v in views {
             let failure = self.relations.view_failure(&v).map(|e| e.message);
-            let prefix = eddy_common::codec::view_errors_prefix(v.id);
+            let sums = crate::planner::provider::view_error_counts(&v, &snapshot).await.map_err(|e| datafusion::error::DataFusionError::External(Box::new(e)))?;
             let (mut rows, mut first) = (0i64, None);
-            for (k, val) in snapshot.scan_prefix(&prefix).await.map_err(|e| datafusion::error::DataFusionError::External(Box::new(e)))? {
-                if let Some((state, message, n)) = eddy_common::codec::decode_view_error(prefix.len(), &k, &val) {
-                    if n > 0 {
-                        rows += n;
-                        first.get_or_insert(format!("{state}: {message}"));
-                    }
-                }
+            for ((state, message), n) in sums.into_iter().filter(|(_, n)| *n > 0) {
+                rows += n;
+                first.get_or_insert(format!("{state}: {message}"));
             }
             schemas.push(v.schema.clone());
             names.push(v.name.clone());

@@ -307,7 +307,7 @@ pub async fn view_error_counts(view: &TableCatalog, snapshot: &ReadSnapshot) -> 
     let prefix = eddy_common::codec::view_errors_prefix(view.id);
     let mut counts = RowErrorCounts::new();
     for (k, v) in snapshot.scan_prefix(&prefix).await? {
-        if let Some((state, message, n)) = eddy_common::codec::decode_view_error(prefix.len(), &k, &v) {
+        if let Some((state, message, n)) = eddy_common::codec::decode_view_error(&k, &v) {
             *counts.entry((state, message)).or_default() += n;
         }
     }

@@ -86,6 +86,8 @@ pub fn default_vars(user: &str) -> BTreeMap<String, String> {
         ("max_index_keys", "32"),
         ("data_directory_mode", "0700"),
         ("barrier_interval", "250ms"),
+        // Actors per fragment of a new materialized view; 0: one per core.
+        ("streaming_parallelism", "0"),
     ] {
         v.insert(k.to_string(), val.to_string());
     }

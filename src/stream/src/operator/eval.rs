@@ -124,7 +124,7 @@ pub fn predicate_mask(predicate: &Arc<dyn PhysicalExpr>, batch: &arrow::array::R
     Ok(out)
 }
 
-fn eval_all(exprs: &[Arc<dyn PhysicalExpr>], batch: &arrow::array::RecordBatch, n: usize) -> Result<Vec<ArrayRef>> {
+pub(crate) fn eval_all(exprs: &[Arc<dyn PhysicalExpr>], batch: &arrow::array::RecordBatch, n: usize) -> Result<Vec<ArrayRef>> {
     exprs.iter().map(|e| Ok(e.evaluate(batch)?.into_array(n)?)).collect()
 }
 

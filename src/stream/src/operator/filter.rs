@@ -34,6 +34,11 @@ impl fmt::Display for Filter {
 
 #[async_trait]
 impl Operator for Filter {
+    /// Stateless, keyed by its input's key: runs wherever its input is.
+    fn distribution(&self) -> super::Distribution {
+        super::Distribution::Any
+    }
+
     /// Dropping rows keeps every promise about the remaining ones.
     fn on_watermarks(&mut self, input: &[crate::watermark::Watermark]) -> Result<Vec<crate::watermark::Watermark>> {
         Ok(input.to_vec())

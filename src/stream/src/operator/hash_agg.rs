@@ -17,7 +17,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use arrow::array::{Array, ArrayRef, RecordBatch};
-use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use arrow::datatypes::{DataType, Schema, SchemaRef};
 use arrow::row::{RowConverter, SortField};
 use async_trait::async_trait;
 use datafusion::physical_expr::PhysicalExpr;
@@ -138,6 +138,10 @@ struct Group {
 
 /// Incremental hash aggregation.
 pub struct HashAgg {
+    /// Routes input rows to the actor owning their group (a parallel aggregation).
+    router: Arc<crate::exchange::ExprRouter>,
+    /// The vnodes of the groups this actor owns (all, unless the aggregation is parallel).
+    vnodes: std::ops::Range<u16>,
     /// State-table id of the group states.
     table_id: u32,
     /// GROUP BY expressions over the input.
@@ -268,7 +272,10 @@ impl HashAgg {
             .collect::<Result<Vec<_>>>()?;
         let output_converter = RowConverter::new(schema.fields().iter().map(|f| SortField::new(f.data_type().clone())).collect())?;
         let key_converter = RowConverter::new(key_fields)?;
+        let router = crate::exchange::ExprRouter::try_new(group_exprs.clone(), input_schema)?;
         Ok(Self {
+            router: Arc::new(router),
+            vnodes: 0..eddy_common::codec::VNODE_COUNT,
             table_id,
             key_converter,
             group_exprs,
@@ -359,8 +366,7 @@ impl HashAgg {
         if !w.complete {
             // Restored: the open groups are the committed ones (the cache only holds groups
             // loaded since, which are committed or in `open` already).
-            let prefix = eddy_common::codec::table_prefix(self.table_id).to_vec();
-            let (start, end) = eddy_storage::scan::prefix_bounds(&prefix);
+            let (start, end) = eddy_storage::scan::vnode_bounds(self.table_id, &self.vnodes);
             let mut cursor = snapshot.scan_batches(start, end, 4096).await?;
             let mut keys = Vec::new();
             while let Some(entries) = cursor.next_batch().await? {
@@ -770,11 +776,19 @@ impl Operator for HashAgg {
     fn state_stats(&self) -> Option<crate::cache::CacheStats> {
         Some(self.groups.stats())
     }
-}
 
-/// Output schema field for a group or aggregate column.
-pub fn nullable_field(name: &str, dt: DataType) -> Field {
-    Field::new(name, dt, true)
+    /// One of the parallel actors of the aggregation: only the groups of `vnodes` are its own.
+    fn own_vnodes(&mut self, vnodes: std::ops::Range<u16>) {
+        self.vnodes = vnodes;
+    }
+
+    /// Grouped: parallel by group (its state keys are the group keys); global: one actor.
+    fn distribution(&self) -> super::Distribution {
+        if self.is_global() {
+            return super::Distribution::Single;
+        }
+        super::Distribution::Hash(self.router.clone())
+    }
 }
 
 mod encoding;

@@ -36,6 +36,11 @@ impl fmt::Display for Materialize {
 
 #[async_trait]
 impl Operator for Materialize {
+    /// Stateless, keyed by its input's key: runs wherever its input is.
+    fn distribution(&self) -> super::Distribution {
+        super::Distribution::Any
+    }
+
     /// The view's change stream is its input's, in the stored types.
     fn on_watermarks(&mut self, input: &[crate::watermark::Watermark]) -> Result<Vec<crate::watermark::Watermark>> {
         let schema = self.table.schema().clone();

@@ -78,6 +78,30 @@ pub trait Operator: Send + std::fmt::Display {
     fn state_stats(&self) -> Option<CacheStats> {
         None
     }
+
+    /// How the operator may run in parallel (see [`Distribution`]). Default: in one actor.
+    fn distribution(&self) -> Distribution {
+        Distribution::Single
+    }
+
+    /// Makes the operator one of several parallel ones, owning the state under `vnodes` (set
+    /// before its first chunk; a [`Distribution::Hash`] operator that scans its state must
+    /// scan only these). Default: nothing to do.
+    fn own_vnodes(&mut self, _vnodes: std::ops::Range<u16>) {}
+}
+
+/// How an operator may be split among parallel actors (docs/architecture.md, "Parallel
+/// fragments").
+#[derive(Debug, Clone)]
+pub enum Distribution {
+    /// Anywhere: it keeps no state and its output rows are keyed by its input's key (project,
+    /// filter, unnest, materialize), so it runs in the actors of the fragment before it.
+    Any,
+    /// In actors that each own a vnode range of its state: a hash exchange by this router
+    /// must come before it.
+    Hash(std::sync::Arc<dyn crate::route::Router>),
+    /// In one actor (its state has no vnode-partitioned layout yet, or it needs all rows).
+    Single,
 }
 
 /// One input of a two-input operator.

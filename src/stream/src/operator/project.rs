@@ -78,6 +78,11 @@ impl fmt::Display for Project {
 
 #[async_trait]
 impl Operator for Project {
+    /// Stateless, keyed by its input's key: runs wherever its input is.
+    fn distribution(&self) -> super::Distribution {
+        super::Distribution::Any
+    }
+
     fn process(&mut self, chunk: StreamChunk, errors: &mut RowErrors) -> Result<Vec<StreamChunk>> {
         let (chunk, values) = evaluate(&self.exprs, chunk, errors)?;
         let n = chunk.len();

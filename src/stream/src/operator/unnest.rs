@@ -77,6 +77,11 @@ fn list_parts(a: &ArrayRef) -> Result<ListParts> {
 
 #[async_trait]
 impl Operator for Unnest {
+    /// Stateless, keyed by its input's key: runs wherever its input is.
+    fn distribution(&self) -> super::Distribution {
+        super::Distribution::Any
+    }
+
     fn process(&mut self, chunk: StreamChunk, _errors: &mut RowErrors) -> Result<Vec<StreamChunk>> {
         let n = chunk.len();
         let batch = &chunk.batch;

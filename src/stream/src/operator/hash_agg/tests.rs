@@ -1,6 +1,7 @@
 //! HashAgg: retraction, SQL edge cases, state encoding, and eviction and restore through a state store.
 
 use arrow::array::{Int32Array, StringArray};
+use arrow::datatypes::Field;
 use datafusion::physical_expr::expressions::Column;
 
 use super::*;
