@@ -24,7 +24,7 @@ use eddy_common::codec::vnodes_of;
 use eddy_common::{internal_err, Epoch, Result};
 use eddy_storage::ReadSnapshot;
 use eddy_stream::exchange::{parallelizable, split_chain, Merger, TableRouter};
-use eddy_stream::operator::Side;
+use eddy_stream::operator::{Distribution, Side};
 use eddy_stream::{
     fragment_metrics, ActorId, Backfill, Branch, HashOutput, Message, Output, Placement, Stage, Target, ViewActor, ViewMetrics, CHANNEL_CAPACITY,
 };
@@ -69,18 +69,22 @@ impl StartedView {
     }
 }
 
-/// True if a view planned as `ops` can run as parallel fragments: one input, no join or
-/// union, and every operator either stateless or partitioned by key.
+/// True if a view planned as `ops` can run as parallel fragments: no join, every operator
+/// either stateless or partitioned by key, and with several inputs (a UNION ALL, a HOP
+/// window) the exchanges only after they meet.
 pub fn can_run_parallel(ops: &ViewOperators) -> bool {
     chain_can_run_parallel(&ops.branches, &ops.stages)
 }
 
 /// [`can_run_parallel`] of a plan's parts.
 pub fn chain_can_run_parallel(branches: &[super::ViewBranch], stages: &[Stage]) -> bool {
-    match (branches, stages) {
-        ([b], [root]) => root.join.is_none() && root.parent.is_none() && parallelizable(&b.operators) && parallelizable(&root.operators),
-        _ => false,
-    }
+    let [root] = stages else { return false };
+    let stateless = |b: &super::ViewBranch| b.operators.iter().all(|op| matches!(op.distribution(), Distribution::Any));
+    let inputs_ok = match branches {
+        [b] => parallelizable(&b.operators),
+        bs => !bs.is_empty() && bs.iter().all(stateless),
+    };
+    root.join.is_none() && root.parent.is_none() && inputs_ok && parallelizable(&root.operators)
 }
 
 impl Engine {
@@ -131,32 +135,39 @@ impl Engine {
             self.view_actors.lock().insert(view.id, vec![view.id]);
             return Ok(StartedView { upstream_outputs, actors: vec![view.id], metrics, backfill: handles, tasks: vec![Box::pin(actor.run())] });
         }
-        // Each build's chain, cut into fragments: chains[i][f] is actor i of fragment f.
-        let mut upstream = None;
-        let mut reader = None;
+        // Each build cut into fragments: the first reads the view's inputs (its branches, and
+        // the root's operators up to the first exchange), the others continue the root's chain.
+        let mut leaves: Vec<Vec<super::ViewBranch>> = Vec::with_capacity(n);
         let mut chains = Vec::with_capacity(n);
         for ops in builds {
             if !can_run_parallel(&ops) {
                 return Err(internal_err!("materialized view {name} cannot run in parallel"));
             }
-            let mut branches = ops.branches;
-            let mut stages = ops.stages;
-            let b = branches.pop().ok_or_else(|| internal_err!("a view without inputs"))?;
+            let (mut branches, mut stages) = (ops.branches, ops.stages);
             let root = stages.pop().ok_or_else(|| internal_err!("a view without a root stage"))?;
-            upstream = Some(b.upstream);
-            reader = b.reader;
-            chains.push(split_chain(b.operators.into_iter().chain(root.operators).collect())?);
+            let chain = match branches.as_mut_slice() {
+                // A lone input's chain may hold exchanges of its own.
+                [b] => {
+                    let mut chain = split_chain(std::mem::take(&mut b.operators).into_iter().chain(root.operators).collect())?;
+                    b.operators = std::mem::take(&mut chain[0].operators);
+                    chain
+                }
+                _ => split_chain(root.operators)?,
+            };
+            leaves.push(branches);
+            chains.push(chain);
         }
-        let upstream = upstream.ok_or_else(|| internal_err!("a view without inputs"))?;
         let fragments = chains[0].len();
+        let inputs_per_leaf = leaves[0].len();
         let routers: Vec<_> = chains[0].iter().map(|f| f.router.clone()).collect();
         let ids: Vec<Vec<ActorId>> = (0..fragments).map(|_| (0..n).map(|_| self.next_actor_id()).collect()).collect();
-        // Channels into each actor: inputs[f][j] are actor j of fragment f's.
+        // Channels into each actor: inputs[f][j] are actor j of fragment f's, senders[f][j] the
+        // matching ends. Fragment 0 has one per branch (from its upstream), the others one per
+        // actor of the fragment before.
         let mut inputs: Vec<Vec<Vec<mpsc::Receiver<Message>>>> = (0..fragments).map(|_| (0..n).map(|_| Vec::new()).collect()).collect();
         let mut senders: Vec<Vec<Vec<Output>>> = (0..fragments).map(|_| (0..n).map(|_| Vec::new()).collect()).collect();
         for f in 0..fragments {
-            // Fragment 0 has one sender (the upstream), the others one per actor before them.
-            let from = if f == 0 { 1 } else { n };
+            let from = if f == 0 { inputs_per_leaf } else { n };
             for j in 0..n {
                 for _ in 0..from {
                     let (tx, rx) = mpsc::channel(CHANNEL_CAPACITY);
@@ -165,15 +176,22 @@ impl Engine {
                 }
             }
         }
-        // The upstream (or the view's source reader) routes by its own key to fragment 0.
-        let entry = Target::Hash(HashOutput {
-            outputs: senders[0].iter_mut().map(|s| s.remove(0)).collect(),
-            router: Arc::new(TableRouter(upstream.state_table()?)),
-        });
+        // Each input's upstream (or the view's source reader) routes by its own key to the
+        // actors of fragment 0.
         let mut upstream_outputs = Vec::new();
-        match reader {
-            Some(r) => self.start_reader(view.id, r, &upstream, vec![entry], restore).await?,
-            None => upstream_outputs.push((upstream.id, entry)),
+        let mut readers: std::collections::BTreeMap<u32, (Arc<TableCatalog>, Vec<Target>)> = Default::default();
+        for (k, branch) in leaves[0].iter().enumerate() {
+            let entry = Target::Hash(HashOutput {
+                outputs: senders[0].iter_mut().map(|s| s[k].clone()).collect(),
+                router: Arc::new(TableRouter(branch.upstream.state_table()?)),
+            });
+            match branch.reader {
+                Some(r) => readers.entry(r).or_insert_with(|| (branch.upstream.clone(), Vec::new())).1.push(entry),
+                None => upstream_outputs.push((branch.upstream.id, entry)),
+            }
+        }
+        for (reader, (source, entries)) in readers {
+            self.start_reader(view.id, reader, &source, entries, restore).await?;
         }
         // The last fragment's actors send to the merger.
         let mut merged = Vec::new();
@@ -185,25 +203,40 @@ impl Engine {
         }
         let mut actors: Vec<Vec<ViewActor>> = (0..fragments).map(|_| Vec::new()).collect();
         let mut backfills = 0;
-        for (i, chain) in chains.into_iter().enumerate() {
+        for (i, (chain, leaf)) in chains.into_iter().zip(leaves).enumerate() {
+            let vnodes = vnodes_of(i, n);
+            let mut leaf = Some(leaf);
             for (f, fragment) in chain.into_iter().enumerate() {
-                let mut ops = fragment.operators;
-                for op in &mut ops {
-                    op.own_vnodes(vnodes_of(i, n));
-                }
                 let out = if f + 1 < fragments {
                     let router = routers[f + 1].clone().ok_or_else(|| internal_err!("an exchange without a router"))?;
                     vec![Target::Hash(HashOutput { outputs: (0..n).map(|j| senders[f + 1][j].remove(0)).collect(), router })]
                 } else {
                     vec![to_merger.remove(0)]
                 };
-                let upstream_table = if f == 0 { Some(upstream.state_table()?) } else { None };
-                let branch = Branch { inputs: std::mem::take(&mut inputs[f][i]), operators: ops, upstream: upstream_table, parent: (0, Side::Left) };
-                let root = Stage { join: None, operators: Vec::new(), parent: None };
-                let placement = Placement { actor: ids[f][i], view: view.id, shard: i as u16, vnodes: vnodes_of(i, n), last: f + 1 == fragments, first: i == 0 };
+                let mut channels = std::mem::take(&mut inputs[f][i]).into_iter();
+                let (mut branches, root_ops) = match leaf.take() {
+                    // Fragment 0: the view's inputs, each read by vnode range, meeting in the root.
+                    Some(leaf) => {
+                        let mut branches = Vec::with_capacity(leaf.len());
+                        for b in leaf {
+                            let input = channels.next().ok_or_else(|| internal_err!("an input without a channel"))?;
+                            branches.push(Branch { inputs: vec![input], operators: b.operators, upstream: Some(b.upstream.state_table()?), parent: b.parent });
+                        }
+                        (branches, fragment.operators)
+                    }
+                    None => (vec![Branch { inputs: channels.collect(), operators: fragment.operators, upstream: None, parent: (0, Side::Left) }], Vec::new()),
+                };
+                for op in branches.iter_mut().flat_map(|b| b.operators.iter_mut()) {
+                    op.own_vnodes(vnodes.clone());
+                }
+                let mut root = Stage { join: None, operators: root_ops, parent: None };
+                for op in &mut root.operators {
+                    op.own_vnodes(vnodes.clone());
+                }
+                let placement = Placement { actor: ids[f][i], view: view.id, shard: i as u16, vnodes: vnodes.clone(), last: f + 1 == fragments, first: i == 0 };
                 let bf = if f == 0 { backfill() } else { None };
                 backfills += u64::from(bf.is_some());
-                actors[f].push(ViewActor::new(placement, vec![branch], vec![root], out, self.barrier.collector(), self.store.clone(), bf));
+                actors[f].push(ViewActor::new(placement, branches, vec![root], out, self.barrier.collector(), self.store.clone(), bf));
             }
         }
         let firsts: Vec<&ViewActor> = actors.iter().filter_map(|a| a.first()).collect();

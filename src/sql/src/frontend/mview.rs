@@ -477,8 +477,9 @@ impl Session {
         if n > 1 && crate::engine::views::chain_can_run_parallel(&planned.branches, &planned.stages) {
             // Where the chain is cut (see `engine::views`): before each operator partitioned by key.
             let ops = planned.branches.iter().flat_map(|b| &b.operators).chain(planned.stages.iter().flat_map(|s| &s.operators));
-            let upstream = planned.branches.first().map_or("", |b| b.upstream.name.as_str());
-            lines.push(format!("fragment 0: {n} actors, each reading its vnodes of {upstream}"));
+            let mut upstreams: Vec<&str> = planned.branches.iter().map(|b| b.upstream.name.as_str()).collect();
+            upstreams.dedup();
+            lines.push(format!("fragment 0: {n} actors, each reading its vnodes of {}", upstreams.join(", ")));
             let mut f = 0;
             for op in ops {
                 if let eddy_stream::operator::Distribution::Hash(_) = op.distribution() {
