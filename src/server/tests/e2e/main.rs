@@ -25,6 +25,7 @@ mod http;
 mod iceberg;
 mod kafka;
 mod nexmark;
+mod parallel;
 mod postgres_sink;
 mod point_query;
 mod protocol;
