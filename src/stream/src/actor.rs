@@ -747,21 +747,24 @@ fn metric_nodes(id: ActorId, branches: &[Branch], stages: &[Stage]) -> (Arc<View
     (Arc::new(ViewMetrics::new(id, nodes)), branch_nodes, stage_nodes)
 }
 
-/// One set of counters for a view run as fragments (`actors[f]` is an actor of fragment `f`,
-/// each fragment feeding the first input of the next through an exchange): the nodes of every
-/// fragment in order, the output of each fragment but the last pointing at the exchange input
-/// of the next. Returns the metrics and where each fragment's nodes start; give every actor
-/// of fragment `f` the metrics with [`ViewActor::with_metrics`] at that base. `backfills`:
-/// the number of actors that backfill (the view's backfill is done when all of them are).
-pub fn fragment_metrics(view: ActorId, actors: &[&ViewActor], backfills: u64) -> (Arc<ViewMetrics>, Vec<usize>) {
-    let mut nodes = Vec::new();
+/// One set of counters for a view run as fragments (`actors[f]` is an actor of fragment `f`;
+/// `links[f]` the fragment and input its output goes to through an exchange, `None` for the
+/// last): the nodes of every fragment in order, each fragment's output pointing at the input
+/// node of the one it feeds. Returns the metrics and where each fragment's nodes start; give
+/// every actor of fragment `f` the metrics with [`ViewActor::with_metrics`] at that base.
+/// `backfills`: the number of actors that backfill (the view's is done when all of theirs are).
+pub fn fragment_metrics(view: ActorId, actors: &[&ViewActor], links: &[Option<(usize, usize)>], backfills: u64) -> (Arc<ViewMetrics>, Vec<usize>) {
     let mut bases = Vec::new();
-    for (f, a) in actors.iter().enumerate() {
-        let base = nodes.len();
+    let mut base = 0;
+    for a in actors {
         bases.push(base);
-        let next = (f + 1 < actors.len()).then(|| base + a.metrics.nodes.len());
+        base += a.metrics.nodes.len();
+    }
+    let mut nodes = Vec::new();
+    for (f, a) in actors.iter().enumerate() {
+        let next = links.get(f).copied().flatten().and_then(|(g, k)| Some(bases[g] + actors.get(g)?.branch_nodes.get(k)?.0));
         for n in &a.metrics.nodes {
-            let parent = n.parent.map(|p| p + base).or(next);
+            let parent = n.parent.map(|p| p + bases[f]).or(next);
             nodes.push(Node { kind: n.kind, label: n.label.clone(), relation: n.relation, parent, stats: NodeStats::default() });
         }
     }
@@ -787,6 +790,6 @@ fn count_backfill_total(metrics: Arc<ViewMetrics>, snapshot: &eddy_storage::Read
                 }
             }
         }
-        metrics.backfill.rows_total.store(total, Relaxed);
+        metrics.backfill.rows_total.fetch_add(total, Relaxed);
     });
 }

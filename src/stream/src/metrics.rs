@@ -212,9 +212,10 @@ impl ViewMetrics {
         self.nodes.iter().filter(|n| n.parent.is_none()).map(|n| n.stats.rows_out.load(Relaxed)).sum()
     }
 
-    /// Rows that entered through the inputs.
+    /// Rows that entered through the inputs (from upstream relations: an exchange between
+    /// the view's own fragments passes on what already entered).
     pub fn rows_in(&self) -> u64 {
-        self.nodes.iter().filter(|n| n.kind == NodeKind::Input).map(|n| n.stats.rows_in.load(Relaxed)).sum()
+        self.nodes.iter().filter(|n| n.kind == NodeKind::Input && n.relation.is_some()).map(|n| n.stats.rows_in.load(Relaxed)).sum()
     }
 
     /// The operators' caches summed.

@@ -1,5 +1,6 @@
-//! Parallel views across a crash (issue 12, "parallel fragments"): views of three actors per
-//! fragment (not a divisor of the 256 vnodes, so the ranges are uneven) keep their parallelism
+//! Parallel views across a crash (issue 12, "parallel fragments"): views (aggregations, a join,
+//! windows) of three actors per fragment (not a divisor of the 256 vnodes, so the ranges are
+//! uneven) keep their parallelism
 //! and their state across a SIGKILL of the real process that lands while writes flow, and equal
 //! their queries afterwards — including a window-closing aggregation, whose actors rebuild
 //! their open windows after the restart from a scan of their own vnodes only (a scan of another
@@ -19,7 +20,7 @@ async fn exec(c: &Client, sql: &str) {
 
 /// The views VERIFY checks (`p_windows` emits only closed windows: it is compared with them;
 /// `p_window_count` counts its changes, so a window emitted twice would show there).
-const VIEWS: [&str; 5] = ["p_groups", "p_nested", "p_rows", "p_hop", "p_window_count"];
+const VIEWS: [&str; 6] = ["p_groups", "p_nested", "p_rows", "p_hop", "p_window_count", "p_joined"];
 
 /// Events at one second apart from `from`, keys cycling through 11 values.
 fn events(from: i64, n: i64) -> String {
@@ -51,6 +52,8 @@ async fn parallel_views_survive_sigkill_with_their_parallelism_and_close_each_wi
         "SET streaming_parallelism = 3; \
          CREATE TABLE p_t (id BIGINT PRIMARY KEY, g INT, v BIGINT); \
          CREATE TABLE p_ev (ts TIMESTAMP, k INT, x INT, WATERMARK FOR ts AS ts - INTERVAL '10' SECOND) APPEND ONLY; \
+         CREATE TABLE p_d (g INT PRIMARY KEY, name TEXT); \
+         INSERT INTO p_d SELECT i, 'group ' || i FROM generate_series(0, 90) AS s(i); \
          INSERT INTO p_t SELECT i, i % 97, i * 3 FROM generate_series(1, 20000) AS s(i)",
     )
     .await;
@@ -62,7 +65,8 @@ async fn parallel_views_survive_sigkill_with_their_parallelism_and_close_each_wi
          CREATE MATERIALIZED VIEW p_rows AS SELECT id, v FROM p_t WHERE v % 5 = 0; \
          CREATE MATERIALIZED VIEW p_hop AS SELECT k, window_start, count(*) AS n FROM HOP(p_ev, ts, INTERVAL '20' SECOND, INTERVAL '1' MINUTE) GROUP BY k, window_start; \
          CREATE MATERIALIZED VIEW p_windows AS SELECT window_start, k, count(*) AS n, sum(x) AS s FROM TUMBLE(p_ev, ts, INTERVAL '1' MINUTE) GROUP BY window_start, k EMIT ON WINDOW CLOSE; \
-         CREATE MATERIALIZED VIEW p_window_count AS SELECT count(*) AS windows, sum(n) AS events FROM p_windows",
+         CREATE MATERIALIZED VIEW p_window_count AS SELECT count(*) AS windows, sum(n) AS events FROM p_windows; \
+         CREATE MATERIALIZED VIEW p_joined AS SELECT t.id, t.v, d.name FROM p_t t LEFT JOIN p_d d ON t.g = d.g",
     )
     .await;
     // A writer keeps changing both tables; the kill lands after its 40th acknowledged
@@ -72,7 +76,11 @@ async fn parallel_views_survive_sigkill_with_their_parallelism_and_close_each_wi
         let w = connect(addr).await;
         for round in 0..10_000i64 {
             let sql = match round % 4 {
-                0 => format!("UPDATE p_t SET g = (g + 13) % 97, v = v + 1 WHERE id % 50 = {}", round % 50),
+                0 => format!(
+                    "UPDATE p_t SET g = (g + 13) % 97, v = v + 1 WHERE id % 50 = {}; UPDATE p_d SET name = name || '+' WHERE g = {}",
+                    round % 50,
+                    round % 97
+                ),
                 1 => format!("DELETE FROM p_t WHERE id % 211 = {}", round % 211),
                 2 => format!("INSERT INTO p_t SELECT i, i % 89, i FROM generate_series({0}, {0} + 99) AS s(i)", 100_000 + round * 100),
                 _ => events(600 + round * 30, 30),
@@ -95,7 +103,7 @@ async fn parallel_views_survive_sigkill_with_their_parallelism_and_close_each_wi
     let c = connect(srv.addr).await;
     let catalog = srv.engine.catalog();
     // (A global count runs in one actor.)
-    for name in ["p_groups", "p_nested", "p_rows", "p_hop", "p_windows"] {
+    for name in ["p_groups", "p_nested", "p_rows", "p_hop", "p_windows", "p_joined"] {
         let v = catalog.table("public", name).unwrap_or_else(|| panic!("{name} exists"));
         assert_eq!(v.parallelism, 3, "{name} keeps its parallelism");
         assert!(srv.engine.view_actors(v.id).len() >= 3, "{name} runs its actors again");

@@ -7,6 +7,7 @@
 //! frontend provides, for each view's operators.
 
 pub mod copies;
+pub mod fragments;
 pub mod views;
 
 use std::collections::HashMap;

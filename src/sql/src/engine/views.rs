@@ -23,13 +23,13 @@ use std::sync::Arc;
 use eddy_common::codec::vnodes_of;
 use eddy_common::{internal_err, Epoch, Result};
 use eddy_storage::ReadSnapshot;
-use eddy_stream::exchange::{parallelizable, split_chain, Merger, TableRouter};
-use eddy_stream::operator::{Distribution, Side};
+use eddy_stream::exchange::{Merger, TableRouter};
 use eddy_stream::{
     fragment_metrics, ActorId, Backfill, Branch, HashOutput, Message, Output, Placement, Stage, Target, ViewActor, ViewMetrics, CHANNEL_CAPACITY,
 };
 use tokio::sync::{mpsc, oneshot};
 
+use super::fragments::{can_cut, cut, Fragment, Source};
 use super::{Engine, ViewOperators};
 use crate::catalog::TableCatalog;
 
@@ -69,22 +69,14 @@ impl StartedView {
     }
 }
 
-/// True if a view planned as `ops` can run as parallel fragments: no join, every operator
-/// either stateless or partitioned by key, and with several inputs (a UNION ALL, a HOP
-/// window) the exchanges only after they meet.
+/// True if a view planned as `ops` can run as parallel fragments (see [`super::fragments::can_cut`]).
 pub fn can_run_parallel(ops: &ViewOperators) -> bool {
-    chain_can_run_parallel(&ops.branches, &ops.stages)
+    can_cut(&ops.branches, &ops.stages)
 }
 
 /// [`can_run_parallel`] of a plan's parts.
 pub fn chain_can_run_parallel(branches: &[super::ViewBranch], stages: &[Stage]) -> bool {
-    let [root] = stages else { return false };
-    let stateless = |b: &super::ViewBranch| b.operators.iter().all(|op| matches!(op.distribution(), Distribution::Any));
-    let inputs_ok = match branches {
-        [b] => parallelizable(&b.operators),
-        bs => !bs.is_empty() && bs.iter().all(stateless),
-    };
-    root.join.is_none() && root.parent.is_none() && inputs_ok && parallelizable(&root.operators)
+    can_cut(branches, stages)
 }
 
 impl Engine {
@@ -135,59 +127,54 @@ impl Engine {
             self.view_actors.lock().insert(view.id, vec![view.id]);
             return Ok(StartedView { upstream_outputs, actors: vec![view.id], metrics, backfill: handles, tasks: vec![Box::pin(actor.run())] });
         }
-        // Each build cut into fragments: the first reads the view's inputs (its branches, and
-        // the root's operators up to the first exchange), the others continue the root's chain.
-        let mut leaves: Vec<Vec<super::ViewBranch>> = Vec::with_capacity(n);
-        let mut chains = Vec::with_capacity(n);
+        // Each build cut into the same fragments: cuts[i][f] is actor i of fragment f.
+        let mut cuts: Vec<Vec<Fragment>> = Vec::with_capacity(n);
         for ops in builds {
             if !can_run_parallel(&ops) {
                 return Err(internal_err!("materialized view {name} cannot run in parallel"));
             }
-            let (mut branches, mut stages) = (ops.branches, ops.stages);
-            let root = stages.pop().ok_or_else(|| internal_err!("a view without a root stage"))?;
-            let chain = match branches.as_mut_slice() {
-                // A lone input's chain may hold exchanges of its own.
-                [b] => {
-                    let mut chain = split_chain(std::mem::take(&mut b.operators).into_iter().chain(root.operators).collect())?;
-                    b.operators = std::mem::take(&mut chain[0].operators);
-                    chain
-                }
-                _ => split_chain(root.operators)?,
-            };
-            leaves.push(branches);
-            chains.push(chain);
+            cuts.push(cut(ops)?);
         }
-        let fragments = chains[0].len();
-        let inputs_per_leaf = leaves[0].len();
-        let routers: Vec<_> = chains[0].iter().map(|f| f.router.clone()).collect();
+        let fragments = cuts[0].len();
         let ids: Vec<Vec<ActorId>> = (0..fragments).map(|_| (0..n).map(|_| self.next_actor_id()).collect()).collect();
-        // Channels into each actor: inputs[f][j] are actor j of fragment f's, senders[f][j] the
-        // matching ends. Fragment 0 has one per branch (from its upstream), the others one per
-        // actor of the fragment before.
-        let mut inputs: Vec<Vec<Vec<mpsc::Receiver<Message>>>> = (0..fragments).map(|_| (0..n).map(|_| Vec::new()).collect()).collect();
-        let mut senders: Vec<Vec<Vec<Output>>> = (0..fragments).map(|_| (0..n).map(|_| Vec::new()).collect()).collect();
-        for f in 0..fragments {
-            let from = if f == 0 { inputs_per_leaf } else { n };
-            for j in 0..n {
-                for _ in 0..from {
-                    let (tx, rx) = mpsc::channel(CHANNEL_CAPACITY);
-                    inputs[f][j].push(rx);
-                    senders[f][j].push(Output { actor: ids[f][j], tx });
-                }
-            }
-        }
-        // Each input's upstream (or the view's source reader) routes by its own key to the
-        // actors of fragment 0.
+        // Channels: inputs[f][j][k] feed input k of actor j of fragment f; the sending ends go
+        // to the upstream of an input read from a relation, or to the actors of the fragment
+        // an exchange comes from (feeds[f]: the consumer's input and the exchange's router).
+        let mut inputs: Vec<Vec<Vec<Vec<mpsc::Receiver<Message>>>>> =
+            cuts[0].iter().map(|fr| (0..n).map(|_| fr.inputs.iter().map(|_| Vec::new()).collect()).collect()).collect();
+        let mut producer_outputs: Vec<Vec<Vec<Output>>> = (0..fragments).map(|_| (0..n).map(|_| Vec::new()).collect()).collect();
+        let mut feeds: Vec<Option<Arc<dyn eddy_stream::Router>>> = vec![None; fragments];
+        let mut links: Vec<Option<(usize, usize)>> = vec![None; fragments];
         let mut upstream_outputs = Vec::new();
         let mut readers: std::collections::BTreeMap<u32, (Arc<TableCatalog>, Vec<Target>)> = Default::default();
-        for (k, branch) in leaves[0].iter().enumerate() {
-            let entry = Target::Hash(HashOutput {
-                outputs: senders[0].iter_mut().map(|s| s[k].clone()).collect(),
-                router: Arc::new(TableRouter(branch.upstream.state_table()?)),
-            });
-            match branch.reader {
-                Some(r) => readers.entry(r).or_insert_with(|| (branch.upstream.clone(), Vec::new())).1.push(entry),
-                None => upstream_outputs.push((branch.upstream.id, entry)),
+        for (g, fragment) in cuts[0].iter().enumerate() {
+            for (k, input) in fragment.inputs.iter().enumerate() {
+                match &input.source {
+                    Source::Upstream(branch) => {
+                        let mut outs = Vec::new();
+                        for j in 0..n {
+                            let (tx, rx) = mpsc::channel(CHANNEL_CAPACITY);
+                            inputs[g][j][k].push(rx);
+                            outs.push(Output { actor: ids[g][j], tx });
+                        }
+                        let entry = Target::Hash(HashOutput { outputs: outs, router: Arc::new(TableRouter(branch.upstream.state_table()?)) });
+                        match branch.reader {
+                            Some(r) => readers.entry(r).or_insert_with(|| (branch.upstream.clone(), Vec::new())).1.push(entry),
+                            None => upstream_outputs.push((branch.upstream.id, entry)),
+                        }
+                    }
+                    Source::Exchange(f, router) => {
+                        for outputs in producer_outputs[*f].iter_mut() {
+                            for j in 0..n {
+                                let (tx, rx) = mpsc::channel(CHANNEL_CAPACITY);
+                                inputs[g][j][k].push(rx);
+                                outputs.push(Output { actor: ids[g][j], tx });
+                            }
+                        }
+                        feeds[*f] = Some(router.clone());
+                        links[*f] = Some((g, k));
+                    }
+                }
             }
         }
         for (reader, (source, entries)) in readers {
@@ -203,44 +190,41 @@ impl Engine {
         }
         let mut actors: Vec<Vec<ViewActor>> = (0..fragments).map(|_| Vec::new()).collect();
         let mut backfills = 0;
-        for (i, (chain, leaf)) in chains.into_iter().zip(leaves).enumerate() {
+        for (i, cut) in cuts.into_iter().enumerate() {
             let vnodes = vnodes_of(i, n);
-            let mut leaf = Some(leaf);
-            for (f, fragment) in chain.into_iter().enumerate() {
-                let out = if f + 1 < fragments {
-                    let router = routers[f + 1].clone().ok_or_else(|| internal_err!("an exchange without a router"))?;
-                    vec![Target::Hash(HashOutput { outputs: (0..n).map(|j| senders[f + 1][j].remove(0)).collect(), router })]
-                } else {
-                    vec![to_merger.remove(0)]
+            for (f, fragment) in cut.into_iter().enumerate() {
+                let out = match feeds[f].clone() {
+                    Some(router) => vec![Target::Hash(HashOutput { outputs: std::mem::take(&mut producer_outputs[f][i]), router })],
+                    None => vec![to_merger.remove(0)],
                 };
-                let mut channels = std::mem::take(&mut inputs[f][i]).into_iter();
-                let (mut branches, root_ops) = match leaf.take() {
-                    // Fragment 0: the view's inputs, each read by vnode range, meeting in the root.
-                    Some(leaf) => {
-                        let mut branches = Vec::with_capacity(leaf.len());
-                        for b in leaf {
-                            let input = channels.next().ok_or_else(|| internal_err!("an input without a channel"))?;
-                            branches.push(Branch { inputs: vec![input], operators: b.operators, upstream: Some(b.upstream.state_table()?), parent: b.parent });
-                        }
-                        (branches, fragment.operators)
+                let reads_upstream = fragment.inputs.iter().any(|inp| matches!(inp.source, Source::Upstream(_)));
+                let mut branches = Vec::with_capacity(fragment.inputs.len());
+                for (k, input) in fragment.inputs.into_iter().enumerate() {
+                    let upstream = match &input.source {
+                        Source::Upstream(b) => Some(b.upstream.state_table()?),
+                        Source::Exchange(..) => None,
+                    };
+                    let mut operators = input.operators;
+                    for op in &mut operators {
+                        op.own_vnodes(vnodes.clone());
                     }
-                    None => (vec![Branch { inputs: channels.collect(), operators: fragment.operators, upstream: None, parent: (0, Side::Left) }], Vec::new()),
-                };
-                for op in branches.iter_mut().flat_map(|b| b.operators.iter_mut()) {
-                    op.own_vnodes(vnodes.clone());
+                    branches.push(Branch { inputs: std::mem::take(&mut inputs[f][i][k]), operators, upstream, parent: input.parent });
                 }
-                let mut root = Stage { join: None, operators: root_ops, parent: None };
-                for op in &mut root.operators {
-                    op.own_vnodes(vnodes.clone());
+                let mut stages = fragment.stages;
+                for st in &mut stages {
+                    st.operators.iter_mut().for_each(|op| op.own_vnodes(vnodes.clone()));
+                    if let Some(j) = st.join.as_mut() {
+                        j.own_vnodes(vnodes.clone());
+                    }
                 }
                 let placement = Placement { actor: ids[f][i], view: view.id, shard: i as u16, vnodes: vnodes.clone(), last: f + 1 == fragments, first: i == 0 };
-                let bf = if f == 0 { backfill() } else { None };
+                let bf = if reads_upstream { backfill() } else { None };
                 backfills += u64::from(bf.is_some());
-                actors[f].push(ViewActor::new(placement, branches, vec![root], out, self.barrier.collector(), self.store.clone(), bf));
+                actors[f].push(ViewActor::new(placement, branches, stages, out, self.barrier.collector(), self.store.clone(), bf));
             }
         }
         let firsts: Vec<&ViewActor> = actors.iter().filter_map(|a| a.first()).collect();
-        let (metrics, bases) = fragment_metrics(view.id, &firsts, backfills);
+        let (metrics, bases) = fragment_metrics(view.id, &firsts, &links, backfills);
         let mut tasks: Vec<Task> = Vec::new();
         for (f, fragment) in actors.into_iter().enumerate() {
             for a in fragment {

@@ -61,7 +61,7 @@ impl Session {
         let query = Self::parse_query(text)?;
         let (_, plan) = self.view_plan(&query).await?;
         let mut ids = TableIds::Reuse(view.internal_tables.iter());
-        let mut planned = plan_view(&plan, &mut ids, snapshot, view.emit_on_window_close).await?;
+        let mut planned = plan_view(&plan, &mut ids, snapshot, view.emit_on_window_close, view.parallelism > 1).await?;
         let terminal: Box<dyn eddy_stream::operator::Operator> = if view.kind == RelationKind::Sink {
             let log = *view.internal_tables.last().ok_or_else(|| internal_err!("sink {} has no log", view.name))?;
             let next_seq = match snapshot {
@@ -74,6 +74,23 @@ impl Session {
         };
         planned.root_mut()?.operators.push(terminal);
         Ok(planned)
+    }
+
+    /// Plans a new view's query, with the number of actors per fragment it will run with: as
+    /// many as the session asks for if the plan can be split (then planned for parallel
+    /// actors), else one (a sink's log is written by one actor).
+    async fn plan_new_view(&self, plan: &LogicalPlan, ids: &mut TableIds<'_>, emit_on_window_close: bool, sink: bool) -> Result<(PlannedView, usize)> {
+        let want = self.streaming_parallelism();
+        if want > 1 && !sink {
+            let planned = plan_view(plan, ids, None, emit_on_window_close, true).await?;
+            if crate::engine::views::chain_can_run_parallel(&planned.branches, &planned.stages) {
+                return Ok((planned, want));
+            }
+            let tables = planned.internal_tables.clone();
+            let mut again = TableIds::Reuse(tables.iter());
+            return Ok((plan_view(plan, &mut again, None, emit_on_window_close, false).await?, 1));
+        }
+        Ok((plan_view(plan, ids, None, emit_on_window_close, false).await?, 1))
     }
 
     /// The last operator of a new view: its `Materialize`, or a sink's log.
@@ -123,7 +140,7 @@ impl Session {
         let mut alloc = || engine.allocate_id();
         let mut ids = TableIds::Allocate(&mut alloc);
         let emit_on_window_close = crate::frontend::split::take_emit_on_window_close(sql).is_some();
-        let mut planned = plan_view(&plan, &mut ids, None, emit_on_window_close).await?;
+        let (mut planned, n) = self.plan_new_view(&plan, &mut ids, emit_on_window_close, sink.is_some()).await?;
         let id = self.engine.allocate_id();
         if sink.is_some() {
             // The sink's log, last of its internal tables.
@@ -170,13 +187,10 @@ impl Session {
         readers.dedup();
         // One actor, or as many per fragment as the session asks for if the view's operators
         // can be split by key: then the query is planned once per actor.
-        let first = ViewOperators { branches: planned.branches, stages: planned.stages };
-        let want = self.streaming_parallelism();
-        let n = if want > 1 && crate::engine::views::can_run_parallel(&first) { want } else { 1 };
-        let mut builds = vec![first];
+        let mut builds = vec![ViewOperators { branches: planned.branches, stages: planned.stages }];
         for _ in 1..n {
             let mut ids = TableIds::Reuse(view.internal_tables.iter());
-            let mut more = plan_view(&plan, &mut ids, None, emit_on_window_close).await?;
+            let mut more = plan_view(&plan, &mut ids, None, emit_on_window_close, true).await?;
             let terminal = self.terminal(&view, more.append_only)?;
             more.root_mut()?.operators.push(terminal);
             builds.push(ViewOperators { branches: more.branches, stages: more.stages });
@@ -450,8 +464,9 @@ impl Session {
             next
         };
         let mut ids = TableIds::Allocate(&mut alloc);
-        let planned = plan_view(&plan, &mut ids, None, emit_on_window_close).await?;
+        let (planned, n) = self.plan_new_view(&plan, &mut ids, emit_on_window_close, false).await?;
         let mut lines = vec!["StreamPlan".to_string()];
+        // (The plan in one piece first, then its fragments.)
         for (b, branch) in planned.branches.iter().enumerate() {
             lines.push(format!("  input {b}: reads {} -> stage {} ({:?})", branch.upstream.name, branch.parent.0, branch.parent.1));
             for op in &branch.operators {
@@ -473,23 +488,30 @@ impl Session {
         let key: Vec<&str> = planned.pk.iter().map(|&k| planned.columns[k].name.as_str()).collect();
         lines.push(format!("  Materialize key=[{}] (vnode = hash(key) % 256)", key.join(", ")));
         lines.push(format!("state tables: view + {} operator table(s)", planned.internal_tables.len()));
-        let n = self.streaming_parallelism();
-        if n > 1 && crate::engine::views::chain_can_run_parallel(&planned.branches, &planned.stages) {
-            // Where the chain is cut (see `engine::views`): before each operator partitioned by key.
-            let ops = planned.branches.iter().flat_map(|b| &b.operators).chain(planned.stages.iter().flat_map(|s| &s.operators));
-            let mut upstreams: Vec<&str> = planned.branches.iter().map(|b| b.upstream.name.as_str()).collect();
-            upstreams.dedup();
-            lines.push(format!("fragment 0: {n} actors, each reading its vnodes of {}", upstreams.join(", ")));
-            let mut f = 0;
-            for op in ops {
-                if let eddy_stream::operator::Distribution::Hash(_) = op.distribution() {
-                    f += 1;
-                    lines.push(format!("fragment {f}: {n} actors, hash exchange by the key of: {op}"));
-                }
-            }
-            lines.push(format!("Materialize in fragment {f}; a merger joins its {n} actors' changes for views on this one"));
-        } else {
+        if n == 1 {
             lines.push("fragment 0: 1 actor runs the whole view".to_string());
+            return Ok(lines);
+        }
+        // Where the tree is cut (see `engine::fragments`): before each operator partitioned
+        // by key, and at each join.
+        let fragments = crate::engine::fragments::cut(ViewOperators { branches: planned.branches, stages: planned.stages })?;
+        let last = fragments.len() - 1;
+        for (f, fragment) in fragments.iter().enumerate() {
+            let to = if f == last { "the view (a merger joins its actors' changes for views on it)".to_string() } else { "an exchange".to_string() };
+            lines.push(format!("fragment {f}: {n} actors -> {to}"));
+            for (k, input) in fragment.inputs.iter().enumerate() {
+                let from = match &input.source {
+                    crate::engine::fragments::Source::Upstream(b) => format!("reads its vnodes of {}", b.upstream.name),
+                    crate::engine::fragments::Source::Exchange(g, _) => format!("from fragment {g}, routed by key"),
+                };
+                lines.push(format!("  input {k}: {from} -> stage {} ({:?})", input.parent.0, input.parent.1));
+                lines.extend(input.operators.iter().map(|op| format!("    {op}")));
+            }
+            for (s, stage) in fragment.stages.iter().enumerate() {
+                lines.push(format!("  stage {s}"));
+                lines.extend(stage.join.iter().map(|j| format!("    {j}")));
+                lines.extend(stage.operators.iter().map(|op| format!("    {op}")));
+            }
         }
         Ok(lines)
     }

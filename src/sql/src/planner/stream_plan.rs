@@ -22,7 +22,6 @@ use std::sync::Arc;
 
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::common::tree_node::{TreeNode, TreeNodeRecursion};
-use datafusion::common::DFSchema;
 use datafusion::datasource::source_as_provider;
 use datafusion::execution::context::ExecutionProps;
 use datafusion::logical_expr::{Expr, LogicalPlan};
@@ -33,14 +32,13 @@ use eddy_common::error::sqlstate;
 use eddy_common::{not_supported, user_err, ColumnType, Result};
 use eddy_storage::ReadSnapshot;
 use eddy_stream::operator::{
-    AggKind, BinaryOperator, Filter, HashAgg, HashJoin, JoinKind, JoinSpec, Operator, OverWindow, Project, Side, TemporalFilter,
+    AggKind, BinaryOperator, Filter, HashAgg, Operator, OverWindow, Project, Side, TemporalFilter,
     WindowMode,
 };
 use eddy_stream::Stage;
 
 use crate::catalog::ColumnCatalog;
 use agg_call::{agg_call, physical, strip_alias};
-use crate::planner::interval_join::{interval_bounds, JoinInput};
 use crate::planner::provider::EddyTable;
 
 /// The operators applied to one input of a view (and, for a source, its reader's id).
@@ -78,6 +76,9 @@ struct PlanCtx {
     tables: Vec<u32>,
     /// The aggregation that emits on window close (its node's address), if the view does.
     eowc: Option<usize>,
+    /// Planned for parallel actors: a join keys its output by its join key too, so that the
+    /// actors it is split among (by join key) never emit rows of one key.
+    parallel: bool,
 }
 
 impl PlanCtx {
@@ -267,12 +268,13 @@ fn node_name(plan: &LogicalPlan) -> String {
 }
 
 /// Builds the chain for `plan`, allocating state tables from `ids` and restoring operator
-/// state from `restore` (recovery) or initializing it (new view).
-pub async fn plan_view(plan: &LogicalPlan, ids: &mut TableIds<'_>, restore: Option<&ReadSnapshot>, emit_on_window_close: bool) -> Result<PlannedView> {
+/// state from `restore` (recovery) or initializing it (new view). `parallel`: for parallel
+/// actors (see [`PlanCtx::parallel`]; a view must be planned the same way at recovery).
+pub async fn plan_view(plan: &LogicalPlan, ids: &mut TableIds<'_>, restore: Option<&ReadSnapshot>, emit_on_window_close: bool, parallel: bool) -> Result<PlannedView> {
     // Without an aggregation to close, the whole query's rows are held until closed.
     let target = eowc_target(plan).filter(|_| emit_on_window_close);
     let eowc = target.map(|t| t as *const LogicalPlan as usize);
-    let mut internal = PlanCtx { tables: Vec::new(), eowc };
+    let mut internal = PlanCtx { tables: Vec::new(), eowc, parallel };
     let mut built = build(plan, ids, restore, &mut internal).await?;
     if emit_on_window_close && target.is_none() {
         eowc::hold_until_closed(&mut built, plan.schema().fields().len(), ids, restore, &mut internal).await?;
@@ -638,120 +640,12 @@ fn build<'a>(
             LogicalPlan::Join(j) => {
                 let left = build(&j.left, ids, restore, internal).await?;
                 let right = build(&j.right, ids, restore, internal).await?;
-                plan_join(j, left, right, ids, restore, internal).await
+                join::plan_join(j, left, right, ids, restore, internal).await
             }
             LogicalPlan::Unnest(u) => unnest::plan_unnest(u, build(&u.input, ids, restore, internal).await?),
             other => Err(not_supported!("{} is not supported in a materialized view yet", node_name(other))),
         }
     })
-}
-
-/// Plans a join of the planned inputs `left` and `right`.
-async fn plan_join(
-    j: &datafusion::logical_expr::Join,
-    left: Built,
-    right: Built,
-    ids: &mut TableIds<'_>,
-    restore: Option<&ReadSnapshot>,
-    internal: &mut PlanCtx,
-) -> Result<Built> {
-    use datafusion::common::{JoinType, NullEquality};
-    let kind = match j.join_type {
-        JoinType::Inner => JoinKind::Inner,
-        JoinType::Left => JoinKind::LeftOuter,
-        JoinType::Right => JoinKind::RightOuter,
-        JoinType::Full => JoinKind::FullOuter,
-        JoinType::LeftSemi => JoinKind::LeftSemi,
-        JoinType::RightSemi => JoinKind::RightSemi,
-        JoinType::LeftAnti => JoinKind::LeftAnti,
-        JoinType::RightAnti => JoinKind::RightAnti,
-        other => return Err(not_supported!("{other} joins are not supported in a materialized view yet")),
-    };
-    if j.null_aware && (j.join_type != JoinType::LeftAnti || j.filter.is_some()) {
-        return Err(not_supported!("a correlated NOT IN (subquery) is not supported in a materialized view yet; use NOT EXISTS"));
-    }
-    let (ldf, rdf) = (j.left.schema(), j.right.schema());
-    let (lv, rv) = (ldf.fields().len(), rdf.fields().len());
-    let left_keys = j.on.iter().map(|(l, _)| physical(l, ldf)).collect::<Result<Vec<_>>>()?;
-    let right_keys = j.on.iter().map(|(_, r)| physical(r, rdf)).collect::<Result<Vec<_>>>()?;
-    let filter = match &j.filter {
-        Some(f) => Some(physical(f, &ldf.join(rdf)?)?),
-        None => None,
-    };
-    let nullable = |f: &Field| Field::new(f.name(), f.data_type().clone(), true).with_metadata(f.metadata().clone());
-    let (ls, rs) = (left.schema.clone(), right.schema.clone());
-    let fields: Vec<Field> = ls.fields()[..lv]
-        .iter()
-        .chain(&rs.fields()[..rv])
-        .chain(&ls.fields()[lv..])
-        .chain(&rs.fields()[rv..])
-        .map(|f| nullable(f))
-        .collect();
-    let pair_schema = Arc::new(Schema::new(fields));
-    let (lh, rh) = (ls.fields().len() - lv, rs.fields().len() - rv);
-    let left_at = |c: usize| if c < lv { c } else { lv + rv + (c - lv) };
-    let right_at = |c: usize| if c < rv { lv + c } else { lv + rv + lh + (c - rv) };
-    debug_assert_eq!(pair_schema.fields().len(), lv + rv + lh + rh);
-    let (schema, key) = match kind {
-        JoinKind::LeftSemi | JoinKind::LeftAnti => (ls.clone(), left.key.clone()),
-        JoinKind::RightSemi | JoinKind::RightAnti => (rs.clone(), right.key.clone()),
-        _ => (pair_schema.clone(), left.key.iter().map(|&k| left_at(k)).chain(right.key.iter().map(|&k| right_at(k))).collect()),
-    };
-    // Equi-keys watermarked on both sides of an inner join keep a watermark (the smaller).
-    let column_at = |e: &Expr, df: &DFSchema| match strip_alias(e) {
-        Expr::Column(c) => df.index_of_column(c).ok(),
-        _ => None,
-    };
-    let watermark_keys: Vec<(usize, usize, usize, usize)> = if matches!(kind, JoinKind::Inner | JoinKind::LeftOuter | JoinKind::RightOuter | JoinKind::FullOuter) {
-        j.on.iter()
-            .filter_map(|(l, r)| {
-                let (li, ri) = (column_at(l, ldf)?, column_at(r, rdf)?);
-                (left.watermarks.contains(&li) && right.watermarks.contains(&ri)).then(|| (li, ri, left_at(li), right_at(ri)))
-            })
-            .collect()
-    } else {
-        vec![]
-    };
-    let interval_bounds = match (&j.filter, kind) {
-        (Some(f), JoinKind::Inner) => {
-            let inputs = [
-                JoinInput { watermarks: &left.watermarks, append_only: left.append_only },
-                JoinInput { watermarks: &right.watermarks, append_only: right.append_only },
-            ];
-            interval_bounds(f, &ldf.join(rdf)?, lv, inputs, |s, c| if s == Side::Left { left_at(c) } else { right_at(c) })
-        }
-        _ => vec![],
-    };
-    // A side's columns are NULL in the other side's padded rows: no watermark there.
-    let (left_padded, right_padded) = (matches!(kind, JoinKind::RightOuter | JoinKind::FullOuter), matches!(kind, JoinKind::LeftOuter | JoinKind::FullOuter));
-    let mut watermarks: Vec<usize> =
-        watermark_keys.iter().flat_map(|&(_, _, lo, ro)| [(!left_padded).then_some(lo), (!right_padded).then_some(ro)]).flatten().collect();
-    watermarks.extend(interval_bounds.iter().map(|b| b.out_col).filter(|c| !watermarks.contains(c)).collect::<Vec<_>>());
-    let table_id = ids.next()?;
-    internal.push(table_id);
-    let spec = JoinSpec {
-        kind,
-        left_schema: ls,
-        right_schema: rs,
-        left_visible: lv,
-        right_visible: rv,
-        left_keys,
-        right_keys,
-        nulls_match: j.null_equality == NullEquality::NullEqualsNull,
-        null_aware: j.null_aware,
-        filter,
-        pair_schema,
-        watermark_keys,
-        interval_bounds,
-    };
-    let mut join = HashJoin::try_new(table_id, spec)?;
-    join.restore(restore).await?;
-    // An inner join of inputs that only insert only ever emits new matches.
-    let append_only = kind == JoinKind::Inner && left.append_only && right.append_only;
-    let mut built = Built::meet(vec![(left, Side::Left), (right, Side::Right)], Some(Box::new(join)), schema, key);
-    built.append_only = append_only;
-    built.watermarks = watermarks;
-    Ok(built)
 }
 
 /// Plans `ORDER BY sort LIMIT fetch OFFSET skip` over `input` (a top-N over one partition).
@@ -785,4 +679,5 @@ async fn plan_top_n(
 
 mod agg_call;
 mod eowc;
+mod join;
 mod unnest;

@@ -180,6 +180,9 @@ pub struct HashJoin {
     windows: Option<JoinWindows>,
     /// Watermark-driven cleanup of an interval join (see [`interval`]).
     intervals: Option<IntervalCleanup>,
+    /// May run in parallel actors (see [`HashJoin::parallel`]), owning the buckets of `vnodes`.
+    parallel: bool,
+    vnodes: std::ops::Range<u16>,
 }
 
 impl fmt::Display for HashJoin {
@@ -238,7 +241,17 @@ impl HashJoin {
             right: SideState::try_new(spec.right_schema, spec.right_visible, spec.right_keys)?,
             state: StateCache::new(true),
             dirty: HashMap::new(),
+            parallel: false,
+            vnodes: 0..eddy_common::codec::VNODE_COUNT,
         })
+    }
+
+    /// Lets the join run in parallel actors, split by join key: the planner keyed its output
+    /// by the join key too, so no two actors ever emit rows of one key. Not for a join without
+    /// equi-keys or a null-aware one (which needs every row).
+    pub fn parallel(mut self) -> Self {
+        self.parallel = self.key_converter.is_some() && !self.null_aware;
+        self
     }
 
     fn side(&self, s: Side) -> &SideState {
@@ -695,9 +708,23 @@ impl BinaryOperator for HashJoin {
     fn state_stats(&self) -> Option<crate::cache::CacheStats> {
         Some(self.state.stats())
     }
+
+    /// Parallel by join key, when the planner keyed the output by it ([`HashJoin::parallel`]).
+    fn routers(&self) -> Option<[Arc<dyn crate::route::Router>; 2]> {
+        let router = |side: Side| -> Arc<dyn crate::route::Router> {
+            let (keys, nulls_match) = (self.side(side).keys.clone(), self.nulls_match);
+            Arc::new(route::JoinRouter { side, keys, key_types: self.key_types.clone(), nulls_match })
+        };
+        self.parallel.then(|| [router(Side::Left), router(Side::Right)])
+    }
+
+    fn own_vnodes(&mut self, vnodes: std::ops::Range<u16>) {
+        self.vnodes = vnodes;
+    }
 }
 
 mod bucket;
+mod route;
 pub mod interval;
 mod windows;
 #[cfg(test)]

@@ -148,4 +148,13 @@ pub trait BinaryOperator: Send + std::fmt::Display {
     fn state_stats(&self) -> Option<CacheStats> {
         None
     }
+
+    /// For a join that may run in parallel actors: the routers of its left and right inputs
+    /// (each side's rows go to the actor owning their join key). Default: one actor.
+    fn routers(&self) -> Option<[std::sync::Arc<dyn crate::route::Router>; 2]> {
+        None
+    }
+
+    /// See [`Operator::own_vnodes`].
+    fn own_vnodes(&mut self, _vnodes: std::ops::Range<u16>) {}
 }

@@ -19,7 +19,6 @@ use std::sync::Arc;
 use arrow::array::Array;
 use arrow::datatypes::{DataType, TimeUnit};
 use datafusion::scalar::ScalarValue;
-use eddy_common::codec::table_prefix;
 use eddy_common::{internal_err, Result, StreamChunk};
 use eddy_storage::{ReadSnapshot, StateStore};
 
@@ -214,7 +213,7 @@ impl HashJoin {
 
     /// Fills the index from the committed state (after a restore).
     async fn rebuild_interval_index(&mut self, snapshot: &ReadSnapshot) -> Result<()> {
-        let (start, end) = eddy_storage::scan::prefix_bounds(&table_prefix(self.table_id));
+        let (start, end) = eddy_storage::scan::vnode_bounds(self.table_id, &self.vnodes);
         let mut cursor = snapshot.scan_batches(start, end, 4096).await?;
         let mut found: [Vec<(i64, Vec<u8>)>; 2] = [Vec::new(), Vec::new()];
         let by_side = self.intervals.as_ref().ok_or_else(|| internal_err!("interval cleanup vanished"))?.by_side;

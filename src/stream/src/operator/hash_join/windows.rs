@@ -8,7 +8,6 @@ use arrow::datatypes::DataType;
 use arrow::row::{RowConverter, SortField};
 use datafusion::physical_expr::expressions::Column;
 use datafusion::scalar::ScalarValue;
-use eddy_common::codec::table_prefix;
 use eddy_common::{internal_err, Epoch, Result, StreamChunk};
 use eddy_storage::{EpochBatch, StateStore};
 
@@ -96,7 +95,7 @@ impl HashJoin {
         if !w.complete {
             // Restored: every committed bucket is open (buckets loaded since are committed too,
             // or were recorded by the rows that created them).
-            let (start, end) = eddy_storage::scan::prefix_bounds(&table_prefix(self.table_id));
+            let (start, end) = eddy_storage::scan::vnode_bounds(self.table_id, &self.vnodes);
             let mut cursor = snapshot.scan_batches(start, end, 4096).await?;
             let conv = self.key_converter.as_ref().ok_or_else(|| internal_err!("a windowed join without keys"))?;
             let mut found: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();

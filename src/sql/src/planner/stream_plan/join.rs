@@ -1,0 +1,152 @@
+//! Joins in a view's stream plan: the join's layout and stream key, the watermarks it keeps,
+//! interval bounds, and — planned for parallel actors — its join key in its stream key.
+
+use std::sync::Arc;
+
+use arrow::datatypes::{Field, Schema};
+use datafusion::common::DFSchema;
+use datafusion::logical_expr::Expr;
+use eddy_common::{not_supported, Result};
+use eddy_storage::ReadSnapshot;
+use eddy_stream::operator::{HashJoin, JoinKind, JoinSpec, Side};
+
+use super::agg_call::{physical, strip_alias};
+use super::{Built, PlanCtx, TableIds};
+use crate::planner::interval_join::{interval_bounds, JoinInput};
+
+/// Plans a join of the planned inputs `left` and `right`.
+pub(super) async fn plan_join(
+    j: &datafusion::logical_expr::Join,
+    left: Built,
+    right: Built,
+    ids: &mut TableIds<'_>,
+    restore: Option<&ReadSnapshot>,
+    internal: &mut PlanCtx,
+) -> Result<Built> {
+    use datafusion::common::{JoinType, NullEquality};
+    let kind = match j.join_type {
+        JoinType::Inner => JoinKind::Inner,
+        JoinType::Left => JoinKind::LeftOuter,
+        JoinType::Right => JoinKind::RightOuter,
+        JoinType::Full => JoinKind::FullOuter,
+        JoinType::LeftSemi => JoinKind::LeftSemi,
+        JoinType::RightSemi => JoinKind::RightSemi,
+        JoinType::LeftAnti => JoinKind::LeftAnti,
+        JoinType::RightAnti => JoinKind::RightAnti,
+        other => return Err(not_supported!("{other} joins are not supported in a materialized view yet")),
+    };
+    if j.null_aware && (j.join_type != JoinType::LeftAnti || j.filter.is_some()) {
+        return Err(not_supported!("a correlated NOT IN (subquery) is not supported in a materialized view yet; use NOT EXISTS"));
+    }
+    let (ldf, rdf) = (j.left.schema(), j.right.schema());
+    let (lv, rv) = (ldf.fields().len(), rdf.fields().len());
+    let left_keys = j.on.iter().map(|(l, _)| physical(l, ldf)).collect::<Result<Vec<_>>>()?;
+    let right_keys = j.on.iter().map(|(_, r)| physical(r, rdf)).collect::<Result<Vec<_>>>()?;
+    let filter = match &j.filter {
+        Some(f) => Some(physical(f, &ldf.join(rdf)?)?),
+        None => None,
+    };
+    let nullable = |f: &Field| Field::new(f.name(), f.data_type().clone(), true).with_metadata(f.metadata().clone());
+    let (ls, rs) = (left.schema.clone(), right.schema.clone());
+    let fields: Vec<Field> = ls.fields()[..lv]
+        .iter()
+        .chain(&rs.fields()[..rv])
+        .chain(&ls.fields()[lv..])
+        .chain(&rs.fields()[rv..])
+        .map(|f| nullable(f))
+        .collect();
+    let pair_schema = Arc::new(Schema::new(fields));
+    let (lh, rh) = (ls.fields().len() - lv, rs.fields().len() - rv);
+    let left_at = |c: usize| if c < lv { c } else { lv + rv + (c - lv) };
+    let right_at = |c: usize| if c < rv { lv + c } else { lv + rv + lh + (c - rv) };
+    debug_assert_eq!(pair_schema.fields().len(), lv + rv + lh + rh);
+    let (schema, mut key) = match kind {
+        JoinKind::LeftSemi | JoinKind::LeftAnti => (ls.clone(), left.key.clone()),
+        JoinKind::RightSemi | JoinKind::RightAnti => (rs.clone(), right.key.clone()),
+        _ => (pair_schema.clone(), left.key.iter().map(|&k| left_at(k)).chain(right.key.iter().map(|&k| right_at(k))).collect()),
+    };
+    // Equi-keys watermarked on both sides of an inner join keep a watermark (the smaller).
+    let column_at = |e: &Expr, df: &DFSchema| match strip_alias(e) {
+        Expr::Column(c) => df.index_of_column(c).ok(),
+        _ => None,
+    };
+    // Split among parallel actors by join key, the join's rows are keyed by it too: a row
+    // whose key changes moves to another actor, and must not share its old row's key (see
+    // `PlanCtx::parallel`). Only for keys that are columns of the output.
+    let key_columns: Option<Vec<(usize, usize)>> = j.on.iter().map(|(l, r)| Some((column_at(l, ldf)?, column_at(r, rdf)?))).collect();
+    let parallel = match key_columns.filter(|k| internal.parallel && !k.is_empty() && !j.null_aware) {
+        Some(cols) => {
+            let extra: Vec<usize> = cols
+                .iter()
+                .flat_map(|&(l, r)| match kind {
+                    JoinKind::Inner | JoinKind::LeftOuter => vec![left_at(l)],
+                    JoinKind::RightOuter => vec![right_at(r)],
+                    JoinKind::FullOuter => vec![left_at(l), right_at(r)],
+                    JoinKind::LeftSemi | JoinKind::LeftAnti => vec![l],
+                    JoinKind::RightSemi | JoinKind::RightAnti => vec![r],
+                })
+                .collect();
+            for c in extra {
+                if !key.contains(&c) {
+                    key.push(c);
+                }
+            }
+            true
+        }
+        None => false,
+    };
+    let watermark_keys: Vec<(usize, usize, usize, usize)> = if matches!(kind, JoinKind::Inner | JoinKind::LeftOuter | JoinKind::RightOuter | JoinKind::FullOuter) {
+        j.on.iter()
+            .filter_map(|(l, r)| {
+                let (li, ri) = (column_at(l, ldf)?, column_at(r, rdf)?);
+                (left.watermarks.contains(&li) && right.watermarks.contains(&ri)).then(|| (li, ri, left_at(li), right_at(ri)))
+            })
+            .collect()
+    } else {
+        vec![]
+    };
+    let interval_bounds = match (&j.filter, kind) {
+        (Some(f), JoinKind::Inner) => {
+            let inputs = [
+                JoinInput { watermarks: &left.watermarks, append_only: left.append_only },
+                JoinInput { watermarks: &right.watermarks, append_only: right.append_only },
+            ];
+            interval_bounds(f, &ldf.join(rdf)?, lv, inputs, |s, c| if s == Side::Left { left_at(c) } else { right_at(c) })
+        }
+        _ => vec![],
+    };
+    // A side's columns are NULL in the other side's padded rows: no watermark there.
+    let (left_padded, right_padded) = (matches!(kind, JoinKind::RightOuter | JoinKind::FullOuter), matches!(kind, JoinKind::LeftOuter | JoinKind::FullOuter));
+    let mut watermarks: Vec<usize> =
+        watermark_keys.iter().flat_map(|&(_, _, lo, ro)| [(!left_padded).then_some(lo), (!right_padded).then_some(ro)]).flatten().collect();
+    watermarks.extend(interval_bounds.iter().map(|b| b.out_col).filter(|c| !watermarks.contains(c)).collect::<Vec<_>>());
+    let table_id = ids.next()?;
+    internal.push(table_id);
+    let spec = JoinSpec {
+        kind,
+        left_schema: ls,
+        right_schema: rs,
+        left_visible: lv,
+        right_visible: rv,
+        left_keys,
+        right_keys,
+        nulls_match: j.null_equality == NullEquality::NullEqualsNull,
+        null_aware: j.null_aware,
+        filter,
+        pair_schema,
+        watermark_keys,
+        interval_bounds,
+    };
+    let mut join = HashJoin::try_new(table_id, spec)?;
+    if parallel {
+        join = join.parallel();
+    }
+    join.restore(restore).await?;
+    // An inner join of inputs that only insert only ever emits new matches.
+    let append_only = kind == JoinKind::Inner && left.append_only && right.append_only;
+    let mut built = Built::meet(vec![(left, Side::Left), (right, Side::Right)], Some(Box::new(join)), schema, key);
+    built.append_only = append_only;
+    built.watermarks = watermarks;
+    Ok(built)
+}
+
