@@ -139,6 +139,11 @@ fn monotone_in(e: &Expr, schema: &datafusion::common::DFSchema) -> Option<usize>
     }
 }
 
+/// The input column a physical expression is, if it is one.
+fn column_index(e: &Arc<dyn PhysicalExpr>) -> Option<usize> {
+    (e.as_ref() as &dyn std::any::Any).downcast_ref::<PhysicalColumn>().map(|c| c.index())
+}
+
 /// The parent index of inputs that feed the open stage of a [`Built`].
 const OPEN: usize = usize::MAX;
 
@@ -440,11 +445,23 @@ fn build<'a>(
                 let schema = Arc::new(Schema::new(fields));
                 let table_id = ids.next()?;
                 internal.push(table_id);
+                // For parallel actors (split by partition), rows are keyed by their partition
+                // columns too: a row moving to another partition moves to another actor.
+                let columns: Option<Vec<usize>> = partition_by.iter().map(|e| column_index(e)).collect();
+                let parallel = columns.filter(|c| internal.parallel && !c.is_empty());
                 let mut op =
                     OverWindow::try_new(table_id, WindowMode::Functions(exprs), partition_by, order_by, b.schema.clone(), visible, schema.clone())?;
+                if parallel.is_some() {
+                    op = op.parallel()?;
+                }
                 op.restore(restore).await?;
                 b.ops.push(Box::new(op));
                 b.key = b.key.iter().map(|&k| if k < visible { k } else { k + n }).collect();
+                for c in parallel.unwrap_or_default().into_iter().map(|c| if c < visible { c } else { c + n }) {
+                    if !b.key.contains(&c) {
+                        b.key.push(c);
+                    }
+                }
                 b.schema = schema;
                 b.watermarks.clear();
                 b.append_only = false;

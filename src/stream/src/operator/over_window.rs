@@ -88,6 +88,8 @@ pub struct OverWindow {
     partitions: StateCache<Part>,
     /// Rows changed this epoch (for the state table), with their partition and order key.
     dirty_rows: HashMap<Vec<u8>, (Vec<u8>, Vec<u8>)>,
+    /// Set when split among parallel actors by partition key (see [`OverWindow::parallel`]).
+    router: Option<Arc<crate::exchange::ExprRouter>>,
 }
 
 impl fmt::Display for OverWindow {
@@ -148,7 +150,19 @@ impl OverWindow {
             output,
             partitions: StateCache::new(true),
             dirty_rows: HashMap::new(),
+            router: None,
         })
+    }
+
+    /// Lets window functions with a PARTITION BY run in parallel actors, split by partition
+    /// (the planner keyed the output by the partition columns too, so a row moving to another
+    /// partition never shares a key with the row it replaces). Partitions are stored under
+    /// their own vnode, which routes them.
+    pub fn parallel(mut self) -> Result<Self> {
+        if !self.partition_by.is_empty() && matches!(self.mode, WindowMode::Functions(_)) {
+            self.router = Some(Arc::new(crate::exchange::ExprRouter::try_new(self.partition_by.clone(), &self.input_schema)?));
+        }
+        Ok(self)
     }
 
     /// Partition keys, order keys and encoded rows of `chunk` (rows failing are counted, dropped).
@@ -294,6 +308,13 @@ impl OverWindow {
 impl Operator for OverWindow {
     fn state_stats(&self) -> Option<crate::cache::CacheStats> {
         Some(self.partitions.stats())
+    }
+
+    fn distribution(&self) -> super::Distribution {
+        match &self.router {
+            Some(r) => super::Distribution::Hash(r.clone()),
+            None => super::Distribution::Single,
+        }
     }
 
     async fn prefetch(&mut self, chunk: &StreamChunk, store: &StateStore) -> Result<()> {
