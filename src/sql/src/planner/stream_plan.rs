@@ -447,7 +447,7 @@ fn build<'a>(
                 internal.push(table_id);
                 // For parallel actors (split by partition), rows are keyed by their partition
                 // columns too: a row moving to another partition moves to another actor.
-                let columns: Option<Vec<usize>> = partition_by.iter().map(|e| column_index(e)).collect();
+                let columns: Option<Vec<usize>> = partition_by.iter().map(column_index).collect();
                 let parallel = columns.filter(|c| internal.parallel && !c.is_empty());
                 let mut op =
                     OverWindow::try_new(table_id, WindowMode::Functions(exprs), partition_by, order_by, b.schema.clone(), visible, schema.clone())?;
