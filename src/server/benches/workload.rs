@@ -10,7 +10,8 @@
 //! CARGO_TARGET_DIR=/work/target-bench nice -n 19 cargo bench -p eddy-server --bench workload -- [SCENARIO...] [--rows N] [--clients N] ...
 //! ```
 //! Scenarios: `copy`, `insert-latency`, `insert-concurrent`, `copy-mv`, `point-query`, `connect`,
-//! `join`, `hop`, `topn`, `all` (default). See `benches/README.md`.
+//! `join`, `hop`, `topn`, `bids` (issue 12's COPY of 1M bids with one view: `--views`,
+//! `--parallelism`), `all` (default). See `benches/README.md`.
 
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -20,6 +21,9 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use futures::SinkExt;
 use tokio_postgres::{Client, NoTls, Statement};
+
+#[path = "workload/bids.rs"]
+mod bids;
 
 #[derive(Clone, Debug)]
 struct Opts {
@@ -36,6 +40,10 @@ struct Opts {
     memory_mb: Option<u64>,
     verify: bool,
     keep_dir: bool,
+    /// `bids`: actors per fragment of the view (`SET streaming_parallelism`; 0: one per core).
+    parallelism: u16,
+    /// `bids`: the views to run (empty: all).
+    views: Vec<String>,
 }
 
 fn parse_args() -> Opts {
@@ -52,6 +60,8 @@ fn parse_args() -> Opts {
         memory_mb: None,
         verify: false,
         keep_dir: false,
+        parallelism: 0,
+        views: vec![],
     };
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
@@ -68,6 +78,8 @@ fn parse_args() -> Opts {
             "--block-cache-mb" => o.block_cache_mb = Some(val("--block-cache-mb").parse().unwrap()),
             "--memory-mb" => o.memory_mb = Some(val("--memory-mb").parse().unwrap()),
             "--verify" => o.verify = true,
+            "--parallelism" => o.parallelism = val("--parallelism").parse().unwrap(),
+            "--views" => o.views = val("--views").split(',').map(str::to_string).collect(),
             "--keep-dir" => o.keep_dir = true,
             s if s.starts_with("--") => panic!("unknown flag {s}"),
             s => o.scenarios.push(s.to_string()),
@@ -715,6 +727,7 @@ fn main() {
                 "join" => scenario_join(&o).await,
                 "hop" => scenario_hop(&o).await,
                 "topn" => scenario_topn(&o).await,
+                "bids" => bids::scenario_bids(&o).await,
                 other => panic!("unknown scenario {other}"),
             }
         }
