@@ -188,13 +188,14 @@ function graph(nodes, viewId) {
   const boxes = nodes.map((n) => {
     const rin = observe(`node:${viewId}:${n.id}:in`, n.rows_in);
     const rout = observe(`node:${viewId}:${n.id}:out`, n.rows_out);
-    const label = n.label.length > 40 ? n.label.slice(0, 39) + '…' : n.label;
+    const label = n.label.length > 31 ? n.label.slice(0, 30) + '…' : n.label;
     const state = n.state ? `state ${num(n.state.entries)} · ${bytes(n.state.bytes)}${n.cache_hit_ratio === null ? '' : ' · hit ' + (n.cache_hit_ratio * 100).toFixed(0) + '%'}` : `${num(n.rows_in)} in · ${num(n.rows_out)} out`;
     return `<g class="node ${esc(n.kind)}" data-node="${n.id}" data-rows-in="${n.rows_in}" data-rows-out="${n.rows_out}" transform="translate(${cx(n.id)},${cy(n.id)})">
       <title>${esc(n.label)}</title><rect width="${W}" height="${H}"></rect>
       <text class="label" x="10" y="18">${esc(label)}</text>
       <text class="stat rate" x="10" y="36">${num(rin)} rows/s in · ${num(rout)} rows/s out</text>
-      <text class="stat" x="10" y="53">${esc(state)}</text></g>`;
+      <text class="stat" x="10" y="53">${esc(state)}</text>
+      <text class="stat fragment" x="${W - 10}" y="18" text-anchor="end">F${n.fragment}</text></g>`;
   }).join('');
   return `<svg class="graph" width="${width}" height="${height}" viewBox="0 0 ${width} ${height}">
     <defs><marker id="arrow" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="7" markerHeight="7" orient="auto-start-reverse"><path d="M 0 0 L 10 5 L 0 10 z" fill="#9aa3b5"/></marker></defs>
@@ -203,7 +204,7 @@ function graph(nodes, viewId) {
 
 async function viewPage(main, id) {
   const v = await get('/api/views/' + encodeURIComponent(id));
-  const rows = v.nodes.map((n) => `<tr data-node-row="${n.id}"><td>${n.id}</td><td>${esc(n.kind)}</td><td>${esc(n.label)}</td>` +
+  const rows = v.nodes.map((n) => `<tr data-node-row="${n.id}"><td>${n.id}</td><td>F${n.fragment}</td><td>${esc(n.kind)}</td><td>${esc(n.label)}</td>` +
     `<td class="num">${num(n.rows_in)}</td><td class="num">${num(n.rows_out)}</td><td class="num">${num(n.busy_ms)} ms</td>` +
     `<td class="num">${n.state ? num(n.state.entries) : ''}</td><td class="num">${n.state ? bytes(n.state.bytes) : ''}</td>` +
     `<td class="num">${n.cache_hit_ratio === null ? '' : (n.cache_hit_ratio * 100).toFixed(1) + '%'}</td></tr>`).join('');
@@ -217,10 +218,11 @@ async function viewPage(main, id) {
       <div class="kpi"><b>${bytes(v.state_bytes)}</b><span>state (cached)</span></div>
       <div class="kpi"><b>${num(v.backpressure_ms)} ms</b><span>backpressure</span></div>
       <div class="kpi"><b>${num(v.barrier_ms)} ms</b><span>in barriers</span></div>
+      <div class="kpi"><b>${num(v.parallelism)}</b><span>actors per fragment</span></div>
     </div>
-    <div class="card" style="margin-bottom:16px;overflow:auto"><h2>Operator graph</h2>${v.nodes.length ? graph(v.nodes, v.id) : '<p class="muted">The view is not running.</p>'}</div>
+    <div class="card" style="margin-bottom:16px;overflow:auto"><h2>Operator graph <span class="muted">(F<i>n</i>: fragment; an Exchange routes rows between fragments by key)</span></h2>${v.nodes.length ? graph(v.nodes, v.id) : '<p class="muted">The view is not running.</p>'}</div>
     ${v.backfill && v.backfill.state !== 'none' ? `<div class="card" style="margin-bottom:16px"><h2>Backfill</h2>${progressRows([v.backfill])}</div>` : ''}
-    <div class="card" style="margin-bottom:16px"><h2>Operators</h2><table><tr><th>#</th><th>kind</th><th>operator</th><th class="num">rows in</th><th class="num">rows out</th><th class="num">busy</th><th class="num">state entries</th><th class="num">state</th><th class="num">cache hits</th></tr>${rows}</table></div>
+    <div class="card" style="margin-bottom:16px"><h2>Operators</h2><table><tr><th>#</th><th>fragment</th><th>kind</th><th>operator</th><th class="num">rows in</th><th class="num">rows out</th><th class="num">busy</th><th class="num">state entries</th><th class="num">state</th><th class="num">cache hits</th></tr>${rows}</table></div>
     <div class="card"><h2>Definition</h2><pre class="def">${esc(v.definition)}</pre></div>`;
 }
 

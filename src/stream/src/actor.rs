@@ -702,7 +702,7 @@ type StageNodes = (Option<usize>, Vec<usize>);
 fn metric_nodes(id: ActorId, branches: &[Branch], stages: &[Stage]) -> (Arc<ViewMetrics>, Vec<BranchNodes>, Vec<StageNodes>) {
     let mut nodes: Vec<Node> = Vec::new();
     let mut add = |kind, label: String, relation| {
-        nodes.push(Node { kind, label, relation, parent: None, stats: NodeStats::default() });
+        nodes.push(Node { kind, label, relation, parent: None, fragment: 0, stats: NodeStats::default() });
         nodes.len() - 1
     };
     let branch_nodes: Vec<BranchNodes> = branches
@@ -765,7 +765,7 @@ pub fn fragment_metrics(view: ActorId, actors: &[&ViewActor], links: &[Option<(u
         let next = links.get(f).copied().flatten().and_then(|(g, k)| Some(bases[g] + actors.get(g)?.branch_nodes.get(k)?.0));
         for n in &a.metrics.nodes {
             let parent = n.parent.map(|p| p + bases[f]).or(next);
-            nodes.push(Node { kind: n.kind, label: n.label.clone(), relation: n.relation, parent, stats: NodeStats::default() });
+            nodes.push(Node { kind: n.kind, label: n.label.clone(), relation: n.relation, parent, fragment: f, stats: NodeStats::default() });
         }
     }
     let metrics = ViewMetrics::new(view, nodes);

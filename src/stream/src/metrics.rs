@@ -44,6 +44,8 @@ pub struct Node {
     pub relation: Option<u32>,
     /// The node this one's output goes to (`None`: the view's output).
     pub parent: Option<usize>,
+    /// The fragment of the view it runs in (see the actor module; 0 for a view of one actor).
+    pub fragment: usize,
     pub stats: NodeStats,
 }
 

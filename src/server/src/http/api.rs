@@ -205,6 +205,7 @@ fn view(state: &HttpState, which: &str) -> Option<Value> {
                     o.insert("label".into(), json!(label));
                     o.insert("relation".into(), json!(relation));
                     o.insert("parent".into(), json!(n.parent));
+                    o.insert("fragment".into(), json!(n.fragment));
                     v
                 })
                 .collect()
@@ -212,6 +213,8 @@ fn view(state: &HttpState, which: &str) -> Option<Value> {
         .unwrap_or_default();
     let o = summary.as_object_mut().expect("view_summary builds an object");
     o.insert("definition".into(), json!(t.definition));
+    // Actors per fragment (1: the whole view in one actor).
+    o.insert("parallelism".into(), json!(t.parallelism.max(1)));
     o.insert("nodes".into(), Value::Array(nodes));
     if let Some(m) = state.engine.view_metrics(t.id) {
         o.insert("backpressure_ms".into(), json!(m.output_wait_nanos.load(Relaxed) as f64 / 1e6));

@@ -46,7 +46,8 @@ async fn setup() -> (eddy_server::ServerHandle, tokio_postgres::Client, SocketAd
     let http = server.http_addr.expect("the HTTP server runs");
     let c = connect(server.addr).await;
     c.batch_execute(
-        "CREATE TABLE t (k INT PRIMARY KEY, g INT, v INT);
+        "SET streaming_parallelism = 2;
+         CREATE TABLE t (k INT PRIMARY KEY, g INT, v INT);
          CREATE TABLE u (g INT PRIMARY KEY, name TEXT);
          INSERT INTO t SELECT i, i % 5, i FROM generate_series(1, 100) AS s(i);
          INSERT INTO u VALUES (0, 'a'), (1, 'b'), (2, 'c'), (3, 'd'), (4, 'e');
@@ -89,6 +90,13 @@ async fn the_api_and_metrics_show_a_running_views_operators_and_counters() {
     while up != join["id"] {
         up = by_id(&up).unwrap_or_else(|| panic!("the join is not above the input of t: {view}"))["parent"].clone();
     }
+    // Two actors per fragment: the inputs, the join and the aggregation each in a fragment of
+    // their own, exchanges between them.
+    assert_eq!(view["parallelism"], 2, "{view}");
+    let fragments: std::collections::BTreeSet<u64> = view["nodes"].as_array().unwrap().iter().map(|n| n["fragment"].as_u64().unwrap()).collect();
+    assert_eq!(fragments.len(), 4, "{view}");
+    assert_eq!(node(&view, "Input public.t")["fragment"], 0, "{view}");
+    assert!(view["nodes"].as_array().unwrap().iter().any(|n| n["label"] == "Exchange"), "{view}");
     // By qualified name too.
     assert_eq!(get_json(http_addr, "/api/views/public.v1").await["id"], id);
 
