@@ -21,7 +21,6 @@ use tokio::sync::mpsc;
 use crate::merge::{Aligned, AlignedInputs};
 use crate::message::{Message, Router, Target};
 use crate::operator::eval::eval_all;
-use crate::operator::{Distribution, Operator};
 use crate::watermark::{advance, min_common, Watermark};
 
 /// Routes the rows of a relation by its own key: the vnode its state table stores each row
@@ -35,9 +34,8 @@ impl Router for TableRouter {
     }
 }
 
-/// Routes rows by the values of expressions (a grouping's or a join's key), encoded as the
-/// receiving operator encodes its state keys. A row whose key fails to evaluate goes to
-/// vnode 0: the receiving operator evaluates it again and counts the failure once.
+/// Routes rows by the values of expressions (a grouping's or a partition's key), encoded as
+/// the receiving operator encodes its state keys (see [`route_rows`] for failing rows).
 #[derive(Debug)]
 pub struct ExprRouter {
     exprs: Vec<Arc<dyn PhysicalExpr>>,
@@ -61,17 +59,24 @@ impl ExprRouter {
 
 impl Router for ExprRouter {
     fn vnodes(&self, batch: &RecordBatch) -> Result<Vec<u16>> {
-        match self.vnodes_of_rows(batch) {
-            Ok(v) => Ok(v),
-            Err(e) if e.kind == ErrorKind::User => (0..batch.num_rows())
-                .map(|i| match self.vnodes_of_rows(&batch.slice(i, 1)) {
-                    Ok(v) => Ok(v[0]),
-                    Err(e) if e.kind == ErrorKind::User => Ok(0),
-                    Err(e) => Err(e),
-                })
-                .collect(),
-            Err(e) => Err(e),
-        }
+        route_rows(batch, |b| self.vnodes_of_rows(b))
+    }
+}
+
+/// The vnodes `route` gives the rows of `batch`; if a row's key fails to evaluate (a user
+/// error, such as a division by zero), rows are routed one by one and the failing ones go to
+/// vnode 0: the receiving operator evaluates them again and counts each failure once.
+pub(crate) fn route_rows(batch: &RecordBatch, route: impl Fn(&RecordBatch) -> Result<Vec<u16>>) -> Result<Vec<u16>> {
+    match route(batch) {
+        Ok(v) => Ok(v),
+        Err(e) if e.kind == ErrorKind::User => (0..batch.num_rows())
+            .map(|i| match route(&batch.slice(i, 1)) {
+                Ok(v) => Ok(v[0]),
+                Err(e) if e.kind == ErrorKind::User => Ok(0),
+                Err(e) => Err(e),
+            })
+            .collect(),
+        Err(e) => Err(e),
     }
 }
 
@@ -127,37 +132,6 @@ impl Merger {
         }
         Ok(())
     }
-}
-
-/// One fragment of a view's chain of operators (see [`split_chain`]).
-pub struct ChainFragment {
-    /// Routes rows into this fragment's actors (`None` for the first fragment, which the
-    /// upstream relation feeds by its own key).
-    pub router: Option<Arc<dyn Router>>,
-    /// Its operators.
-    pub operators: Vec<Box<dyn Operator>>,
-}
-
-/// True if a chain of operators can run as parallel fragments: none must run in one actor.
-pub fn parallelizable(ops: &[Box<dyn Operator>]) -> bool {
-    ops.iter().all(|op| !matches!(op.distribution(), Distribution::Single))
-}
-
-/// Cuts a chain into fragments before each operator that needs a hash exchange; operators that
-/// may run anywhere stay in the fragment before them. Fails if one must run in one actor.
-pub fn split_chain(ops: Vec<Box<dyn Operator>>) -> Result<Vec<ChainFragment>> {
-    let mut fragments = vec![ChainFragment { router: None, operators: Vec::new() }];
-    for op in ops {
-        match op.distribution() {
-            Distribution::Any => {}
-            Distribution::Hash(router) => fragments.push(ChainFragment { router: Some(router), operators: Vec::new() }),
-            Distribution::Single => return Err(eddy_common::internal_err!("{op} cannot run in parallel")),
-        }
-        if let Some(f) = fragments.last_mut() {
-            f.operators.push(op);
-        }
-    }
-    Ok(fragments)
 }
 
 #[cfg(test)]

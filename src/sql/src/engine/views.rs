@@ -1,19 +1,19 @@
 //! Starting a materialized view's actors (docs/architecture.md, "Parallel fragments"): one
-//! actor running the view's whole operator tree, or — for a chain of operators that can be
-//! split by key — fragments of parallel actors joined by hash exchanges.
+//! actor running the view's whole operator tree, or fragments of parallel actors joined by hash
+//! exchanges.
 //!
-//! A parallel view of `n` actors per fragment is planned `n` times (one build per actor
-//! index, state-table ids shared), and each build's chain is cut before every operator that
-//! needs an exchange ([`eddy_stream::exchange::split_chain`]). Actor `i` of every fragment owns
-//! vnodes `codec::vnodes_of(i, n)`:
-//! * the first fragment reads the upstream relation: the upstream routes its changes by the
-//!   vnode its own state keys carry, and each actor backfills only its vnodes of the upstream;
-//! * each later fragment receives from every actor of the one before, routed by the vnode its
-//!   first operator's state keys carry (a grouping's key), so each actor owns its state;
-//! * the actors of the last fragment write the view's rows (each row is produced by one actor,
-//!   its key following the fragment's distribution) and keep their own share of the view's
-//!   failing-row counts; a [`Merger`] joins their outputs into the one change stream views on
-//!   this one, subscriptions and sinks read.
+//! A parallel view of `n` actors per fragment is planned `n` times (one build per actor index,
+//! state-table ids shared), and each build is cut into the same fragments
+//! ([`super::fragments::cut`]). Actor `i` of every fragment owns vnodes `codec::vnodes_of(i, n)`:
+//! * an input read from an upstream relation is routed by the upstream's own key, and each
+//!   actor backfills only its vnodes of the upstream;
+//! * an input from another fragment receives from every actor of that fragment, routed by the
+//!   vnode its first operator's state keys carry (a grouping's key, a join's key), so each
+//!   actor owns its state;
+//! * the actors of the last fragment write the view's rows (a row's key follows the
+//!   fragment's distribution) and keep their own share of the view's failing-row counts; a
+//!   [`Merger`] joins their outputs into the one change stream views on this one,
+//!   subscriptions and sinks read.
 
 use std::future::Future;
 use std::pin::Pin;

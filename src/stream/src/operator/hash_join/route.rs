@@ -11,7 +11,7 @@ use arrow::datatypes::DataType;
 use arrow::row::{RowConverter, SortField};
 use datafusion::physical_expr::PhysicalExpr;
 use eddy_common::codec::vnode_of;
-use eddy_common::{ErrorKind, Result};
+use eddy_common::Result;
 
 use super::bucket::{bucket_id, idx};
 use super::Side;
@@ -54,17 +54,6 @@ impl JoinRouter {
 
 impl Router for JoinRouter {
     fn vnodes(&self, batch: &RecordBatch) -> Result<Vec<u16>> {
-        match self.route(batch) {
-            Ok(v) => Ok(v),
-            // Rows whose key fails to evaluate: the join counts them, wherever they go.
-            Err(e) if e.kind == ErrorKind::User => (0..batch.num_rows())
-                .map(|i| match self.route(&batch.slice(i, 1)) {
-                    Ok(v) => Ok(v[0]),
-                    Err(e) if e.kind == ErrorKind::User => Ok(0),
-                    Err(e) => Err(e),
-                })
-                .collect(),
-            Err(e) => Err(e),
-        }
+        crate::exchange::route_rows(batch, |b| self.route(b))
     }
 }
