@@ -97,6 +97,9 @@ pub struct EpochStats {
     pub ops: usize,
 }
 
+/// Cuts the barrier loop runs at once: one collecting while the one before commits.
+const IN_FLIGHT_CUTS: u32 = 2;
+
 /// Epochs whose stats are kept.
 const RECENT_EPOCHS: usize = 4096;
 
@@ -158,6 +161,19 @@ pub struct BarrierManager {
     recent: Mutex<(std::collections::VecDeque<EpochStats>, std::time::Instant)>,
     /// Commit latencies and counts, for metrics.
     pub commits: crate::metrics::CommitMetrics,
+    /// Cuts of the barrier loop in flight (at most two: one collecting, one committing).
+    in_flight: Arc<tokio::sync::Semaphore>,
+    /// Set while the graph is being started ([`BarrierManager::pause`]): no cut begins.
+    paused: watch::Sender<bool>,
+}
+
+/// Holds barriers back while it lives (see [`BarrierManager::pause`]).
+pub struct Paused<'a>(&'a BarrierManager);
+
+impl Drop for Paused<'_> {
+    fn drop(&mut self) {
+        self.0.paused.send_replace(false);
+    }
 }
 
 impl BarrierManager {
@@ -182,8 +198,14 @@ impl BarrierManager {
             broken: watch::channel(false).0,
             recent: Mutex::new((std::collections::VecDeque::new(), std::time::Instant::now())),
             commits: Default::default(),
+            in_flight: Arc::new(tokio::sync::Semaphore::new(IN_FLIGHT_CUTS as usize)),
+            paused: watch::channel(false).0,
         });
         let weak = Arc::downgrade(&mgr);
+        // Epochs are pipelined: while one commits, the next is cut and collected (its cut
+        // waits for the graph, which the committing one released; commits stay in epoch order
+        // through `commit_order`). Two cuts in flight at most: one collecting, one committing.
+        let in_flight = mgr.in_flight.clone();
         tokio::spawn(async move {
             loop {
                 let Some(mgr) = weak.upgrade() else { break };
@@ -195,9 +217,17 @@ impl BarrierManager {
                 // A tick cuts a barrier whenever there are actors for it to flow through; an
                 // epoch without changes writes nothing, so an idle server stays I/O-free.
                 let has_actors = ticked && mgr.graph.try_lock().map(|g| !g.actors.is_empty()).unwrap_or(false);
+                if mgr.stopping.load(Ordering::SeqCst) {
+                    break;
+                }
                 if (mgr.pending.lock().requested || has_actors) && !*mgr.broken.borrow() {
-                    // A failure is logged and answered to its waiters inside; the loop goes on.
-                    let _ = mgr.cut_and_commit(None).await;
+                    // Closed at shutdown, once the cuts in flight are done.
+                    let Ok(permit) = in_flight.clone().acquire_owned().await else { break };
+                    tokio::spawn(async move {
+                        // A failure is logged and answered to its waiters inside.
+                        let _ = mgr.cut_and_commit(None).await;
+                        drop(permit);
+                    });
                 }
             }
         });
@@ -331,8 +361,18 @@ impl BarrierManager {
         self.commit_gate.read().await
     }
 
+    /// Holds back every cut until the returned guard drops: while the graph is being started
+    /// (recovery), a cut would wait for reports of actors registered but not yet running, with
+    /// the graph locked, and the registration of the rest would wait for it.
+    pub fn pause(&self) -> Paused<'_> {
+        self.paused.send_replace(true);
+        Paused(self)
+    }
+
     /// Cuts a barrier: injects it, collects every actor's report, commits.
     async fn cut_and_commit(&self, mutation: Option<(Mutation, Vec<ActorId>)>) -> Result<Epoch> {
+        // The sender lives as long as the manager.
+        let _ = self.paused.subscribe().wait_for(|p| !*p).await;
         let mut graph = self.graph.lock().await;
         let cut = std::time::Instant::now();
         let opened = std::mem::replace(&mut self.recent.lock().1, cut);
@@ -399,6 +439,17 @@ impl BarrierManager {
         // Taken before the graph is released, so the next cut queues behind this one.
         let _order = self.commit_order.lock().await;
         drop(graph);
+        if *self.broken.borrow() {
+            // The epoch before failed to commit, and this one was computed on top of its
+            // changes: nothing of it may become durable. The engine rebuilds the graph from the
+            // last committed epoch.
+            let err = retry_error(&format!("epoch {epoch} followed an epoch the state store failed to commit; the statement was not applied"));
+            for w in all_waiters {
+                // A writer that gave up needs no answer.
+                let _ = w.send(Err(err.clone()));
+            }
+            return Err(err);
+        }
         let collected = std::time::Instant::now();
         let mut batch = extra;
         batch.extend(failed);
@@ -470,6 +521,17 @@ impl BarrierManager {
         self.pending.lock().requested = true;
         // A failed commit is logged by cut_and_commit and answered to its waiters.
         let _ = self.cut_and_commit(None).await;
+        // The barrier loop's cuts still in flight finish before the store may close; then it
+        // cuts no more.
+        if let Ok(all) = self.in_flight.acquire_many(IN_FLIGHT_CUTS).await {
+            drop(all);
+        }
+        self.in_flight.close();
+    }
+
+    /// True once shutdown began.
+    pub fn stopping(&self) -> bool {
+        self.stopping.load(Ordering::SeqCst)
     }
 }
 
@@ -524,6 +586,41 @@ mod tests {
         if let Ok(ended) = tokio::time::timeout(Duration::from_secs(5), seen).await {
             ended.unwrap();
         }
+    }
+
+    /// While the graph is being started (recovery), no barrier may be cut: a cut would wait,
+    /// with the graph locked, for actors registered but not yet running, and registering the
+    /// rest needs the graph (a restart hung this way when a tick came mid-recovery).
+    #[tokio::test]
+    async fn no_barrier_is_cut_while_the_graph_is_paused() {
+        let mgr = manager(Duration::from_millis(1)).await;
+        let paused = mgr.pause();
+        let (tx, mut rx) = mpsc::channel(4);
+        mgr.add_source(7, tx).await;
+        mgr.add_actor(8).await;
+        // Ticks and an injected cut: neither may begin while paused.
+        let injected = tokio::spawn({
+            let m = mgr.clone();
+            async move { m.inject(Mutation::default(), vec![]).await }
+        });
+        for _ in 0..50 {
+            tokio::task::yield_now().await;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        assert!(matches!(rx.try_recv(), Err(mpsc::error::TryRecvError::Empty)), "a barrier went out while paused");
+        // Registering more still works (it needs the graph, which no cut holds).
+        mgr.add_actor(9).await;
+        drop(paused);
+        // Now cuts flow: answer every barrier for the three actors until the injected cut is done.
+        let collector = mgr.collector();
+        while !injected.is_finished() {
+            let Some(SourceMsg::Barrier(b)) = rx.recv().await else { panic!("the source channel closed") };
+            for actor in [7, 8, 9] {
+                collector.send(Collected { actor, epoch: b.epoch, batch: EpochBatch::default(), waiters: vec![], failed: None }).unwrap();
+            }
+            tokio::task::yield_now().await;
+        }
+        injected.await.unwrap().unwrap();
     }
 
     #[tokio::test]

@@ -279,7 +279,15 @@ impl SourceReader {
                             }
                         }
                         Some(_) => {}
-                        None => self.exhausted[i] = true,
+                        None => {
+                            self.exhausted[i] = true;
+                            // The last rows need not wait for the next tick to commit.
+                            if self.exhausted.iter().all(|e| *e) {
+                                if let Some(b) = &self.barrier {
+                                    b.request_barrier();
+                                }
+                            }
+                        }
                     }
                 }
             }

@@ -241,6 +241,11 @@ impl Engine {
                         return;
                     }
                     let Some(engine) = weak.upgrade() else { return };
+                    // A commit failing after shutdown began (its store is closing) is no cause
+                    // to reopen the store: another process may own it by now.
+                    if engine.barrier.stopping() {
+                        return;
+                    }
                     engine.rebuild().await;
                 }
             });
@@ -318,6 +323,8 @@ impl Engine {
     /// Starts every table's source actor and every view's actor from committed state, wired to
     /// each other, before the first barrier flows.
     async fn start_graph(&self, planner: &dyn ViewPlanner) -> Result<()> {
+        // No barrier until every actor runs (see `BarrierManager::pause`).
+        let _paused = self.barrier.pause();
         let mut relations: Vec<Arc<TableCatalog>> = self.catalog().tables().cloned().collect();
         // A view's id is larger than its upstreams' (they exist when it is created).
         relations.sort_by_key(|t| t.id);
