@@ -19,7 +19,7 @@ use datafusion::sql::sqlparser::ast::{
     visit_expressions, BinaryOperator, Expr, GroupByExpr, Query, SelectItem, SetExpr, TableFactor,
 };
 
-use super::rewrite::ast::{call, case_when, is_aggregate_call};
+use super::rewrite::ast::{call, case_when, contains_aggregate};
 
 fn qualifier_of(t: &TableFactor) -> Option<String> {
     match t {
@@ -118,7 +118,7 @@ pub fn decorrelatable(q: &mut Query) -> Option<Expr> {
         SelectItem::UnnamedExpr(e) | SelectItem::ExprWithAlias { expr: e, .. } => e.clone(),
         _ => return None,
     };
-    if is_aggregate_call(&item) {
+    if contains_aggregate(&item) {
         return None;
     }
     let inner = inner_qualifiers(select);

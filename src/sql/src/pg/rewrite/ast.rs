@@ -60,9 +60,20 @@ pub fn case_when(conditions: Vec<(Expr, Expr)>) -> Expr {
 /// Aggregate functions: a scalar subquery projecting one of these already returns one row.
 const AGGREGATES: &[&str] = &[
     "count", "sum", "min", "max", "avg", "array_agg", "string_agg", "bool_and", "bool_or", "every", "first_value",
-    "last_value", "json_agg", "jsonb_agg", "stddev", "variance", "percentile_cont", "percentile_disc", "mode",
-    "approx_count_distinct", "json_object_agg", "jsonb_object_agg",
+    "last_value", "json_agg", "jsonb_agg", "stddev", "stddev_pop", "stddev_samp", "variance", "var_pop", "var_samp",
+    "percentile_cont", "percentile_disc", "mode", "approx_count_distinct", "json_object_agg", "jsonb_object_agg",
+    "bit_and", "bit_or", "bit_xor", "corr", "covar", "covar_pop", "covar_samp", "regr_count", "regr_avgx",
+    "regr_avgy", "regr_sxx", "regr_syy", "regr_sxy", "regr_slope", "regr_intercept", "regr_r2", "median",
 ];
+
+/// True when `e` calls an aggregate function anywhere (`max(v) - 1`, `coalesce(sum(v), 0)`):
+/// without GROUP BY, a projection of such an expression returns exactly one row. A call inside a
+/// nested subquery counts too, which only makes callers leave that subquery as it is.
+pub fn contains_aggregate(e: &Expr) -> bool {
+    use datafusion::sql::sqlparser::ast::visit_expressions;
+    visit_expressions(e, |x| if is_aggregate_call(x) { std::ops::ControlFlow::Break(()) } else { std::ops::ControlFlow::Continue(()) })
+        .is_break()
+}
 
 /// True when `e` is a call of an aggregate function (possibly cast or parenthesized).
 pub fn is_aggregate_call(e: &Expr) -> bool {

@@ -7,7 +7,7 @@ use datafusion::sql::sqlparser::ast::{
     visit_expressions_mut, BinaryOperator, Expr, GroupByExpr, Select, SelectItem, SetExpr, Statement, TableFactor, Value,
 };
 
-use super::ast::is_aggregate_call;
+use super::ast::contains_aggregate;
 
 /// `EXISTS (subquery)` in a select list (DataFusion plans EXISTS only as a filter) becomes
 /// `(SELECT count(*) FROM ... ) > 0`, a scalar subquery it decorrelates; `NOT EXISTS` is `= 0`.
@@ -66,10 +66,10 @@ pub(super) fn exists_as_count(select: &mut Select) {
 }
 
 /// `x op ANY (subquery)` → `EXISTS (SELECT 1 FROM (subquery) v WHERE x op v)` and
-/// `x op ALL (subquery)` → `NOT EXISTS (SELECT 1 FROM (subquery) v WHERE NOT (x op v) OR v IS NULL)`,
-/// which DataFusion plans as semi/anti joins (its own ALL planning fails). A NULL element
+/// `x op ALL (subquery)` → `NOT EXISTS (SELECT 1 FROM (subquery) v WHERE (x op v) IS NOT TRUE)`,
+/// which DataFusion plans as semi/anti joins (its own ALL planning fails). A NULL `x` or element
 /// makes ALL false where PostgreSQL says NULL, and ANY false where it says NULL — the same in a
-/// WHERE clause.
+/// WHERE clause (but not under a NOT).
 pub(super) fn quantified_subquery(e: &Expr) -> Option<Expr> {
     let (left, op, q, all) = match e {
         Expr::AnyOp { left, compare_op, right, .. } => (left, compare_op, right, false),
@@ -115,12 +115,12 @@ pub(super) fn quantified_subquery(e: &Expr) -> Option<Expr> {
                 && matches!(&s.group_by, GroupByExpr::Expressions(g, _) if g.is_empty())
                 && !s.from.is_empty();
             let item = match s.projection.first() {
-                Some(SelectItem::UnnamedExpr(v) | SelectItem::ExprWithAlias { expr: v, .. }) if plain && !is_aggregate_call(v) => Some(v),
+                Some(SelectItem::UnnamedExpr(v) | SelectItem::ExprWithAlias { expr: v, .. }) if plain && !contains_aggregate(v) => Some(v),
                 _ => None,
             };
             if let Some(v) = item {
                 let from = s.from.iter().map(|t| t.to_string()).collect::<Vec<_>>().join(", ");
-                let test = if all { format!("(NOT ({left} {op} ({v})) OR ({v}) IS NULL)") } else { format!("({left} {op} ({v}))") };
+                let test = if all { format!("(({left} {op} ({v})) IS NOT TRUE)") } else { format!("({left} {op} ({v}))") };
                 let filter = match &s.selection {
                     Some(w) => format!("({w}) AND {test}"),
                     None => test,
@@ -140,7 +140,7 @@ pub(super) fn quantified_subquery(e: &Expr) -> Option<Expr> {
         }
     }
     let sql = if all {
-        format!("SELECT 1 FROM ({q}) AS __all(__v) WHERE NOT ({left} {op} __all.__v) OR __all.__v IS NULL")
+        format!("SELECT 1 FROM ({q}) AS __all(__v) WHERE ({left} {op} __all.__v) IS NOT TRUE")
     } else {
         format!("SELECT 1 FROM ({q}) AS __any(__v) WHERE {left} {op} __any.__v")
     };
