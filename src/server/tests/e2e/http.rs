@@ -170,6 +170,10 @@ async fn explain_analyze_ddl_progress_and_notices_report_live_counters() {
     let input = lines.iter().find(|l| l.contains("Input public.t")).unwrap_or_else(|| panic!("{lines:?}"));
     assert!(input.contains("rows in=150 "), "{input}");
     assert!(input.starts_with(' '), "inputs are indented under what they feed: {lines:?}");
+    // v1 runs as four fragments of two actors each; every node names its fragment.
+    assert!(lines.iter().any(|l| l.starts_with("Fragments: 4, each run by 2 actors")), "{lines:?}");
+    assert!(input.contains("[F0] Input public.t"), "{input}");
+    assert!(lines.iter().any(|l| l.contains("] Exchange")), "{lines:?}");
     let e = c.simple_query("EXPLAIN ANALYZE MATERIALIZED VIEW nope").await.unwrap_err();
     assert_eq!(crate::support::sqlstate(&e), "42P01");
 

@@ -21,12 +21,14 @@ impl Session {
         })?;
         let catalog = self.engine.catalog();
         let relation_name = |id: u32| catalog.by_id(id).map(|r| format!("{}.{}", r.schema, r.name)).unwrap_or_else(|| format!("relation {id}"));
-        Ok(render(&format!("{}.{}", view.schema, view.name), &metrics, &relation_name))
+        Ok(render(&format!("{}.{}", view.schema, view.name), &metrics, view.parallelism.max(1) as usize, &relation_name))
     }
 }
 
-/// The tree of `m`, root first, each child indented under the node it feeds.
-pub fn render(name: &str, m: &ViewMetrics, relation_name: &dyn Fn(u32) -> String) -> Vec<String> {
+/// The tree of `m`, root first, each child indented under the node it feeds. A view cut into
+/// fragments (each of `parallelism` actors, their counters summed) labels every node with its
+/// fragment, `[F<n>]`, as the dashboard draws it.
+pub fn render(name: &str, m: &ViewMetrics, parallelism: usize, relation_name: &dyn Fn(u32) -> String) -> Vec<String> {
     let secs = m.created.elapsed().as_secs_f64().max(1e-3);
     let mut lines = vec![format!(
         "Materialized view {name}: {} epochs in {secs:.1} s, {:.1} ms in barriers, {:.1} ms waiting for downstream views (backpressure)",
@@ -41,21 +43,32 @@ pub fn render(name: &str, m: &ViewMetrics, relation_name: &dyn Fn(u32) -> String
         let total = if total > 0 { format!(" of {total}") } else { String::new() };
         lines.push(format!("Backfill: {state}, {} rows read{total}", b.rows_done.load(Relaxed)));
     }
+    let fragments = m.nodes.iter().map(|n| n.fragment + 1).max().unwrap_or(1);
+    if fragments > 1 || parallelism > 1 {
+        lines.push(format!(
+            "Fragments: {fragments}, each run by {parallelism} actor{} (counters summed over them), joined by hash exchanges",
+            if parallelism == 1 { "" } else { "s" }
+        ));
+    }
+    let tag = fragments > 1 || parallelism > 1;
     let roots: Vec<usize> = (0..m.nodes.len()).filter(|i| m.nodes[*i].parent.is_none()).collect();
     for r in roots {
-        walk(m, r, 0, secs, relation_name, &mut lines);
+        walk(m, r, 0, secs, tag, relation_name, &mut lines);
     }
     lines
 }
 
-fn walk(m: &ViewMetrics, i: usize, depth: usize, secs: f64, relation_name: &dyn Fn(u32) -> String, lines: &mut Vec<String>) {
+fn walk(m: &ViewMetrics, i: usize, depth: usize, secs: f64, tag: bool, relation_name: &dyn Fn(u32) -> String, lines: &mut Vec<String>) {
     let n = &m.nodes[i];
     let s = n.stats.snapshot();
     let label = match (n.kind, n.relation) {
         (NodeKind::Input, Some(r)) => format!("Input {}", relation_name(r)),
         _ => n.label.clone(),
     };
-    let indent = if depth == 0 { String::new() } else { format!("{}-> ", "  ".repeat(depth)) };
+    let mut indent = if depth == 0 { String::new() } else { format!("{}-> ", "  ".repeat(depth)) };
+    if tag {
+        indent.push_str(&format!("[F{}] ", n.fragment));
+    }
     let mut line = format!(
         "{indent}{label}  (rows in={} out={}, {:.0} rows/s in, busy={:.1} ms",
         s.rows_in,
@@ -72,6 +85,6 @@ fn walk(m: &ViewMetrics, i: usize, depth: usize, secs: f64, relation_name: &dyn 
     line.push(')');
     lines.push(line);
     for c in (0..m.nodes.len()).filter(|c| m.nodes[*c].parent == Some(i)) {
-        walk(m, c, depth + 1, secs, relation_name, lines);
+        walk(m, c, depth + 1, secs, tag, relation_name, lines);
     }
 }
