@@ -120,8 +120,22 @@ impl ReadSnapshot {
     /// True if no key starts with `prefix`.
     pub async fn is_prefix_empty(&self, prefix: &[u8]) -> Result<bool> {
         let (start, end) = prefix_bounds(prefix);
-        let mut cursor = self.scan_batches(start, end, 1).await?;
+        let mut cursor = self.scan_batches_with(start, end, 1, &cached_scan()).await?;
         Ok(cursor.next_batch().await?.is_none())
+    }
+
+    /// All entries whose key starts with `prefix`, for a prefix read again and again (a view's
+    /// failing-row counts, read by every query of the view; a join key's bucket): no read-ahead,
+    /// and the blocks it reads stay in the block cache, so a repeated read touches no file.
+    /// Whole tables go through [`ReadSnapshot::scan_batches`], which streams past the cache.
+    pub async fn scan_prefix_cached(&self, prefix: &[u8]) -> Result<Vec<(Bytes, Bytes)>> {
+        let (start, end) = prefix_bounds(prefix);
+        let mut cursor = self.scan_batches_with(start, end, 4096, &cached_scan()).await?;
+        let mut out = Vec::new();
+        while let Some(batch) = cursor.next_batch().await? {
+            out.extend(batch);
+        }
+        Ok(out)
     }
 
     /// All entries whose key starts with `prefix`, in key order. Collects the whole range; use
@@ -139,15 +153,19 @@ impl ReadSnapshot {
     /// A cursor over the entries with keys in (`start`, `end`), in key order, handing them out
     /// in batches of at most `max_entries` (at least 1).
     pub async fn scan_batches(&self, start: Bound<Vec<u8>>, end: Bound<Vec<u8>>, max_entries: usize) -> Result<ScanCursor> {
+        let options = ScanOptions { read_ahead_bytes: SCAN_READ_AHEAD_BYTES, ..ScanOptions::default() };
+        self.scan_batches_with(start, end, max_entries, &options).await
+    }
+
+    async fn scan_batches_with(&self, start: Bound<Vec<u8>>, end: Bound<Vec<u8>>, max_entries: usize, options: &ScanOptions) -> Result<ScanCursor> {
         let max_entries = max_entries.max(1);
         if is_empty_range(&start, &end) {
             return Ok(ScanCursor { sources: Vec::new(), max_entries, primed: true });
         }
-        let options = ScanOptions { read_ahead_bytes: SCAN_READ_AHEAD_BYTES, ..ScanOptions::default() };
         let mut sources = Vec::with_capacity(1 + self.live_runs.len());
         let base_range = (start.clone().map(Bytes::from), end.clone().map(Bytes::from));
         let base_end = base_range.1.clone();
-        let iter = self.inner.scan_with_options(base_range, &options).await.map_err(storage_err)?;
+        let iter = self.inner.scan_with_options(base_range, options).await.map_err(storage_err)?;
         sources.push(Source { iter, run: None, end: base_end, head: None });
         for run in self.live_runs.iter() {
             let header = runs::run_prefix(*run);
@@ -169,11 +187,16 @@ impl ReadSnapshot {
                     None => Bound::Unbounded,
                 },
             };
-            let iter = self.inner.scan_with_options((run_start, run_end.clone()), &options).await.map_err(storage_err)?;
+            let iter = self.inner.scan_with_options((run_start, run_end.clone()), options).await.map_err(storage_err)?;
             sources.push(Source { iter, run: Some(*run), end: run_end, head: None });
         }
         Ok(ScanCursor { sources, max_entries, primed: false })
     }
+}
+
+/// Options of a scan over a range read again and again: one block at a time, cached.
+fn cached_scan() -> ScanOptions {
+    ScanOptions { cache_blocks: true, ..ScanOptions::default() }
 }
 
 /// One input of a merge: the base keys or one live run.

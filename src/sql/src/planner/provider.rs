@@ -306,7 +306,7 @@ pub type RowErrorCounts = std::collections::BTreeMap<(String, String), i64>;
 pub async fn view_error_counts(view: &TableCatalog, snapshot: &ReadSnapshot) -> eddy_common::Result<RowErrorCounts> {
     let prefix = eddy_common::codec::view_errors_prefix(view.id);
     let mut counts = RowErrorCounts::new();
-    for (k, v) in snapshot.scan_prefix(&prefix).await? {
+    for (k, v) in snapshot.scan_prefix_cached(&prefix).await? {
         if let Some((state, message, n)) = eddy_common::codec::decode_view_error(&k, &v) {
             *counts.entry((state, message)).or_default() += n;
         }

@@ -573,7 +573,7 @@ impl BinaryOperator for HashJoin {
         let snapshot = store.snapshot();
         let mut entries = Vec::new();
         for b in &missing {
-            entries.extend(snapshot.scan_prefix(&bucket_prefix(self.table_id, b)).await?);
+            entries.extend(snapshot.scan_prefix_cached(&bucket_prefix(self.table_id, b)).await?);
         }
         self.load_entries(entries, missing)
     }

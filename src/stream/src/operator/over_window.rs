@@ -331,7 +331,7 @@ impl Operator for OverWindow {
         let snapshot = store.snapshot();
         for part in missing {
             let prefix = partition_prefix(self.table_id, &part);
-            let entries = snapshot.scan_prefix(&prefix).await?;
+            let entries = snapshot.scan_prefix_cached(&prefix).await?;
             self.load_partition(part, &entries, prefix.len())?;
         }
         Ok(())

@@ -141,7 +141,7 @@ impl HashJoin {
                 }
                 None if !self.state.knows(&bucket) => {
                     // Evicted: its committed entries are its current ones.
-                    for (k, _) in snapshot.scan_prefix(&bucket_prefix(self.table_id, &bucket)).await? {
+                    for (k, _) in snapshot.scan_prefix_cached(&bucket_prefix(self.table_id, &bucket)).await? {
                         batch.delete(k.to_vec());
                     }
                 }
