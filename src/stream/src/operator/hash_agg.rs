@@ -2,7 +2,7 @@
 //!
 //! Group keys and aggregate arguments are evaluated per chunk with `PhysicalExpr`s; rows are
 //! routed to groups by their memcomparable key. Every aggregate supports retraction: sums and
-//! counts keep running totals, and `min`/`max`/`count(DISTINCT)`/`string_agg`/`array_agg` keep the group's
+//! counts keep running totals (float sums compensated, `fsum`), and `min`/`max`/`count(DISTINCT)`/`string_agg`/`array_agg` keep the group's
 //! multiset of values (so deleting the current minimum finds the next one). Output is emitted at
 //! barriers, one change per dirty group: `Insert` for a new group, an `UpdateDelete`/
 //! `UpdateInsert` pair for a changed one, `Delete` when its last row is retracted. A global
@@ -31,9 +31,7 @@ use eddy_storage::{EpochBatch, ReadSnapshot, StateStore};
 
 use super::eval::{evaluate, RowErrors};
 use crate::cache::StateCache;
-use encoding::{decode_group, encode_group};
-use input::{distinct_sum, float_total, ArgInput};
-use regr::CoMoments;
+use {encoding::{decode_group, encode_group}, fsum::Fsum, input::{distinct_sum, float_total, ArgInput}, regr::CoMoments};
 pub use regr::RegrFn;
 use super::Operator;
 
@@ -108,7 +106,7 @@ enum Acc {
     SumInt { sum: i128, n: i64 },
     /// Float sum of the finite values, with NaN and ±Infinity counted apart so that retracting
     /// them is exact (NaN - NaN would be NaN for good).
-    SumFloat { sum: f64, n: i64, nan: i64, pos_inf: i64, neg_inf: i64 },
+    SumFloat { sum: Fsum, n: i64, nan: i64, pos_inf: i64, neg_inf: i64 },
     /// Multiset of encoded values with multiplicities.
     Values(BTreeMap<Vec<u8>, i64>),
     /// Interval sum: months, days and nanoseconds summed apart, with the non-null count.
@@ -117,7 +115,7 @@ enum Acc {
     /// Sums of `x - shift` and of its square over the non-null values, `shift` being the first
     /// value the group saw (keeps the variance accurate for large values; fixed, so retraction
     /// is exact up to rounding).
-    Moments { n: i64, shift: f64, sum: f64, sumsq: f64 },
+    Moments { n: i64, shift: f64, sum: Fsum, sumsq: Fsum },
     /// The same for `(x, y)` pairs.
     CoMoments(CoMoments),
     /// Non-null values, and per bit (of the value as i64) how many have it set: enough to
@@ -206,11 +204,11 @@ fn initial_acc(kind: &AggKind, arg_type: Option<&DataType>) -> Acc {
         AggKind::CountStar | AggKind::Count => Acc::Count(0),
         AggKind::Sum | AggKind::Avg => match arg_type {
             Some(DataType::Interval(_)) => Acc::SumInterval(IntervalSums::default()),
-            Some(DataType::Float16 | DataType::Float32 | DataType::Float64) => Acc::SumFloat { sum: 0.0, n: 0, nan: 0, pos_inf: 0, neg_inf: 0 },
+            Some(DataType::Float16 | DataType::Float32 | DataType::Float64) => Acc::SumFloat { sum: Fsum::default(), n: 0, nan: 0, pos_inf: 0, neg_inf: 0 },
             _ => Acc::SumInt { sum: 0, n: 0 },
         },
         AggKind::BoolAnd | AggKind::BoolOr => Acc::Bools { trues: 0, falses: 0 },
-        AggKind::Variance { .. } => Acc::Moments { n: 0, shift: f64::NAN, sum: 0.0, sumsq: 0.0 },
+        AggKind::Variance { .. } => Acc::Moments { n: 0, shift: f64::NAN, sum: Fsum::default(), sumsq: Fsum::default() },
         AggKind::Regr(_) => Acc::CoMoments(CoMoments::new()),
         AggKind::Bit(_) => Acc::Bits { n: 0, ones: vec![0; 64] },
         AggKind::SumDistinct { .. }
@@ -441,9 +439,9 @@ impl HashAgg {
             (AggKind::CountDistinct, Acc::Values(m)) => ScalarValue::Int64(Some(m.len() as i64)),
             (_, Acc::SumInt { n: 0, .. } | Acc::SumFloat { n: 0, .. }) => null(),
             (AggKind::Sum | AggKind::Avg, Acc::SumInterval(sums)) => ScalarValue::IntervalMonthDayNano(sums.value(call.kind == AggKind::Avg)?),
-            (AggKind::Sum, &Acc::SumFloat { sum, nan, pos_inf, neg_inf, .. }) => ScalarValue::Float64(Some(float_total(sum, nan, pos_inf, neg_inf))),
+            (AggKind::Sum, &Acc::SumFloat { sum, nan, pos_inf, neg_inf, .. }) => ScalarValue::Float64(Some(float_total(sum.value(), nan, pos_inf, neg_inf))),
             (AggKind::Avg, &Acc::SumFloat { sum, n, nan, pos_inf, neg_inf }) => {
-                ScalarValue::Float64(Some(float_total(sum, nan, pos_inf, neg_inf) / n as f64))
+                ScalarValue::Float64(Some(float_total(sum.value(), nan, pos_inf, neg_inf) / n as f64))
             }
             (AggKind::Sum, Acc::SumInt { sum, .. }) => match &self.arg_types[i] {
                 Some(DataType::Decimal128(_, s)) => ScalarValue::Decimal128(Some(*sum), 38, *s),
@@ -466,7 +464,7 @@ impl HashAgg {
                 if denominator <= 0 {
                     null()
                 } else {
-                    let nf = n as f64;
+                    let (nf, sum, sumsq) = (n as f64, sum.value(), sumsq.value());
                     let var = ((sumsq - sum * sum / nf) / denominator as f64).max(0.0);
                     ScalarValue::Float64(Some(if *sqrt { var.sqrt() } else { var }))
                 }
@@ -792,6 +790,7 @@ impl Operator for HashAgg {
 }
 
 mod encoding;
+mod fsum;
 mod input;
 mod regr;
 #[cfg(test)]

@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 
 use eddy_common::{internal_err, Result};
 
-use super::{Acc, CoMoments, Group};
+use super::{Acc, CoMoments, Fsum, Group};
 
 fn put_bytes(out: &mut Vec<u8>, b: &[u8]) {
     out.extend_from_slice(&(b.len() as u32).to_be_bytes());
@@ -34,8 +34,9 @@ pub(super) fn encode_group(g: &Group) -> Vec<u8> {
                 out.extend_from_slice(&n.to_be_bytes());
             }
             Acc::SumFloat { sum, n, nan, pos_inf, neg_inf } => {
-                out.push(5);
-                out.extend_from_slice(&sum.to_be_bytes());
+                out.push(10);
+                out.extend_from_slice(&sum.hi.to_be_bytes());
+                out.extend_from_slice(&sum.lo.to_be_bytes());
                 for c in [n, nan, pos_inf, neg_inf] {
                     out.extend_from_slice(&c.to_be_bytes());
                 }
@@ -49,9 +50,9 @@ pub(super) fn encode_group(g: &Group) -> Vec<u8> {
                 }
             }
             Acc::Moments { n, shift, sum, sumsq } => {
-                out.push(6);
+                out.push(11);
                 out.extend_from_slice(&n.to_be_bytes());
-                for f in [shift, sum, sumsq] {
+                for f in [shift, &sum.hi, &sum.lo, &sumsq.hi, &sumsq.lo] {
                     out.extend_from_slice(&f.to_be_bytes());
                 }
             }
@@ -131,15 +132,26 @@ pub(super) fn decode_group(b: &[u8]) -> Result<Group> {
             // Written before NaN and infinities were counted apart.
             2 => {
                 let sum = f64::from_be_bytes(r.take(8)?.try_into().map_err(|_| internal_err!("bad f64"))?);
-                Acc::SumFloat { sum, n: r.i64()?, nan: 0, pos_inf: 0, neg_inf: 0 }
+                Acc::SumFloat { sum: Fsum::new(sum, 0.0), n: r.i64()?, nan: 0, pos_inf: 0, neg_inf: 0 }
             }
+            // Tags 6 and 5: written before the sums were compensated.
             6 => {
                 let n = r.i64()?;
                 let mut f = || -> Result<f64> { Ok(f64::from_be_bytes(r.take(8)?.try_into().map_err(|_| internal_err!("bad f64"))?)) };
-                Acc::Moments { n, shift: f()?, sum: f()?, sumsq: f()? }
+                Acc::Moments { n, shift: f()?, sum: Fsum::new(f()?, 0.0), sumsq: Fsum::new(f()?, 0.0) }
+            }
+            11 => {
+                let n = r.i64()?;
+                let mut f = || -> Result<f64> { Ok(f64::from_be_bytes(r.take(8)?.try_into().map_err(|_| internal_err!("bad f64"))?)) };
+                Acc::Moments { n, shift: f()?, sum: Fsum::new(f()?, f()?), sumsq: Fsum::new(f()?, f()?) }
             }
             5 => {
                 let sum = f64::from_be_bytes(r.take(8)?.try_into().map_err(|_| internal_err!("bad f64"))?);
+                Acc::SumFloat { sum: Fsum::new(sum, 0.0), n: r.i64()?, nan: r.i64()?, pos_inf: r.i64()?, neg_inf: r.i64()? }
+            }
+            10 => {
+                let mut f = || -> Result<f64> { Ok(f64::from_be_bytes(r.take(8)?.try_into().map_err(|_| internal_err!("bad f64"))?)) };
+                let sum = Fsum::new(f()?, f()?);
                 Acc::SumFloat { sum, n: r.i64()?, nan: r.i64()?, pos_inf: r.i64()?, neg_inf: r.i64()? }
             }
             3 => {

@@ -8,7 +8,7 @@ use datafusion::scalar::ScalarValue;
 use eddy_common::error::sqlstate;
 use eddy_common::{internal_err, user_err, Result};
 
-use super::{Acc, AggKind};
+use super::{Acc, AggKind, Fsum};
 
 /// One call's argument for one chunk, decoded for fast per-row accumulation.
 pub(super) enum ArgInput {
@@ -89,6 +89,10 @@ impl ArgInput {
             (ArgInput::Float(a), Acc::SumFloat { sum, n, nan, pos_inf, neg_inf }) => {
                 if a.is_valid(row) {
                     let x = a.value(row);
+                    if *n == 0 {
+                        // Start afresh: no rounding residue of retracted rows is carried on.
+                        *sum = Fsum::default();
+                    }
                     if x.is_nan() {
                         *nan += sign;
                     } else if x == f64::INFINITY {
@@ -96,7 +100,7 @@ impl ArgInput {
                     } else if x == f64::NEG_INFINITY {
                         *neg_inf += sign;
                     } else {
-                        *sum += sign as f64 * x;
+                        sum.add(sign as f64 * x);
                     }
                     *n += sign;
                 }
@@ -104,12 +108,12 @@ impl ArgInput {
             (ArgInput::Float(a), Acc::Moments { n, shift, sum, sumsq }) => {
                 if a.is_valid(row) {
                     let x = a.value(row);
-                    if shift.is_nan() {
-                        *shift = x;
+                    if shift.is_nan() || *n == 0 {
+                        (*shift, *sum, *sumsq) = (x, Fsum::default(), Fsum::default());
                     }
                     let d = x - *shift;
-                    *sum += sign as f64 * d;
-                    *sumsq += sign as f64 * d * d;
+                    sum.add(sign as f64 * d);
+                    sumsq.add(sign as f64 * d * d);
                     *n += sign;
                 }
             }

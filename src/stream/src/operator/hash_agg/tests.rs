@@ -178,8 +178,8 @@ fn group_state_survives_encoding() {
         accs: vec![
             Acc::Count(3),
             Acc::SumInt { sum: -5, n: 2 },
-            Acc::SumFloat { sum: 1.5, n: 3, nan: 1, pos_inf: 1, neg_inf: 0 },
-            Acc::Moments { n: 2, shift: 7.0, sum: -1.5, sumsq: 4.25 },
+            Acc::SumFloat { sum: Fsum::new(1.5, 1e-17), n: 3, nan: 1, pos_inf: 1, neg_inf: 0 },
+            Acc::Moments { n: 2, shift: 7.0, sum: Fsum::new(-1.5, 0.0), sumsq: Fsum::new(4.25, -2e-16) },
             Acc::Values(BTreeMap::from([(vec![1, 2], 2)])),
             Acc::Bools { trues: 1, falses: 0 },
             Acc::CoMoments({
