@@ -156,6 +156,11 @@ impl From<arrow::error::ArrowError> for EddyError {
     fn from(e: arrow::error::ArrowError) -> Self {
         use arrow::error::ArrowError as A;
         match &e {
+            // A value that parsed but does not fit the target type is out of range (22003),
+            // as PostgreSQL says of `2147483648::int`; text that does not parse is 22P02.
+            A::CastError(m) if { let l = m.to_ascii_lowercase(); l.contains("out of range") || l.contains("overflow") } => {
+                EddyError::user(sqlstate::NUMERIC_VALUE_OUT_OF_RANGE, m.clone())
+            }
             A::CastError(m) | A::ParseError(m) => {
                 EddyError::user(sqlstate::INVALID_TEXT_REPRESENTATION, m.clone())
             }

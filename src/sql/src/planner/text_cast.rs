@@ -3,7 +3,8 @@
 //!
 //! An analyzer rule, run after type coercion, turns casts to text of the types whose formats
 //! differ into `eddy_text(x)`, which uses the wire layer's text output. The same rule makes
-//! float `/` and `%` fail on a zero divisor (22012) instead of producing Infinity/NaN, and
+//! float `/` and `%` fail on a zero divisor (22012) instead of producing Infinity/NaN, casts of
+//! floats and numerics to integers round instead of truncating, and
 //! turns `||` of jsonb values into jsonb concatenation (it needs the operands' fields).
 
 use std::sync::Arc;
@@ -178,10 +179,24 @@ fn rewrite(e: Expr, schema: &DFSchema, udf: &Arc<ScalarUDF>, div: &Arc<ScalarUDF
             Expr::TryCast(TryCast { expr, field }) => (expr.as_ref(), field.data_type()),
             _ => return Ok(Transformed::no(e)),
         };
+        let Ok(from) = inner.get_type(schema) else { return Ok(Transformed::no(e)) };
+        // A float or numeric cast to an integer rounds as PostgreSQL does (floats: halves to
+        // even, numerics: halves away from zero, which Arrow's numeric rescale does), where
+        // Arrow truncates (1.5::int was 1).
+        if to.is_integer() && (is_float(&from) || matches!(from, DataType::Decimal128(_, s) if s > 0)) {
+            let rounded = match from {
+                DataType::Decimal128(p, _) => Expr::Cast(Cast::new(Box::new(inner.clone()), DataType::Decimal128(p, 0))),
+                _ => rint.call(vec![inner.clone()]),
+            };
+            let cast = match &e {
+                Expr::TryCast(_) => Expr::TryCast(TryCast::new(Box::new(rounded), to.clone())),
+                _ => Expr::Cast(Cast::new(Box::new(rounded), to.clone())),
+            };
+            return Ok(Transformed::yes(cast));
+        }
         if !matches!(to, DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View) {
             return Ok(Transformed::no(e));
         }
-        let Ok(from) = inner.get_type(schema) else { return Ok(Transformed::no(e)) };
         if !differs_from_arrow(&from) {
             return Ok(Transformed::no(e));
         }
