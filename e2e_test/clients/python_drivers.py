@@ -92,6 +92,16 @@ def run_psycopg():
             with conn.cursor(binary=binary) as cur:
                 cur.execute("SELECT j -> 'a', j ->> 's', j #> '{a,b}', j #>> '{a,b}' FROM py3_j")
                 assert cur.fetchone() == ({"b": [1, 2]}, "x", [1, 2], "[1, 2]"), binary
+        # A UNION of an integer and a float/numeric column is described as the coerced type
+        # (it was the left side's integer, and psycopg failed to parse '1.5' as one).
+        conn.execute("CREATE TABLE py3_u (a INT, f DOUBLE PRECISION)")
+        conn.execute("INSERT INTO py3_u VALUES (10, 1.5), (NULL, 2.25)")
+        for binary in (False, True):
+            with conn.cursor(binary=binary) as cur:
+                cur.execute("SELECT a FROM py3_u UNION ALL SELECT f FROM py3_u")
+                assert sorted(cur.fetchall(), key=repr) == sorted([(10.0,), (None,), (1.5,), (2.25,)], key=repr), binary
+                cur.execute("SELECT 1 UNION SELECT 1.5")
+                assert sorted(r[0] for r in cur.fetchall()) == [decimal.Decimal("1"), decimal.Decimal("1.5")], binary
     print("psycopg ok")
 
 

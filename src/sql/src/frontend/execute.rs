@@ -69,7 +69,7 @@ impl Session {
                 let stmt = conflict.as_ref().map(|(s, _)| s).unwrap_or(stmt);
                 let returning = crate::frontend::returning::take_returning(stmt);
                 let stmt = returning.as_ref().map(|(s, _)| s).unwrap_or(stmt);
-                let (_, plan) = self.plan(stmt, dml).await?;
+                let (state, plan) = self.plan(stmt, dml).await?;
                 let types = plan.get_parameter_types()?;
                 let mut params = vec![None; types.len()];
                 for (id, ty) in types {
@@ -92,7 +92,12 @@ impl Session {
                 let schema = match (plan, &returning) {
                     (LogicalPlan::Dml(_), Some((s, items))) => Some(self.returning_schema(s, items).await?),
                     (LogicalPlan::Dml(_), None) => None,
-                    (p, _) => Some(client_schema(p.schema().as_arrow())),
+                    // The columns' types after type coercion, as execution produces them
+                    // (`SELECT 1 UNION SELECT 1.5` is numeric, not the left side's integer).
+                    (p, _) => {
+                        let analyzed = state.analyzer().execute_and_check(p.clone(), state.config_options(), |_, _| {}).ok();
+                        Some(client_schema(analyzed.as_ref().unwrap_or(&p).schema().as_arrow()))
+                    }
                 };
                 let declared = declared_param_types(stmt, params.len());
                 Ok(Described { params, declared, schema })
@@ -294,8 +299,14 @@ impl Session {
                     }
                     plan => {
                         let df = DataFrame::new(state, plan);
-                        let schema: SchemaRef = client_schema(df.schema().as_arrow());
+                        let logical = df.schema().as_arrow().clone();
                         let stream = df.execute_stream().await?;
+                        // Type coercion may widen a column after the plan's schema was made
+                        // (`SELECT 1 UNION SELECT 1.5` is numeric): describe the rows as sent.
+                        let physical = stream.schema();
+                        let fields = logical.fields().iter().zip(physical.fields().iter());
+                        let fields: Vec<_> = fields.map(|(l, p)| if l.data_type() == p.data_type() { l.clone() } else { Arc::new(l.as_ref().clone().with_data_type(p.data_type().clone())) }).collect();
+                        let schema: SchemaRef = client_schema(&Schema::new_with_metadata(fields, logical.metadata().clone()));
                         Ok(Output::Rows { schema, stream })
                     }
                 }
