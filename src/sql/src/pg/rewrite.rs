@@ -46,6 +46,7 @@ mod aggregates;
 mod datetime;
 mod json;
 mod quantified;
+mod scalars;
 mod time_windows;
 
 pub(crate) use time_windows::interval_micros;
@@ -444,7 +445,7 @@ fn rewrite_function(f: &mut Function) -> Option<Expr> {
             };
             Some(call("unnest", vec![call("range", vec![Expr::value(Value::Number("1".into(), false)), upper])]))
         }
-        _ => None,
+        _ => scalars::function(f, &name, &function_args(f)),
     }
 }
 
@@ -563,6 +564,8 @@ impl VisitorMut for PgRewriter {
                 r
             }
             Expr::Collate { expr, .. } => Some(expr.as_ref().clone()),
+            Expr::Extract { field, expr, .. } => scalars::extract(field, expr),
+            Expr::SimilarTo { negated, expr, pattern, escape_char: None } => scalars::similar_to(*negated, expr, pattern),
             // SQL's `localtimestamp` / `localtime`: the session runs in UTC.
             Expr::Identifier(i) if i.quote_style.is_none() && i.value.eq_ignore_ascii_case("localtimestamp") => {
                 Some(Expr::Cast {

@@ -1,0 +1,110 @@
+//! Scalar functions and operators whose PostgreSQL meaning DataFusion lacks or differs from:
+//! `mod(a, b)`, `sign(x)`, the fractional seconds of `extract(second ...)`/`date_part('second',
+//! ...)` (DataFusion's are whole), and `SIMILAR TO` (DataFusion reads the pattern as a regex;
+//! SQL's `%`, `_` and implicit anchoring are translated here).
+
+use datafusion::sql::sqlparser::ast::{
+    BinaryOperator, CastKind, DataType as SqlType, DateTimeField, ExactNumberInfo, Expr, Function, Ident, ObjectName, Value,
+};
+
+use super::ast::{call, string_lit};
+
+fn number(n: &str) -> Expr {
+    Expr::value(Value::Number(n.into(), false))
+}
+
+fn cast(e: Expr, data_type: SqlType) -> Expr {
+    Expr::Cast { kind: CastKind::Cast, expr: Box::new(e), data_type, array: false, format: None }
+}
+
+/// Microseconds within the minute of `e` (seconds and their fraction).
+fn micros(e: Expr) -> Expr {
+    call("date_part", vec![string_lit("microsecond"), e])
+}
+
+/// A rewrite of the call `f` (named `name`, lower case) with arguments `args`, if it needs one.
+pub(super) fn function(f: &mut Function, name: &str, args: &[Expr]) -> Option<Expr> {
+    match (name, args) {
+        ("mod", [a, b]) => Some(Expr::Nested(Box::new(Expr::BinaryOp { left: Box::new(a.clone()), op: BinaryOperator::Modulo, right: Box::new(b.clone()) }))),
+        ("sign", [_]) => {
+            f.name = ObjectName::from(vec![Ident::new("signum")]);
+            None
+        }
+        // date_part('second', x) is double precision with the fraction (56.789).
+        ("date_part", [Expr::Value(v), x]) if matches!(&v.value, Value::SingleQuotedString(p) if p.eq_ignore_ascii_case("second") || p.eq_ignore_ascii_case("seconds")) => {
+            let seconds = cast(micros(x.clone()), SqlType::DoublePrecision);
+            Some(Expr::Nested(Box::new(Expr::BinaryOp { left: Box::new(seconds), op: BinaryOperator::Divide, right: Box::new(number("1000000.0")) })))
+        }
+        _ => None,
+    }
+}
+
+/// `extract(second FROM x)`: numeric with six decimals, as PostgreSQL gives it (56.789000).
+pub(super) fn extract(field: &DateTimeField, x: &Expr) -> Option<Expr> {
+    if !matches!(field, DateTimeField::Second | DateTimeField::Seconds) {
+        return None;
+    }
+    let whole = cast(micros(x.clone()), SqlType::Decimal(ExactNumberInfo::PrecisionAndScale(20, 0)));
+    let scale = cast(number("0.000001"), SqlType::Decimal(ExactNumberInfo::PrecisionAndScale(7, 6)));
+    Some(Expr::Nested(Box::new(Expr::BinaryOp { left: Box::new(whole), op: BinaryOperator::Multiply, right: Box::new(scale) })))
+}
+
+/// `x [NOT] SIMILAR TO 'pattern'` with a literal pattern and the default escape (backslash) as
+/// a regular-expression match: `%` is `.*`, `_` is `.`, the pattern matches the whole string,
+/// `|`, `*`, `+`, `?`, `{m,n}`, `()` and `[...]` keep their regex meaning, other characters
+/// match themselves.
+pub(super) fn similar_to(negated: bool, x: &Expr, pattern: &Expr) -> Option<Expr> {
+    let Expr::Value(v) = pattern else { return None };
+    let Value::SingleQuotedString(p) = &v.value else { return None };
+    let op = if negated { BinaryOperator::PGRegexNotMatch } else { BinaryOperator::PGRegexMatch };
+    Some(Expr::Nested(Box::new(Expr::BinaryOp { left: Box::new(x.clone()), op, right: Box::new(string_lit(&similar_regex(p))) })))
+}
+
+/// The anchored regex of a SIMILAR TO pattern.
+pub(super) fn similar_regex(p: &str) -> String {
+    let mut out = String::from("^(?:");
+    let mut chars = p.chars();
+    let mut in_class = false;
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => match chars.next() {
+                Some(n) => out.push_str(&regex_escape(n)),
+                None => out.push_str("\\\\"),
+            },
+            _ if in_class => {
+                if c == ']' {
+                    in_class = false;
+                }
+                out.push(c);
+            }
+            '[' => {
+                in_class = true;
+                out.push(c);
+            }
+            '%' => out.push_str(".*"),
+            '_' => out.push('.'),
+            '|' | '*' | '+' | '?' | '{' | '}' | '(' | ')' => out.push(c),
+            _ => out.push_str(&regex_escape(c)),
+        }
+    }
+    out.push_str(")$");
+    out
+}
+
+fn regex_escape(c: char) -> String {
+    if c.is_ascii_alphanumeric() || !c.is_ascii() || c == ' ' {
+        c.to_string()
+    } else {
+        format!("\\{c}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn similar_to_patterns_become_anchored_regexes() {
+        assert_eq!(super::similar_regex("a%"), "^(?:a.*)$");
+        assert_eq!(super::similar_regex("(a|b)_"), "^(?:(a|b).)$");
+        assert_eq!(super::similar_regex("a.b\\%[x-z]*"), "^(?:a\\.b\\%[x-z]*)$");
+    }
+}
