@@ -150,6 +150,21 @@ fn rewrite(e: Expr, schema: &DFSchema, udf: &Arc<ScalarUDF>, div: &Arc<ScalarUDF
             }
         }
         if let Expr::BinaryExpr(b) = &e {
+            // date ± interval is a timestamp in PostgreSQL (DataFusion keeps a date and drops
+            // the hours: DATE '2024-01-31' + INTERVAL '1 hour' was 2024-01-31).
+            use datafusion::logical_expr::Operator::{Minus, Plus};
+            let (lt, rt) = (b.left.get_type(schema), b.right.get_type(schema));
+            // (date ± integer, which coercion made an interval of days, stays a date.)
+            let from_integer = |x: &Expr| matches!(x, Expr::Cast(Cast { expr, .. }) | Expr::TryCast(TryCast { expr, .. }) if expr.get_type(schema).is_ok_and(|t| t.is_integer() || matches!(t, DataType::Duration(_))));
+            let interval = |t: &DfResult<DataType>| matches!(t, Ok(DataType::Interval(_)));
+            let date = |t: &DfResult<DataType>| matches!(t, Ok(DataType::Date32 | DataType::Date64));
+            if matches!(b.op, Plus | Minus) && ((date(&lt) && interval(&rt)) || (b.op == Plus && interval(&lt) && date(&rt))) && !from_integer(&b.left) && !from_integer(&b.right) {
+                let ts = |x: &Expr, t: &DfResult<DataType>| {
+                    if date(t) { Expr::Cast(Cast::new(Box::new(x.clone()), DataType::Timestamp(arrow::datatypes::TimeUnit::Microsecond, None))) } else { x.clone() }
+                };
+                let out = Expr::BinaryExpr(datafusion::logical_expr::BinaryExpr::new(Box::new(ts(&b.left, &lt)), b.op, Box::new(ts(&b.right, &rt))));
+                return Ok(Transformed::yes(out));
+            }
             if b.op == datafusion::logical_expr::Operator::StringConcat {
                 // jsonb || jsonb (or an untyped literal) is jsonb concatenation, not text's.
                 let is_jsonb = |x: &Expr| x.to_field(schema).is_ok_and(|(_, f)| f.metadata().contains_key(eddy_common::JSONB_METADATA_KEY));
@@ -180,6 +195,16 @@ fn rewrite(e: Expr, schema: &DFSchema, udf: &Arc<ScalarUDF>, div: &Arc<ScalarUDF
             _ => return Ok(Transformed::no(e)),
         };
         let Ok(from) = inner.get_type(schema) else { return Ok(Transformed::no(e)) };
+        // Text read as a number or date may have surrounding whitespace (' 42 '::int is 42).
+        let text = matches!(from, DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View);
+        if text && (to.is_numeric() || matches!(to, DataType::Date32 | DataType::Timestamp(_, _))) && !matches!(inner, Expr::Literal(ScalarValue::Utf8(Some(t)), _) if t.trim() == t) {
+            let trimmed = datafusion::functions::string::btrim().call(vec![inner.clone()]);
+            let cast = match &e {
+                Expr::TryCast(_) => Expr::TryCast(TryCast::new(Box::new(trimmed), to.clone())),
+                _ => Expr::Cast(Cast::new(Box::new(trimmed), to.clone())),
+            };
+            return Ok(Transformed::yes(cast));
+        }
         // A float or numeric cast to an integer rounds as PostgreSQL does (floats: halves to
         // even, numerics: halves away from zero, which Arrow's numeric rescale does), where
         // Arrow truncates (1.5::int was 1).
