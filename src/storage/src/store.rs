@@ -305,9 +305,22 @@ impl StateStore {
             object_store_max_retries: tuning.object_store_max_retries,
             max_unflushed_bytes: 32 << 20,
             l0_sst_size_bytes: 16 << 20,
-            // One compaction at a time: each holds SST builders and blocks in memory, and a
-            // small machine has few cores to give them.
-            compactor_options: Some(slatedb::config::CompactorOptions { max_concurrent_compactions: 1, ..Default::default() }),
+            // One compaction at a time, in one piece: each holds SST builders and read-ahead
+            // blocks in memory, and a small machine has few cores to give them. SlateDB's
+            // embedded worker would otherwise run four jobs, each split four ways, each input
+            // SST read 8 MiB ahead, into outputs of up to 256 MiB.
+            compactor_options: Some(slatedb::config::CompactorOptions {
+                max_concurrent_compactions: 1,
+                worker: Some(slatedb::config::CompactionWorkerOptions {
+                    max_concurrent_compactions: 1,
+                    max_subcompactions: 1,
+                    max_sst_size: 32 << 20,
+                    max_fetch_tasks: 2,
+                    bytes_to_fetch: 1 << 20,
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }),
             ..Settings::default()
         };
         let build = Db::builder(path.to_string(), object_store.clone())
