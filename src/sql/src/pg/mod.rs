@@ -12,6 +12,7 @@
 
 pub mod colnames;
 pub mod ddl_progress;
+mod set_ops;
 pub mod defs;
 pub mod functions;
 pub mod info_schema;
@@ -216,7 +217,7 @@ pub fn rewrite_statement(stmt: &mut datafusion::sql::sqlparser::ast::Statement) 
 /// The plan-level rewrites that follow [`rewrite_statement`] (implicit interval casts, integer
 /// literal widths).
 pub fn rewrite_plan(plan: datafusion::logical_expr::LogicalPlan) -> eddy_common::Result<datafusion::logical_expr::LogicalPlan> {
-    literals::rewrite_plan(intervals::pg_intervals(timestamps::type_timestamp_literals(plan)?)?)
+    set_ops::multiset_set_ops(literals::rewrite_plan(intervals::pg_intervals(timestamps::type_timestamp_literals(plan)?)?)?)
 }
 
 /// Installs the catalog functions and the session extension on a session's context.
