@@ -566,6 +566,7 @@ impl VisitorMut for PgRewriter {
             Expr::Collate { expr, .. } => Some(expr.as_ref().clone()),
             Expr::Extract { field, expr, .. } => scalars::extract(field, expr),
             Expr::SimilarTo { negated, expr, pattern, escape_char: None } => scalars::similar_to(*negated, expr, pattern),
+            Expr::BinaryOp { left, op, right } if matches!(left.as_ref(), Expr::Tuple(_)) => scalars::row_comparison(left, op, right),
             // SQL's `localtimestamp` / `localtime`: the session runs in UTC.
             Expr::Identifier(i) if i.quote_style.is_none() && i.value.eq_ignore_ascii_case("localtimestamp") => {
                 Some(Expr::Cast {

@@ -108,3 +108,44 @@ mod tests {
         assert_eq!(super::similar_regex("a.b\\%[x-z]*"), "^(?:a\\.b\\%[x-z]*)$");
     }
 }
+
+/// A comparison of two row constructors of one length, `(a, b) op (c, d)`, as PostgreSQL
+/// evaluates it: `=` is every pair equal, `<>` some pair different, and `<`, `<=`, `>`, `>=`
+/// compare pair by pair from the left — so a NULL in a deciding pair makes the result NULL
+/// (DataFusion compared the rows as structs: a NULL member made `=` false).
+pub(super) fn row_comparison(left: &Expr, op: &BinaryOperator, right: &Expr) -> Option<Expr> {
+    let (Expr::Tuple(ls), Expr::Tuple(rs)) = (strip(left), strip(right)) else { return None };
+    if ls.len() != rs.len() || ls.is_empty() {
+        return None;
+    }
+    let bin = |l: &Expr, op: BinaryOperator, r: &Expr| Expr::BinaryOp { left: Box::new(l.clone()), op, right: Box::new(r.clone()) };
+    let nested = |e: Expr| Expr::Nested(Box::new(e));
+    let pairs = ls.iter().zip(rs.iter());
+    let out = match op {
+        BinaryOperator::Eq | BinaryOperator::NotEq => {
+            let (pair_op, join) = if *op == BinaryOperator::Eq { (BinaryOperator::Eq, BinaryOperator::And) } else { (BinaryOperator::NotEq, BinaryOperator::Or) };
+            pairs.map(|(l, r)| nested(bin(l, pair_op.clone(), r))).reduce(|a, b| bin(&a, join.clone(), &b))?
+        }
+        BinaryOperator::Lt | BinaryOperator::LtEq | BinaryOperator::Gt | BinaryOperator::GtEq => {
+            let strict = if matches!(op, BinaryOperator::Lt | BinaryOperator::LtEq) { BinaryOperator::Lt } else { BinaryOperator::Gt };
+            // From the last pair back: last op, then `l strict r OR (l = r AND rest)`.
+            let mut pairs: Vec<_> = pairs.collect();
+            let (l, r) = pairs.pop()?;
+            let mut out = nested(bin(l, op.clone(), r));
+            for (l, r) in pairs.into_iter().rev() {
+                let tie = nested(bin(&nested(bin(l, BinaryOperator::Eq, r)), BinaryOperator::And, &out));
+                out = bin(&nested(bin(l, strict.clone(), r)), BinaryOperator::Or, &tie);
+            }
+            out
+        }
+        _ => return None,
+    };
+    Some(nested(out))
+}
+
+fn strip(e: &Expr) -> &Expr {
+    match e {
+        Expr::Nested(n) => strip(n),
+        other => other,
+    }
+}
