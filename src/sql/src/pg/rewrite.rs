@@ -56,7 +56,7 @@ pub use ast::{call, is_aggregate_call};
 pub use datetime::pg_datetime_pattern;
 use aggregates::{sorted_array_agg, string_agg};
 use json::{json_agg, json_object_agg};
-use quantified::{exists_as_count, quantified_subquery};
+use quantified::{exists_as_count, quantified_subquery, row_in_subquery};
 
 /// Applies every rewrite in the module docs to `stmt`.
 pub fn rewrite(stmt: &mut Statement) -> Result<()> {
@@ -545,7 +545,7 @@ impl VisitorMut for PgRewriter {
     fn pre_visit_expr(&mut self, e: &mut Expr) -> ControlFlow<()> {
         // Before the children are visited: the subquery of `x op ANY/ALL (subquery)` is a set,
         // not a scalar subquery to decorrelate.
-        if let Some(r) = quantified_subquery(e) {
+        if let Some(r) = quantified_subquery(e).or_else(|| row_in_subquery(e)) {
             *e = r;
         }
         ControlFlow::Continue(())

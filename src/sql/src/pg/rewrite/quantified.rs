@@ -85,29 +85,7 @@ pub(super) fn quantified_subquery(e: &Expr) -> Option<Expr> {
     // `SELECT 1 FROM f WHERE w AND <test on v>`.
     if q.with.is_none() && q.order_by.is_none() && q.limit_clause.is_none() && q.fetch.is_none() {
         if let SetExpr::Select(s) = q.body.as_ref() {
-            // `x` must not be captured by the subquery's relations: only qualified columns whose
-            // qualifiers the subquery does not define.
-            let inner: Vec<String> = s
-                .from
-                .iter()
-                .flat_map(|t| std::iter::once(&t.relation).chain(t.joins.iter().map(|j| &j.relation)))
-                .filter_map(|f| match f {
-                    TableFactor::Table { alias: Some(a), .. } | TableFactor::Derived { alias: Some(a), .. } => Some(a.name.value.to_lowercase()),
-                    TableFactor::Table { name, .. } => name.0.last().map(|p| p.to_string().to_lowercase()),
-                    _ => None,
-                })
-                .collect();
-            let mut safe = true;
-            let _ = datafusion::sql::sqlparser::ast::visit_expressions(left.as_ref(), |x| {
-                match x {
-                    Expr::Identifier(_) | Expr::Subquery(_) | Expr::Exists { .. } | Expr::InSubquery { .. } => safe = false,
-                    Expr::CompoundIdentifier(parts) if parts.len() >= 2 => {
-                        safe &= !inner.contains(&parts[parts.len() - 2].value.to_lowercase())
-                    }
-                    _ => {}
-                }
-                ControlFlow::<()>::Continue(())
-            });
+            let safe = uncaptured(left, s);
             let plain = safe
                 && s.projection.len() == 1
                 && s.having.is_none()
@@ -150,6 +128,88 @@ pub(super) fn quantified_subquery(e: &Expr) -> Option<Expr> {
         .pop()?
     {
         Statement::Query(sub) => Some(Expr::Exists { subquery: sub, negated: all }),
+        _ => None,
+    }
+}
+
+/// True if `x` reads no column the relations of `s` could capture: only qualified columns whose
+/// qualifiers `s` does not define (so `x` can move into `s`'s WHERE clause).
+fn uncaptured(x: &Expr, s: &Select) -> bool {
+    let inner: Vec<String> = s
+        .from
+        .iter()
+        .flat_map(|t| std::iter::once(&t.relation).chain(t.joins.iter().map(|j| &j.relation)))
+        .filter_map(|f| match f {
+            TableFactor::Table { alias: Some(a), .. } | TableFactor::Derived { alias: Some(a), .. } => Some(a.name.value.to_lowercase()),
+            TableFactor::Table { name, .. } => name.0.last().map(|p| p.to_string().to_lowercase()),
+            _ => None,
+        })
+        .collect();
+    let mut safe = true;
+    let _ = datafusion::sql::sqlparser::ast::visit_expressions(x, |x| {
+        match x {
+            Expr::Identifier(_) | Expr::Subquery(_) | Expr::Exists { .. } | Expr::InSubquery { .. } => safe = false,
+            Expr::CompoundIdentifier(parts) if parts.len() >= 2 => safe &= !inner.contains(&parts[parts.len() - 2].value.to_lowercase()),
+            _ => {}
+        }
+        ControlFlow::<()>::Continue(())
+    });
+    safe
+}
+
+/// `(x1, x2) [NOT] IN (subquery of two columns)` (DataFusion plans IN over one column only) →
+/// `[NOT] EXISTS (SELECT 1 FROM (subquery) AS __in(c1, c2) WHERE <test>)`, the test being
+/// `(c1, c2) = (x1, x2)` for IN and `((c1, c2) = (x1, x2)) IS NOT FALSE` for NOT IN (a row
+/// whose comparison is NULL makes NOT IN not true). Exact in a WHERE clause; elsewhere a NULL
+/// result reads as false.
+pub(super) fn row_in_subquery(e: &Expr) -> Option<Expr> {
+    let Expr::InSubquery { expr, subquery, negated } = e else { return None };
+    let Expr::Tuple(xs) = expr.as_ref() else { return None };
+    let row = |items: Vec<String>| format!("({})", items.join(", "));
+    let test = |values: Vec<String>| {
+        let equal = format!("{} = {}", row(values), row(xs.iter().map(|x| x.to_string()).collect()));
+        if *negated { format!("({equal}) IS NOT FALSE") } else { equal }
+    };
+    // A plain `SELECT p1, p2 FROM f WHERE w` keeps its correlation in a WHERE clause:
+    // `SELECT 1 FROM f WHERE w AND <test on p1, p2>` (DataFusion does not decorrelate a
+    // derived table).
+    let plain = match subquery.body.as_ref() {
+        SetExpr::Select(s)
+            if subquery.with.is_none()
+                && subquery.order_by.is_none()
+                && subquery.limit_clause.is_none()
+                && subquery.fetch.is_none()
+                && s.having.is_none()
+                && s.distinct.is_none()
+                && matches!(&s.group_by, GroupByExpr::Expressions(g, _) if g.is_empty())
+                && !s.from.is_empty()
+                && s.projection.len() == xs.len()
+                && xs.iter().all(|x| uncaptured(x, s)) =>
+        {
+            let values: Option<Vec<String>> = s
+                .projection
+                .iter()
+                .map(|p| match p {
+                    SelectItem::UnnamedExpr(v) | SelectItem::ExprWithAlias { expr: v, .. } if !contains_aggregate(v) => Some(format!("({v})")),
+                    _ => None,
+                })
+                .collect();
+            values.map(|values| {
+                let from = s.from.iter().map(|t| t.to_string()).collect::<Vec<_>>().join(", ");
+                match &s.selection {
+                    Some(w) => format!("SELECT 1 FROM {from} WHERE ({w}) AND {}", test(values)),
+                    None => format!("SELECT 1 FROM {from} WHERE {}", test(values)),
+                }
+            })
+        }
+        _ => None,
+    };
+    let sql = plain.unwrap_or_else(|| {
+        let columns: Vec<String> = (1..=xs.len()).map(|i| format!("__c{i}")).collect();
+        format!("SELECT 1 FROM ({subquery}) AS __in({}) WHERE {}", columns.join(", "), test(columns.iter().map(|c| format!("__in.{c}")).collect()))
+    });
+    match datafusion::sql::sqlparser::parser::Parser::parse_sql(&datafusion::sql::sqlparser::dialect::PostgreSqlDialect {}, &sql).ok()?.pop()? {
+        Statement::Query(sub) => Some(Expr::Exists { subquery: sub, negated: *negated }),
         _ => None,
     }
 }
