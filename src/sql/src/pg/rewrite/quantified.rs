@@ -135,16 +135,7 @@ pub(super) fn quantified_subquery(e: &Expr) -> Option<Expr> {
 /// True if `x` reads no column the relations of `s` could capture: only qualified columns whose
 /// qualifiers `s` does not define (so `x` can move into `s`'s WHERE clause).
 fn uncaptured(x: &Expr, s: &Select) -> bool {
-    let inner: Vec<String> = s
-        .from
-        .iter()
-        .flat_map(|t| std::iter::once(&t.relation).chain(t.joins.iter().map(|j| &j.relation)))
-        .filter_map(|f| match f {
-            TableFactor::Table { alias: Some(a), .. } | TableFactor::Derived { alias: Some(a), .. } => Some(a.name.value.to_lowercase()),
-            TableFactor::Table { name, .. } => name.0.last().map(|p| p.to_string().to_lowercase()),
-            _ => None,
-        })
-        .collect();
+    let inner = inner_relations(s);
     let mut safe = true;
     let _ = datafusion::sql::sqlparser::ast::visit_expressions(x, |x| {
         match x {
@@ -157,14 +148,47 @@ fn uncaptured(x: &Expr, s: &Select) -> bool {
     safe
 }
 
-/// `(x1, x2) [NOT] IN (subquery of two columns)` (DataFusion plans IN over one column only) →
+/// True if `s`'s WHERE clause reads a qualified column of a relation `s` does not define (a
+/// correlated subquery).
+fn correlated(s: &Select) -> bool {
+    let inner = inner_relations(s);
+    let Some(w) = &s.selection else { return false };
+    datafusion::sql::sqlparser::ast::visit_expressions(w, |x| match x {
+        Expr::CompoundIdentifier(parts) if parts.len() >= 2 && !inner.contains(&parts[parts.len() - 2].value.to_lowercase()) => ControlFlow::Break(()),
+        _ => ControlFlow::Continue(()),
+    })
+    .is_break()
+}
+
+/// The names (aliases, else table names) `s`'s FROM clause defines, lower case.
+fn inner_relations(s: &Select) -> Vec<String> {
+    s
+        .from
+        .iter()
+        .flat_map(|t| std::iter::once(&t.relation).chain(t.joins.iter().map(|j| &j.relation)))
+        .filter_map(|f| match f {
+            TableFactor::Table { alias: Some(a), .. } | TableFactor::Derived { alias: Some(a), .. } => Some(a.name.value.to_lowercase()),
+            TableFactor::Table { name, .. } => name.0.last().map(|p| p.to_string().to_lowercase()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// `(x1, x2) [NOT] IN (subquery of two columns)` (DataFusion plans IN over one column only), and
+/// a correlated `x NOT IN (subquery)`, →
 /// `[NOT] EXISTS (SELECT 1 FROM (subquery) AS __in(c1, c2) WHERE <test>)`, the test being
 /// `(c1, c2) = (x1, x2)` for IN and `((c1, c2) = (x1, x2)) IS NOT FALSE` for NOT IN (a row
 /// whose comparison is NULL makes NOT IN not true). Exact in a WHERE clause; elsewhere a NULL
 /// result reads as false.
 pub(super) fn row_in_subquery(e: &Expr) -> Option<Expr> {
     let Expr::InSubquery { expr, subquery, negated } = e else { return None };
-    let Expr::Tuple(xs) = expr.as_ref() else { return None };
+    let xs = match expr.as_ref() {
+        Expr::Tuple(xs) => xs.clone(),
+        // A correlated `x NOT IN (...)` too: DataFusion's null-aware anti join takes one key
+        // only, and the correlation adds another.
+        x if *negated && matches!(subquery.body.as_ref(), SetExpr::Select(s) if correlated(s)) => vec![x.clone()],
+        _ => return None,
+    };
     let row = |items: Vec<String>| format!("({})", items.join(", "));
     let test = |values: Vec<String>| {
         let equal = format!("{} = {}", row(values), row(xs.iter().map(|x| x.to_string()).collect()));
