@@ -125,6 +125,32 @@ fn rint() -> ScalarUDF {
     crate::planner::udf::closure_udf("eddy_rint", Signature::any(1, Volatility::Immutable), DataType::Float64, Arc::new(body))
 }
 
+/// Fails with "integer out of range" if `e`, integer or decimal `+`, `-` or `*` of constants
+/// only, overflows: the optimizer folds constants with wrapping arithmetic before the checked
+/// arithmetic of `planner/overflow.rs` applies (`2147483647::int + 1::int` was -2147483648).
+fn constant_overflow(e: &Expr, op: datafusion::logical_expr::Operator, schema: &DFSchema) -> DfResult<()> {
+    use datafusion::logical_expr::Operator::{Minus, Multiply, Plus};
+    let constant = || {
+        let mut plain = true;
+        let _ = e.apply(|x| {
+            plain &= matches!(x, Expr::Literal(..) | Expr::BinaryExpr(_) | Expr::Cast(_) | Expr::TryCast(_) | Expr::Negative(_));
+            Ok(if plain { datafusion::common::tree_node::TreeNodeRecursion::Continue } else { datafusion::common::tree_node::TreeNodeRecursion::Stop })
+        });
+        plain
+    };
+    if !matches!(op, Plus | Minus | Multiply) || !e.get_type(schema).is_ok_and(|t| t.is_integer() || matches!(t, DataType::Decimal128(_, _))) || !constant() {
+        return Ok(());
+    }
+    let empty = DFSchema::empty();
+    let Ok(physical) = datafusion::physical_expr::create_physical_expr(e, &empty, &datafusion::execution::context::ExecutionProps::new()) else { return Ok(()) };
+    let Ok(physical) = crate::planner::overflow::checked(physical, empty.as_arrow()) else { return Ok(()) };
+    let one_row = arrow::array::RecordBatch::try_new_with_options(Arc::new(arrow::datatypes::Schema::empty()), vec![], &arrow::array::RecordBatchOptions::new().with_row_count(Some(1)))?;
+    match physical.evaluate(&one_row) {
+        Err(err) if err.to_string().to_ascii_lowercase().contains("overflow") => Err(err),
+        _ => Ok(()),
+    }
+}
+
 /// The analyzer rule (see the module docs).
 #[derive(Debug, Default)]
 pub struct PgTextCasts;
@@ -150,6 +176,7 @@ fn rewrite(e: Expr, schema: &DFSchema, udf: &Arc<ScalarUDF>, div: &Arc<ScalarUDF
             }
         }
         if let Expr::BinaryExpr(b) = &e {
+            constant_overflow(&e, b.op, schema)?;
             // date ± interval is a timestamp in PostgreSQL (DataFusion keeps a date and drops
             // the hours: DATE '2024-01-31' + INTERVAL '1 hour' was 2024-01-31).
             use datafusion::logical_expr::Operator::{Minus, Plus};
