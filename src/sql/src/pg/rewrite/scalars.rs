@@ -99,16 +99,6 @@ fn regex_escape(c: char) -> String {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn similar_to_patterns_become_anchored_regexes() {
-        assert_eq!(super::similar_regex("a%"), "^(?:a.*)$");
-        assert_eq!(super::similar_regex("(a|b)_"), "^(?:(a|b).)$");
-        assert_eq!(super::similar_regex("a.b\\%[x-z]*"), "^(?:a\\.b\\%[x-z]*)$");
-    }
-}
-
 /// A comparison of two row constructors of one length, `(a, b) op (c, d)`, as PostgreSQL
 /// evaluates it: `=` is every pair equal, `<>` some pair different, and `<`, `<=`, `>`, `>=`
 /// compare pair by pair from the left — so a NULL in a deciding pair makes the result NULL
@@ -147,5 +137,15 @@ fn strip(e: &Expr) -> &Expr {
     match e {
         Expr::Nested(n) => strip(n),
         other => other,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn similar_to_patterns_become_anchored_regexes() {
+        assert_eq!(super::similar_regex("a%"), "^(?:a.*)$");
+        assert_eq!(super::similar_regex("(a|b)_"), "^(?:(a|b).)$");
+        assert_eq!(super::similar_regex("a.b\\%[x-z]*"), "^(?:a\\.b\\%[x-z]*)$");
     }
 }
