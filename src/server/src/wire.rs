@@ -512,6 +512,39 @@ impl ExtendedQueryHandler for Handlers {
         crate::respond::on_execute(self, client, message).await
     }
 
+    /// pgwire's default Bind handling, except that BindComplete is queued, not flushed: it goes
+    /// out with the Execute's rows at the next flush (a Sync or Flush, as PostgreSQL does), one
+    /// write per prepared query instead of two.
+    async fn on_bind<C>(&self, client: &mut C, message: pgwire::messages::extendedquery::Bind) -> PgWireResult<()>
+    where
+        C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::PortalStore: PortalStore<Statement = Self::Statement>,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        let statement_name = message.statement_name.as_deref().unwrap_or(DEFAULT_NAME);
+        let portal_name = message.portal_name.as_deref().unwrap_or(DEFAULT_NAME);
+        match client.portal_store().get_statement(statement_name) {
+            Some(pgwire::api::store::Entry::Value(statement)) => {
+                let portal = Portal::try_new(&message, statement)?;
+                client.portal_store().put_portal(Arc::new(portal));
+            }
+            Some(pgwire::api::store::Entry::Empty) => {
+                if !message.parameters.is_empty() {
+                    return Err(PgWireError::UserError(Box::new(ErrorInfo::new(
+                        "ERROR".to_owned(),
+                        "08P01".to_owned(),
+                        format!("bind message supplies {} parameters, but prepared statement {statement_name:?} requires 0", message.parameters.len()),
+                    ))));
+                }
+                client.portal_store().put_empty_portal(portal_name);
+            }
+            None => return Err(PgWireError::StatementNotFound(statement_name.to_owned())),
+        }
+        client.feed(PgWireBackendMessage::BindComplete(pgwire::messages::extendedquery::BindComplete::new())).await?;
+        Ok(())
+    }
+
     /// pgwire's default Parse handling, plus remembering the statement's name for
     /// `DEALLOCATE ALL` / `DISCARD ALL`.
     async fn on_parse<C>(&self, client: &mut C, message: Parse) -> PgWireResult<()>
@@ -529,7 +562,7 @@ impl ExtendedQueryHandler for Handlers {
         if name != DEFAULT_NAME {
             client.session_extensions().get_or_insert_with(StatementNames::default).0.lock().insert(name);
         }
-        client.send(PgWireBackendMessage::ParseComplete(ParseComplete::new())).await?;
+        client.feed(PgWireBackendMessage::ParseComplete(ParseComplete::new())).await?;
         Ok(())
     }
 
