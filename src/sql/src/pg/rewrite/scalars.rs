@@ -1,13 +1,14 @@
 //! Scalar functions and operators whose PostgreSQL meaning DataFusion lacks or differs from:
-//! `mod(a, b)`, `sign(x)`, the fractional seconds of `extract(second ...)`/`date_part('second',
+//! `mod(a, b)`, `sign(x)`, `min`/`max` over sliding window frames, the fractional seconds of `extract(second ...)`/`date_part('second',
 //! ...)` (DataFusion's are whole), and `SIMILAR TO` (DataFusion reads the pattern as a regex;
 //! SQL's `%`, `_` and implicit anchoring are translated here).
 
 use datafusion::sql::sqlparser::ast::{
     BinaryOperator, CastKind, DataType as SqlType, DateTimeField, ExactNumberInfo, Expr, Function, Ident, ObjectName, Value,
+    WindowType,
 };
 
-use super::ast::{call, string_lit};
+use super::ast::{call, case_when, string_lit};
 
 fn number(n: &str) -> Expr {
     Expr::value(Value::Number(n.into(), false))
@@ -34,6 +35,22 @@ pub(super) fn function(f: &mut Function, name: &str, args: &[Expr]) -> Option<Ex
         ("date_part", [Expr::Value(v), x]) if matches!(&v.value, Value::SingleQuotedString(p) if p.eq_ignore_ascii_case("second") || p.eq_ignore_ascii_case("seconds")) => {
             let seconds = cast(micros(x.clone()), SqlType::DoublePrecision);
             Some(Expr::Nested(Box::new(Expr::BinaryOp { left: Box::new(seconds), op: BinaryOperator::Divide, right: Box::new(number("1000000.0")) })))
+        }
+        // min/max over a sliding frame: DataFusion's sliding accumulators keep the last value
+        // once every row of the frame is NULL (or has left it); PostgreSQL says NULL there.
+        ("min" | "max", [x]) => {
+            let Some(WindowType::WindowSpec(spec)) = &f.over else { return None };
+            spec.window_frame.as_ref()?;
+            let mut count = call("count", vec![x.clone()]);
+            if let Expr::Function(c) = &mut count {
+                c.over = f.over.clone();
+            }
+            let empty = Expr::BinaryOp { left: Box::new(count), op: BinaryOperator::Eq, right: Box::new(number("0")) };
+            let mut case = case_when(vec![(empty, Expr::value(Value::Null))]);
+            if let Expr::Case { else_result, .. } = &mut case {
+                *else_result = Some(Box::new(Expr::Function(f.clone())));
+            }
+            Some(case)
         }
         _ => None,
     }
