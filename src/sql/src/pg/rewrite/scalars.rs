@@ -150,6 +150,21 @@ pub(super) fn row_comparison(left: &Expr, op: &BinaryOperator, right: &Expr) -> 
     Some(nested(out))
 }
 
+/// `x IS [NOT] DISTINCT FROM y AND z` as PostgreSQL reads it, `(x IS DISTINCT FROM y) AND z`:
+/// the parser binds AND/OR tighter there (`x IS DISTINCT FROM (y AND z)`). A parenthesized
+/// right side stays as written.
+pub(super) fn distinct_from_precedence(e: &Expr) -> Option<Expr> {
+    let (l, r, not) = match e {
+        Expr::IsDistinctFrom(l, r) => (l, r, false),
+        Expr::IsNotDistinctFrom(l, r) => (l, r, true),
+        _ => return None,
+    };
+    let Expr::BinaryOp { left, op: op @ (BinaryOperator::And | BinaryOperator::Or), right } = r.as_ref() else { return None };
+    let inner = if not { Expr::IsNotDistinctFrom(l.clone(), left.clone()) } else { Expr::IsDistinctFrom(l.clone(), left.clone()) };
+    let inner = distinct_from_precedence(&inner).unwrap_or(inner);
+    Some(Expr::BinaryOp { left: Box::new(inner), op: op.clone(), right: right.clone() })
+}
+
 fn strip(e: &Expr) -> &Expr {
     match e {
         Expr::Nested(n) => strip(n),
