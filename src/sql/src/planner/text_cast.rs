@@ -177,6 +177,33 @@ fn rewrite(e: Expr, schema: &DFSchema, udf: &Arc<ScalarUDF>, div: &Arc<ScalarUDF
         }
         if let Expr::BinaryExpr(b) = &e {
             constant_overflow(&e, b.op, schema)?;
+            // float8 compared with a numeric compares as float8 in PostgreSQL; coercion made
+            // both numeric (0.30000000000000004::float8 = 0.3 was true).
+            use datafusion::logical_expr::Operator::{Eq, Gt, GtEq, IsDistinctFrom, IsNotDistinctFrom, Lt, LtEq, NotEq};
+            if matches!(b.op, Eq | NotEq | Lt | LtEq | Gt | GtEq | IsDistinctFrom | IsNotDistinctFrom) {
+                let float_under = |x: &Expr| match x {
+                    Expr::Cast(Cast { expr, field }) if matches!(field.data_type(), DataType::Decimal128(_, _)) && expr.get_type(schema).is_ok_and(|t| is_float(&t)) => {
+                        Some(if expr.get_type(schema).is_ok_and(|t| t == DataType::Float64) { expr.as_ref().clone() } else { Expr::Cast(Cast::new(expr.clone(), DataType::Float64)) })
+                    }
+                    _ => None,
+                };
+                let as_float = |x: &Expr| {
+                    let inner = match x {
+                        Expr::Cast(Cast { expr, field }) if matches!(field.data_type(), DataType::Decimal128(_, _)) => expr.as_ref().clone(),
+                        other => other.clone(),
+                    };
+                    Expr::Cast(Cast::new(Box::new(inner), DataType::Float64))
+                };
+                let sides = match (float_under(&b.left), float_under(&b.right)) {
+                    (Some(l), Some(r)) => Some((l, r)),
+                    (Some(l), None) => Some((l, as_float(&b.right))),
+                    (None, Some(r)) => Some((as_float(&b.left), r)),
+                    (None, None) => None,
+                };
+                if let Some((l, r)) = sides {
+                    return Ok(Transformed::yes(Expr::BinaryExpr(datafusion::logical_expr::BinaryExpr::new(Box::new(l), b.op, Box::new(r)))));
+                }
+            }
             // date ± interval is a timestamp in PostgreSQL (DataFusion keeps a date and drops
             // the hours: DATE '2024-01-31' + INTERVAL '1 hour' was 2024-01-31).
             use datafusion::logical_expr::Operator::{Minus, Plus};

@@ -1,5 +1,5 @@
 //! Scalar functions and operators whose PostgreSQL meaning DataFusion lacks or differs from:
-//! `mod(a, b)`, `sign(x)`, `min`/`max` over sliding window frames, the fractional seconds of `extract(second ...)`/`date_part('second',
+//! `mod(a, b)`, `sign(x)`, `array_remove`/`array_replace` (every occurrence), `replace` of '', `min`/`max` over sliding window frames, the fractional seconds of `extract(second ...)`/`date_part('second',
 //! ...)` (DataFusion's are whole), and `SIMILAR TO` (DataFusion reads the pattern as a regex;
 //! SQL's `%`, `_` and implicit anchoring are translated here).
 
@@ -27,6 +27,14 @@ fn micros(e: Expr) -> Expr {
 pub(super) fn function(f: &mut Function, name: &str, args: &[Expr]) -> Option<Expr> {
     match (name, args) {
         ("mod", [a, b]) => Some(Expr::Nested(Box::new(Expr::BinaryOp { left: Box::new(a.clone()), op: BinaryOperator::Modulo, right: Box::new(b.clone()) }))),
+        // PostgreSQL removes and replaces every occurrence (DataFusion's: the first only).
+        ("array_remove" | "array_replace", _) => {
+            f.name = ObjectName::from(vec![Ident::new(format!("{name}_all"))]);
+            None
+        }
+        // An empty search string leaves the text as it is (Rust's replace would insert between
+        // every character).
+        ("replace", [x, Expr::Value(v), _]) if matches!(&v.value, Value::SingleQuotedString(p) if p.is_empty()) => Some(x.clone()),
         ("sign", [_]) => {
             f.name = ObjectName::from(vec![Ident::new("signum")]);
             None
