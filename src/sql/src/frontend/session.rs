@@ -188,7 +188,7 @@ impl Session {
         let plan = state.statement_to_plan(DFStatement::Statement(Box::new(stmt))).await?;
         crate::planner::parse::check_subquery_nesting(&plan)?;
         let plan = crate::pg::rewrite_plan(plan)?;
-        Ok((state, plan))
+        Ok((recursive_safe(state, &plan), plan))
     }
 
     /// A context for queries over in-memory tables (RETURNING, ON CONFLICT): the session's
@@ -302,4 +302,22 @@ pub(crate) async fn run_scratch(ctx: &SessionContext, sql: &str) -> Result<(Sche
 /// every filter that may move.
 fn physical_rules() -> Vec<Arc<dyn datafusion::physical_optimizer::PhysicalOptimizerRule + Send + Sync>> {
     datafusion::physical_optimizer::optimizer::PhysicalOptimizer::new().rules.into_iter().filter(|r| r.name() != "FilterPushdown").collect()
+}
+
+/// `state` for running `plan`: without DataFusion's projection pruning when the plan has a
+/// recursive CTE, which that rule breaks when the outer query reads only some of the CTE's
+/// columns (it prunes the static term and the work table's output but not what the recursive
+/// term reads: "project index 1 out of bounds").
+fn recursive_safe(state: SessionState, plan: &LogicalPlan) -> SessionState {
+    use datafusion::common::tree_node::TreeNodeRecursion;
+    let mut recursive = false;
+    let _ = plan.apply_with_subqueries(|n| {
+        recursive |= matches!(n, LogicalPlan::RecursiveQuery(_));
+        Ok(if recursive { TreeNodeRecursion::Stop } else { TreeNodeRecursion::Continue })
+    });
+    if !recursive {
+        return state;
+    }
+    let rules = state.optimizer().rules.iter().filter(|r| r.name() != "optimize_projections").cloned().collect();
+    datafusion::execution::session_state::SessionStateBuilder::new_from_existing(state).with_optimizer_rules(rules).build()
 }
