@@ -35,6 +35,17 @@ pub(super) fn function(f: &mut Function, name: &str, args: &[Expr]) -> Option<Ex
         // An empty search string leaves the text as it is (Rust's replace would insert between
         // every character).
         ("replace", [x, Expr::Value(v), _]) if matches!(&v.value, Value::SingleQuotedString(p) if p.is_empty()) => Some(x.clone()),
+        // PostgreSQL's replacement text: `\1`..`\9` and `\&` (the whole match) refer to the match,
+        // `$` is literal; in the regex crate's (which DataFusion's `\N` translation feeds) `$`
+        // starts a reference.
+        ("regexp_replace", [_, _, Expr::Value(v), ..]) if matches!(&v.value, Value::SingleQuotedString(r) if r.contains('$') || r.contains("\\&")) => {
+            let Value::SingleQuotedString(r) = &v.value else { return None };
+            let replacement = pg_replacement(r);
+            if let datafusion::sql::sqlparser::ast::FunctionArguments::List(list) = &mut f.args {
+                list.args[2] = datafusion::sql::sqlparser::ast::FunctionArg::Unnamed(datafusion::sql::sqlparser::ast::FunctionArgExpr::Expr(string_lit(&replacement)));
+            }
+            None
+        }
         ("sign", [_]) => {
             f.name = ObjectName::from(vec![Ident::new("signum")]);
             None
@@ -62,6 +73,30 @@ pub(super) fn function(f: &mut Function, name: &str, args: &[Expr]) -> Option<Ex
         }
         _ => None,
     }
+}
+
+/// A PostgreSQL regexp_replace replacement in the regex crate's syntax: `\&` is `${0}`, `$`
+/// is `$$`; `\N` stays for DataFusion to translate.
+fn pg_replacement(r: &str) -> String {
+    let mut out = String::with_capacity(r.len());
+    let mut chars = r.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' if chars.peek() == Some(&'&') => {
+                chars.next();
+                out.push_str("${0}");
+            }
+            '\\' => {
+                out.push(c);
+                if let Some(n) = chars.next() {
+                    out.push(n);
+                }
+            }
+            '$' => out.push_str("$$"),
+            _ => out.push(c),
+        }
+    }
+    out
 }
 
 /// `extract(second FROM x)`: numeric with six decimals, as PostgreSQL gives it (56.789000).
@@ -187,5 +222,11 @@ mod tests {
         assert_eq!(super::similar_regex("a%"), "^(?:a.*)$");
         assert_eq!(super::similar_regex("(a|b)_"), "^(?:(a|b).)$");
         assert_eq!(super::similar_regex("a.b\\%[x-z]*"), "^(?:a\\.b\\%[x-z]*)$");
+    }
+
+    #[test]
+    fn postgres_replacements_become_regex_crate_ones() {
+        assert_eq!(super::pg_replacement("\\2 \\1 \\&"), "\\2 \\1 ${0}");
+        assert_eq!(super::pg_replacement("$1 costs $"), "$$1 costs $$");
     }
 }
