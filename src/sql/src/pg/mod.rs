@@ -10,6 +10,7 @@
 //! Unqualified names resolve as in PostgreSQL, which searches `pg_catalog` implicitly: when a
 //! user schema has no relation of that name, [`catalog_relation`] supplies the `pg_catalog` one.
 
+mod age;
 pub mod colnames;
 pub mod ddl_progress;
 mod set_ops;
@@ -226,6 +227,7 @@ pub fn install(ctx: &SessionContext, relations: &Arc<dyn Relations>, info: &Sess
     ctx.state_ref().write().config_mut().set_extension(session.clone());
     let registrar = udf::Registrar { ctx, relations: relations.clone(), session };
     functions::register_all(&registrar);
+    ctx.register_udf(age::udf());
     ctx.register_udtf("pg_get_keywords", Arc::new(KeywordsFn));
     let series = datafusion::functions_table::generate_series().function().clone();
     ctx.register_udtf("generate_series", Arc::new(series::GenerateSeries::new(series, true)));
