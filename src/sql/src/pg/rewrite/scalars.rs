@@ -46,6 +46,15 @@ pub(super) fn function(f: &mut Function, name: &str, args: &[Expr]) -> Option<Ex
             }
             None
         }
+        // An empty array has no dimensions in PostgreSQL: its length and ndims are NULL.
+        ("array_length" | "array_ndims", [a, ..]) => {
+            let empty = Expr::BinaryOp { left: Box::new(call("cardinality", vec![a.clone()])), op: BinaryOperator::Eq, right: Box::new(number("0")) };
+            let mut case = case_when(vec![(empty, Expr::value(Value::Null))]);
+            if let Expr::Case { else_result, .. } = &mut case {
+                *else_result = Some(Box::new(Expr::Function(f.clone())));
+            }
+            Some(case)
+        }
         ("sign", [_]) => {
             f.name = ObjectName::from(vec![Ident::new("signum")]);
             None
@@ -206,6 +215,23 @@ pub(super) fn distinct_from_precedence(e: &Expr) -> Option<Expr> {
     let inner = if not { Expr::IsNotDistinctFrom(l.clone(), left.clone()) } else { Expr::IsDistinctFrom(l.clone(), left.clone()) };
     let inner = distinct_from_precedence(&inner).unwrap_or(inner);
     Some(Expr::BinaryOp { left: Box::new(inner), op: op.clone(), right: right.clone() })
+}
+
+/// `a[-n]` (a negative constant subscript) is NULL in PostgreSQL, where DataFusion counts from
+/// the end: `CASE WHEN false THEN a[1] END` keeps the element type.
+pub(super) fn negative_subscript(e: &Expr) -> Option<Expr> {
+    use datafusion::sql::sqlparser::ast::{AccessExpr, Subscript, UnaryOperator};
+    let Expr::CompoundFieldAccess { root, access_chain } = e else { return None };
+    let [AccessExpr::Subscript(Subscript::Index { index })] = access_chain.as_slice() else { return None };
+    let negative = match strip(index) {
+        Expr::UnaryOp { op: UnaryOperator::Minus, expr } => matches!(strip(expr), Expr::Value(v) if matches!(&v.value, Value::Number(..))),
+        _ => false,
+    };
+    if !negative {
+        return None;
+    }
+    let first = Expr::CompoundFieldAccess { root: root.clone(), access_chain: vec![AccessExpr::Subscript(Subscript::Index { index: number("1") })] };
+    Some(case_when(vec![(Expr::value(Value::Boolean(false)), first)]))
 }
 
 fn strip(e: &Expr) -> &Expr {
