@@ -18,6 +18,15 @@ fn cast(e: Expr, data_type: SqlType) -> Expr {
     Expr::Cast { kind: CastKind::Cast, expr: Box::new(e), data_type, array: false, format: None }
 }
 
+/// `CASE WHEN condition THEN NULL ELSE value END`.
+fn null_when(condition: Expr, value: Expr) -> Expr {
+    let mut case = case_when(vec![(condition, Expr::value(Value::Null))]);
+    if let Expr::Case { else_result, .. } = &mut case {
+        *else_result = Some(Box::new(value));
+    }
+    case
+}
+
 /// Microseconds within the minute of `e` (seconds and their fraction).
 fn micros(e: Expr) -> Expr {
     call("date_part", vec![string_lit("microsecond"), e])
@@ -49,11 +58,7 @@ pub(super) fn function(f: &mut Function, name: &str, args: &[Expr]) -> Option<Ex
         // An empty array has no dimensions in PostgreSQL: its length and ndims are NULL.
         ("array_length" | "array_ndims", [a, ..]) => {
             let empty = Expr::BinaryOp { left: Box::new(call("cardinality", vec![a.clone()])), op: BinaryOperator::Eq, right: Box::new(number("0")) };
-            let mut case = case_when(vec![(empty, Expr::value(Value::Null))]);
-            if let Expr::Case { else_result, .. } = &mut case {
-                *else_result = Some(Box::new(Expr::Function(f.clone())));
-            }
-            Some(case)
+            Some(null_when(empty, Expr::Function(f.clone())))
         }
         ("sign", [_]) => {
             f.name = ObjectName::from(vec![Ident::new("signum")]);
@@ -74,11 +79,7 @@ pub(super) fn function(f: &mut Function, name: &str, args: &[Expr]) -> Option<Ex
                 c.over = f.over.clone();
             }
             let empty = Expr::BinaryOp { left: Box::new(count), op: BinaryOperator::Eq, right: Box::new(number("0")) };
-            let mut case = case_when(vec![(empty, Expr::value(Value::Null))]);
-            if let Expr::Case { else_result, .. } = &mut case {
-                *else_result = Some(Box::new(Expr::Function(f.clone())));
-            }
-            Some(case)
+            Some(null_when(empty, Expr::Function(f.clone())))
         }
         _ => None,
     }
