@@ -129,20 +129,18 @@ impl ReadSnapshot {
     /// and the blocks it reads stay in the block cache, so a repeated read touches no file.
     /// Whole tables go through [`ReadSnapshot::scan_batches`], which streams past the cache.
     pub async fn scan_prefix_cached(&self, prefix: &[u8]) -> Result<Vec<(Bytes, Bytes)>> {
-        let (start, end) = prefix_bounds(prefix);
-        let mut cursor = self.scan_batches_with(start, end, 4096, &cached_scan()).await?;
-        let mut out = Vec::new();
-        while let Some(batch) = cursor.next_batch().await? {
-            out.extend(batch);
-        }
-        Ok(out)
+        self.collect_prefix(prefix, &cached_scan()).await
     }
 
     /// All entries whose key starts with `prefix`, in key order. Collects the whole range; use
     /// [`ReadSnapshot::scan_batches`] for ranges that may not fit in memory.
     pub async fn scan_prefix(&self, prefix: &[u8]) -> Result<Vec<(Bytes, Bytes)>> {
+        self.collect_prefix(prefix, &streaming_scan()).await
+    }
+
+    async fn collect_prefix(&self, prefix: &[u8], options: &ScanOptions) -> Result<Vec<(Bytes, Bytes)>> {
         let (start, end) = prefix_bounds(prefix);
-        let mut cursor = self.scan_batches(start, end, 4096).await?;
+        let mut cursor = self.scan_batches_with(start, end, 4096, options).await?;
         let mut out = Vec::new();
         while let Some(batch) = cursor.next_batch().await? {
             out.extend(batch);
@@ -153,8 +151,7 @@ impl ReadSnapshot {
     /// A cursor over the entries with keys in (`start`, `end`), in key order, handing them out
     /// in batches of at most `max_entries` (at least 1).
     pub async fn scan_batches(&self, start: Bound<Vec<u8>>, end: Bound<Vec<u8>>, max_entries: usize) -> Result<ScanCursor> {
-        let options = ScanOptions { read_ahead_bytes: SCAN_READ_AHEAD_BYTES, ..ScanOptions::default() };
-        self.scan_batches_with(start, end, max_entries, &options).await
+        self.scan_batches_with(start, end, max_entries, &streaming_scan()).await
     }
 
     async fn scan_batches_with(&self, start: Bound<Vec<u8>>, end: Bound<Vec<u8>>, max_entries: usize, options: &ScanOptions) -> Result<ScanCursor> {
@@ -192,6 +189,11 @@ impl ReadSnapshot {
         }
         Ok(ScanCursor { sources, max_entries, primed: false })
     }
+}
+
+/// Options of a scan streaming a large range: read ahead, past the block cache.
+fn streaming_scan() -> ScanOptions {
+    ScanOptions { read_ahead_bytes: SCAN_READ_AHEAD_BYTES, ..ScanOptions::default() }
 }
 
 /// Options of a scan over a range read again and again: one block at a time, cached.

@@ -25,37 +25,22 @@ pub fn age(a: NaiveDateTime, b: NaiveDateTime) -> IntervalMonthDayNano {
     let negative = a < b;
     let field = |x: &NaiveDateTime| [x.year() as i64, x.month() as i64, x.day() as i64, x.hour() as i64, x.minute() as i64, x.second() as i64, (x.nanosecond() / 1000) as i64];
     let (fa, fb) = (field(&a), field(&b));
-    let mut d: Vec<i64> = fa.iter().zip(fb.iter()).map(|(x, y)| x - y).collect();
-    if negative {
-        d.iter_mut().for_each(|v| *v = -*v);
-    }
-    let [mut year, mut mon, mut mday, mut hour, mut min, mut sec, mut usec] = [d[0], d[1], d[2], d[3], d[4], d[5], d[6]];
-    while usec < 0 {
-        usec += 1_000_000;
-        sec -= 1;
-    }
-    while sec < 0 {
-        sec += 60;
-        min -= 1;
-    }
-    while min < 0 {
-        min += 60;
-        hour -= 1;
-    }
-    while hour < 0 {
-        hour += 24;
-        mday -= 1;
-    }
-    let month_of = if negative { &a } else { &b };
-    while mday < 0 {
-        mday += days_in_month(month_of.year(), month_of.month());
-        mon -= 1;
-    }
-    while mon < 0 {
-        mon += 12;
-        year -= 1;
-    }
     let sign = if negative { -1 } else { 1 };
+    let [mut year, mut mon, mut mday, mut hour, mut min, mut sec, mut usec] = std::array::from_fn(|i| sign * (fa[i] - fb[i]));
+    // A negative field borrows one of the next larger field, worth `unit` of it.
+    fn borrow(field: &mut i64, larger: &mut i64, unit: i64) {
+        while *field < 0 {
+            *field += unit;
+            *larger -= 1;
+        }
+    }
+    borrow(&mut usec, &mut sec, 1_000_000);
+    borrow(&mut sec, &mut min, 60);
+    borrow(&mut min, &mut hour, 60);
+    borrow(&mut hour, &mut mday, 24);
+    let month_of = if negative { &a } else { &b };
+    borrow(&mut mday, &mut mon, days_in_month(month_of.year(), month_of.month()));
+    borrow(&mut mon, &mut year, 12);
     let months = sign * (year * 12 + mon);
     let days = sign * mday;
     let nanos = sign * (((hour * 60 + min) * 60 + sec) * 1_000_000 + usec) * 1000;

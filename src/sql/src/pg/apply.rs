@@ -20,11 +20,11 @@ use std::collections::HashSet;
 use std::ops::ControlFlow;
 
 use datafusion::sql::sqlparser::ast::{
-    visit_expressions, visit_expressions_mut, Expr, Ident, Query, SelectItem, SetExpr, Statement, TableFactor,
+    visit_expressions, visit_expressions_mut, Expr, Ident, Query, SelectItem, SetExpr, TableFactor,
     TableWithJoins,
 };
-use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
-use datafusion::sql::sqlparser::parser::Parser;
+
+use super::rewrite::ast::parse_query;
 
 /// Most distinct outer keys a subquery is evaluated for.
 pub const MAX_KEYS: usize = 1000;
@@ -40,14 +40,6 @@ pub struct Site {
     pub keys: Vec<(String, String)>,
     /// `SELECT DISTINCT <keys> FROM <outer FROM> [WHERE <guard>]`.
     pub keys_query: String,
-}
-
-/// Parses SQL this module generated; `None` (no rewrite) if it does not parse.
-fn parse_query(sql: &str) -> Option<Query> {
-    match Parser::parse_sql(&PostgreSqlDialect {}, sql).ok()?.pop()? {
-        Statement::Query(q) => Some(*q),
-        _ => None,
-    }
 }
 
 fn parse_expr(sql: &str) -> Option<Expr> {

@@ -151,6 +151,53 @@ fn constant_overflow(e: &Expr, op: datafusion::logical_expr::Operator, schema: &
     }
 }
 
+/// `x` cast to `to` the way `cast` (a `Cast` or a `TryCast`) casts.
+fn recast(cast: &Expr, x: Expr, to: &DataType) -> Expr {
+    match cast {
+        Expr::TryCast(_) => Expr::TryCast(TryCast::new(Box::new(x), to.clone())),
+        _ => Expr::Cast(Cast::new(Box::new(x), to.clone())),
+    }
+}
+
+/// A comparison of a float with a numeric, compared as float8 as in PostgreSQL (coercion made
+/// both numeric: 0.30000000000000004::float8 = 0.3 was true).
+fn float_comparison(b: &datafusion::logical_expr::BinaryExpr, schema: &DFSchema) -> Option<Expr> {
+    use datafusion::logical_expr::Operator::{Eq, Gt, GtEq, IsDistinctFrom, IsNotDistinctFrom, Lt, LtEq, NotEq};
+    if !matches!(b.op, Eq | NotEq | Lt | LtEq | Gt | GtEq | IsDistinctFrom | IsNotDistinctFrom) {
+        return None;
+    }
+    // The operand under a coercion's cast to numeric.
+    let uncoerced = |x: &Expr| match x {
+        Expr::Cast(Cast { expr, field }) if matches!(field.data_type(), DataType::Decimal128(_, _)) => Some(expr.as_ref().clone()),
+        _ => None,
+    };
+    let float_under = |x: &Expr| uncoerced(x).filter(|e| e.get_type(schema).is_ok_and(|t| is_float(&t)));
+    let as_float = |x: Expr| if x.get_type(schema).is_ok_and(|t| t == DataType::Float64) { x } else { Expr::Cast(Cast::new(Box::new(x), DataType::Float64)) };
+    let other = |x: &Expr| as_float(uncoerced(x).unwrap_or_else(|| x.clone()));
+    let (l, r) = match (float_under(&b.left), float_under(&b.right)) {
+        (None, None) => return None,
+        (l, r) => (l.map(as_float).unwrap_or_else(|| other(&b.left)), r.map(as_float).unwrap_or_else(|| other(&b.right))),
+    };
+    Some(Expr::BinaryExpr(datafusion::logical_expr::BinaryExpr::new(Box::new(l), b.op, Box::new(r))))
+}
+
+/// date ± interval as a timestamp, as in PostgreSQL (DataFusion kept a date and dropped the
+/// hours: DATE '2024-01-31' + INTERVAL '1 hour' was 2024-01-31). date ± integer, which coercion
+/// made an interval of days, stays a date.
+fn date_interval(b: &datafusion::logical_expr::BinaryExpr, schema: &DFSchema) -> Option<Expr> {
+    use datafusion::logical_expr::Operator::{Minus, Plus};
+    let (lt, rt) = (b.left.get_type(schema), b.right.get_type(schema));
+    let from_integer = |x: &Expr| matches!(x, Expr::Cast(Cast { expr, .. }) | Expr::TryCast(TryCast { expr, .. }) if expr.get_type(schema).is_ok_and(|t| t.is_integer() || matches!(t, DataType::Duration(_))));
+    let interval = |t: &DfResult<DataType>| matches!(t, Ok(DataType::Interval(_)));
+    let date = |t: &DfResult<DataType>| matches!(t, Ok(DataType::Date32 | DataType::Date64));
+    let applies = (date(&lt) && interval(&rt)) || (b.op == Plus && interval(&lt) && date(&rt));
+    if !matches!(b.op, Plus | Minus) || !applies || from_integer(&b.left) || from_integer(&b.right) {
+        return None;
+    }
+    let ts = |x: &Expr, t: &DfResult<DataType>| if date(t) { Expr::Cast(Cast::new(Box::new(x.clone()), DataType::Timestamp(arrow::datatypes::TimeUnit::Microsecond, None))) } else { x.clone() };
+    Some(Expr::BinaryExpr(datafusion::logical_expr::BinaryExpr::new(Box::new(ts(&b.left, &lt)), b.op, Box::new(ts(&b.right, &rt)))))
+}
+
 /// The analyzer rule (see the module docs).
 #[derive(Debug, Default)]
 pub struct PgTextCasts;
@@ -177,46 +224,7 @@ fn rewrite(e: Expr, schema: &DFSchema, udf: &Arc<ScalarUDF>, div: &Arc<ScalarUDF
         }
         if let Expr::BinaryExpr(b) = &e {
             constant_overflow(&e, b.op, schema)?;
-            // float8 compared with a numeric compares as float8 in PostgreSQL; coercion made
-            // both numeric (0.30000000000000004::float8 = 0.3 was true).
-            use datafusion::logical_expr::Operator::{Eq, Gt, GtEq, IsDistinctFrom, IsNotDistinctFrom, Lt, LtEq, NotEq};
-            if matches!(b.op, Eq | NotEq | Lt | LtEq | Gt | GtEq | IsDistinctFrom | IsNotDistinctFrom) {
-                let float_under = |x: &Expr| match x {
-                    Expr::Cast(Cast { expr, field }) if matches!(field.data_type(), DataType::Decimal128(_, _)) && expr.get_type(schema).is_ok_and(|t| is_float(&t)) => {
-                        Some(if expr.get_type(schema).is_ok_and(|t| t == DataType::Float64) { expr.as_ref().clone() } else { Expr::Cast(Cast::new(expr.clone(), DataType::Float64)) })
-                    }
-                    _ => None,
-                };
-                let as_float = |x: &Expr| {
-                    let inner = match x {
-                        Expr::Cast(Cast { expr, field }) if matches!(field.data_type(), DataType::Decimal128(_, _)) => expr.as_ref().clone(),
-                        other => other.clone(),
-                    };
-                    Expr::Cast(Cast::new(Box::new(inner), DataType::Float64))
-                };
-                let sides = match (float_under(&b.left), float_under(&b.right)) {
-                    (Some(l), Some(r)) => Some((l, r)),
-                    (Some(l), None) => Some((l, as_float(&b.right))),
-                    (None, Some(r)) => Some((as_float(&b.left), r)),
-                    (None, None) => None,
-                };
-                if let Some((l, r)) = sides {
-                    return Ok(Transformed::yes(Expr::BinaryExpr(datafusion::logical_expr::BinaryExpr::new(Box::new(l), b.op, Box::new(r)))));
-                }
-            }
-            // date ± interval is a timestamp in PostgreSQL (DataFusion keeps a date and drops
-            // the hours: DATE '2024-01-31' + INTERVAL '1 hour' was 2024-01-31).
-            use datafusion::logical_expr::Operator::{Minus, Plus};
-            let (lt, rt) = (b.left.get_type(schema), b.right.get_type(schema));
-            // (date ± integer, which coercion made an interval of days, stays a date.)
-            let from_integer = |x: &Expr| matches!(x, Expr::Cast(Cast { expr, .. }) | Expr::TryCast(TryCast { expr, .. }) if expr.get_type(schema).is_ok_and(|t| t.is_integer() || matches!(t, DataType::Duration(_))));
-            let interval = |t: &DfResult<DataType>| matches!(t, Ok(DataType::Interval(_)));
-            let date = |t: &DfResult<DataType>| matches!(t, Ok(DataType::Date32 | DataType::Date64));
-            if matches!(b.op, Plus | Minus) && ((date(&lt) && interval(&rt)) || (b.op == Plus && interval(&lt) && date(&rt))) && !from_integer(&b.left) && !from_integer(&b.right) {
-                let ts = |x: &Expr, t: &DfResult<DataType>| {
-                    if date(t) { Expr::Cast(Cast::new(Box::new(x.clone()), DataType::Timestamp(arrow::datatypes::TimeUnit::Microsecond, None))) } else { x.clone() }
-                };
-                let out = Expr::BinaryExpr(datafusion::logical_expr::BinaryExpr::new(Box::new(ts(&b.left, &lt)), b.op, Box::new(ts(&b.right, &rt))));
+            if let Some(out) = float_comparison(b, schema).or_else(|| date_interval(b, schema)) {
                 return Ok(Transformed::yes(out));
             }
             if b.op == datafusion::logical_expr::Operator::StringConcat {
@@ -253,11 +261,7 @@ fn rewrite(e: Expr, schema: &DFSchema, udf: &Arc<ScalarUDF>, div: &Arc<ScalarUDF
         let text = matches!(from, DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View);
         if text && (to.is_numeric() || matches!(to, DataType::Date32 | DataType::Timestamp(_, _))) && !matches!(inner, Expr::Literal(ScalarValue::Utf8(Some(t)), _) if t.trim() == t) {
             let trimmed = datafusion::functions::string::btrim().call(vec![inner.clone()]);
-            let cast = match &e {
-                Expr::TryCast(_) => Expr::TryCast(TryCast::new(Box::new(trimmed), to.clone())),
-                _ => Expr::Cast(Cast::new(Box::new(trimmed), to.clone())),
-            };
-            return Ok(Transformed::yes(cast));
+            return Ok(Transformed::yes(recast(&e, trimmed, to)));
         }
         // A float or numeric cast to an integer rounds as PostgreSQL does (floats: halves to
         // even, numerics: halves away from zero, which Arrow's numeric rescale does), where
@@ -267,11 +271,7 @@ fn rewrite(e: Expr, schema: &DFSchema, udf: &Arc<ScalarUDF>, div: &Arc<ScalarUDF
                 DataType::Decimal128(p, _) => Expr::Cast(Cast::new(Box::new(inner.clone()), DataType::Decimal128(p, 0))),
                 _ => rint.call(vec![inner.clone()]),
             };
-            let cast = match &e {
-                Expr::TryCast(_) => Expr::TryCast(TryCast::new(Box::new(rounded), to.clone())),
-                _ => Expr::Cast(Cast::new(Box::new(rounded), to.clone())),
-            };
-            return Ok(Transformed::yes(cast));
+            return Ok(Transformed::yes(recast(&e, rounded, to)));
         }
         if !matches!(to, DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View) {
             return Ok(Transformed::no(e));

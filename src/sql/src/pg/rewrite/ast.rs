@@ -7,6 +7,15 @@ use datafusion::sql::sqlparser::ast::{
 };
 use datafusion::sql::sqlparser::tokenizer::{Token, TokenWithSpan};
 
+/// Parses SQL a rewrite generated; `None` (no rewrite) if it does not parse.
+pub(crate) fn parse_query(sql: &str) -> Option<datafusion::sql::sqlparser::ast::Query> {
+    use datafusion::sql::sqlparser::{ast::Statement, dialect::PostgreSqlDialect, parser::Parser};
+    match Parser::parse_sql(&PostgreSqlDialect {}, sql).ok()?.pop()? {
+        Statement::Query(q) => Some(*q),
+        _ => None,
+    }
+}
+
 /// Last identifier of a possibly qualified name, lower-cased unless quoted.
 pub(super) fn base_name(name: &ObjectName) -> String {
     match name.0.last() {

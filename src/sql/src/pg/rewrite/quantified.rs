@@ -4,10 +4,10 @@
 use std::ops::ControlFlow;
 
 use datafusion::sql::sqlparser::ast::{
-    visit_expressions_mut, BinaryOperator, Expr, GroupByExpr, Select, SelectItem, SetExpr, Statement, TableFactor, Value,
+    visit_expressions_mut, BinaryOperator, Expr, GroupByExpr, Select, SelectItem, SetExpr, TableFactor, Value,
 };
 
-use super::ast::contains_aggregate;
+use super::ast::{contains_aggregate, parse_query};
 
 /// `EXISTS (subquery)` in a select list (DataFusion plans EXISTS only as a filter) becomes
 /// `(SELECT count(*) FROM ... ) > 0`, a scalar subquery it decorrelates; `NOT EXISTS` is `= 0`.
@@ -27,19 +27,9 @@ pub(super) fn exists_as_count(select: &mut Select) {
                         if s.having.is_none() && s.distinct.is_none()
                             && matches!(&s.group_by, GroupByExpr::Expressions(g, _) if g.is_empty()));
                 // SQL built from a subquery that parsed; if it does not parse, EXISTS stays.
-                let parse = |sql: &str| match datafusion::sql::sqlparser::parser::Parser::parse_sql(
-                    &datafusion::sql::sqlparser::dialect::PostgreSqlDialect {},
-                    sql,
-                )
-                .ok()
-                .and_then(|mut v| v.pop())
-                {
-                    Some(Statement::Query(q)) => Some(*q),
-                    _ => None,
-                };
                 let counted = if simple {
                     let mut q = subquery.as_ref().clone();
-                    let count = parse("SELECT count(*)").and_then(|c| match *c.body {
+                    let count = parse_query("SELECT count(*)").and_then(|c| match *c.body {
                         SetExpr::Select(s) => s.projection.into_iter().next(),
                         _ => None,
                     });
@@ -48,7 +38,7 @@ pub(super) fn exists_as_count(select: &mut Select) {
                     }
                     q
                 } else {
-                    match parse(&format!("SELECT count(*) FROM ({subquery}) AS __exists")) {
+                    match parse_query(&format!("SELECT count(*) FROM ({subquery}) AS __exists")) {
                         Some(q) => q,
                         None => return ControlFlow::<()>::Continue(()),
                     }
@@ -105,14 +95,8 @@ pub(super) fn quantified_subquery(e: &Expr) -> Option<Expr> {
                 };
                 let sql = format!("SELECT 1 FROM {from} WHERE {filter}");
                 // Built from parts that parsed; if it does not parse, the general form below is used.
-                if let Some(Statement::Query(sub)) = datafusion::sql::sqlparser::parser::Parser::parse_sql(
-                    &datafusion::sql::sqlparser::dialect::PostgreSqlDialect {},
-                    &sql,
-                )
-                .ok()
-                .and_then(|mut v| v.pop())
-                {
-                    return Some(Expr::Exists { subquery: sub, negated: all });
+                if let Some(sub) = parse_query(&sql) {
+                    return Some(Expr::Exists { subquery: Box::new(sub), negated: all });
                 }
             }
         }
@@ -123,13 +107,7 @@ pub(super) fn quantified_subquery(e: &Expr) -> Option<Expr> {
         format!("SELECT 1 FROM ({q}) AS __any(__v) WHERE {left} {op} __any.__v")
     };
     // If this does not parse, the expression stays as written and planning reports what it cannot do.
-    match datafusion::sql::sqlparser::parser::Parser::parse_sql(&datafusion::sql::sqlparser::dialect::PostgreSqlDialect {}, &sql)
-        .ok()?
-        .pop()?
-    {
-        Statement::Query(sub) => Some(Expr::Exists { subquery: sub, negated: all }),
-        _ => None,
-    }
+    Some(Expr::Exists { subquery: Box::new(parse_query(&sql)?), negated: all })
 }
 
 /// True if `x` reads no column the relations of `s` could capture: only qualified columns whose
@@ -232,8 +210,5 @@ pub(super) fn row_in_subquery(e: &Expr) -> Option<Expr> {
         let columns: Vec<String> = (1..=xs.len()).map(|i| format!("__c{i}")).collect();
         format!("SELECT 1 FROM ({subquery}) AS __in({}) WHERE {}", columns.join(", "), test(columns.iter().map(|c| format!("__in.{c}")).collect()))
     });
-    match datafusion::sql::sqlparser::parser::Parser::parse_sql(&datafusion::sql::sqlparser::dialect::PostgreSqlDialect {}, &sql).ok()?.pop()? {
-        Statement::Query(sub) => Some(Expr::Exists { subquery: sub, negated: *negated }),
-        _ => None,
-    }
+    Some(Expr::Exists { subquery: Box::new(parse_query(&sql)?), negated: *negated })
 }
