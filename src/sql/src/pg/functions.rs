@@ -72,6 +72,43 @@ pub fn register_all(r: &Registrar<'_>) {
     register_descriptions(r);
     register_visibility(r);
     register_misc(r);
+    register_quoting(r);
+}
+
+/// `quote_literal(v)` and `quote_nullable(v)`: `v` as text written as an SQL string literal,
+/// as PostgreSQL's `quote.c` writes it; `quote_literal(NULL)` is NULL, `quote_nullable(NULL)`
+/// the word `NULL`.
+fn register_quoting(r: &Registrar<'_>) {
+    fn one<'a>(name: &str, a: &'a [ScalarValue]) -> DfResult<Option<&'a ScalarValue>> {
+        match a {
+            [v] => Ok(Some(v)),
+            _ => Err(user_error(sqlstate::UNDEFINED_FUNCTION, format!("function {name} takes one argument, not {}", a.len()))),
+        }
+    }
+    r.any("quote_literal", DataType::Utf8, |_, a| Ok(text(text_arg(one("quote_literal", a)?).map(|s| quote_literal(&s)))));
+    r.any("quote_nullable", DataType::Utf8, |_, a| {
+        let quoted = text_arg(one("quote_nullable", a)?).map_or_else(|| "NULL".to_string(), |s| quote_literal(&s));
+        Ok(text(Some(quoted)))
+    });
+}
+
+/// `s` between single quotes with quotes doubled; a string holding a backslash has its
+/// backslashes doubled and an `E` prefix, so the literal reads back the same whatever
+/// `standard_conforming_strings` is.
+fn quote_literal(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 3);
+    if s.contains('\\') {
+        out.push('E');
+    }
+    out.push('\'');
+    for c in s.chars() {
+        if c == '\'' || c == '\\' {
+            out.push(c);
+        }
+        out.push(c);
+    }
+    out.push('\'');
+    out
 }
 
 /// The functions `::regclass`, `::regtype`, `::regnamespace`, `::regproc` and `::regrole`

@@ -132,6 +132,11 @@ pub fn text_arg(v: Option<&ScalarValue>) -> Option<String> {
         ScalarValue::Utf8(x) | ScalarValue::LargeUtf8(x) | ScalarValue::Utf8View(x) => x.clone(),
         ScalarValue::Null => None,
         other if other.is_null() => None,
+        // A numeric's Display is its raw parts (`Some(150),3,2`); arrow's cast writes `1.50`.
+        other @ (ScalarValue::Decimal128(..) | ScalarValue::Decimal256(..)) => match other.cast_to(&DataType::Utf8) {
+            Ok(ScalarValue::Utf8(s)) => s,
+            _ => Some(other.to_string()),
+        },
         other => Some(other.to_string()),
     }
 }
