@@ -276,6 +276,19 @@ pub fn write_interval(months: i32, days: i32, us: i64, out: &mut String) {
     out.push_str(&parts.join(" "));
 }
 
+/// `s` between two `quote` characters, each `quote` and backslash in it doubled (a quoted
+/// record field; with `'`, the body of an escape-string literal).
+pub fn push_quoted(s: &str, quote: char, out: &mut String) {
+    out.push(quote);
+    for c in s.chars() {
+        if c == quote || c == '\\' {
+            out.push(c);
+        }
+        out.push(c);
+    }
+    out.push(quote);
+}
+
 /// A composite value as PostgreSQL prints a record: `(1,a,"b c",)` (empty for NULL fields).
 pub fn write_record(array: &ArrayRef, row: usize, out: &mut String) -> Result<()> {
     let s = array.as_struct();
@@ -290,14 +303,7 @@ pub fn write_record(array: &ArrayRef, row: usize, out: &mut String) -> Result<()
         }
         let quote = v.is_empty() || v.chars().any(|c| matches!(c, '(' | ')' | ',' | '"' | '\\') || c.is_whitespace());
         if quote {
-            out.push('"');
-            for c in v.chars() {
-                if c == '"' || c == '\\' {
-                    out.push(c);
-                }
-                out.push(c);
-            }
-            out.push('"');
+            push_quoted(&v, '"', out);
         } else {
             out.push_str(&v);
         }

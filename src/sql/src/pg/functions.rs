@@ -14,7 +14,7 @@ use datafusion::logical_expr::{ColumnarValue, Signature, Volatility};
 use datafusion::scalar::ScalarValue;
 use eddy_common::error::sqlstate;
 
-use super::model::{quote_ident, split_qualified, SUPERUSER_OID};
+use super::model::{quote_ident, quote_literal, split_qualified, SUPERUSER_OID};
 use super::rows::index_def;
 use super::types::{format_type, type_by_oid, type_oid_by_name};
 use super::udf::{bool_arg, int_arg, is_text, oid, text, text_arg, user_error, FnContext, Registrar};
@@ -76,7 +76,7 @@ pub fn register_all(r: &Registrar<'_>) {
 }
 
 /// `quote_literal(v)` and `quote_nullable(v)`: `v` as text written as an SQL string literal,
-/// as PostgreSQL's `quote.c` writes it; `quote_literal(NULL)` is NULL, `quote_nullable(NULL)`
+/// as [`quote_literal`] writes it; `quote_literal(NULL)` is NULL, `quote_nullable(NULL)`
 /// the word `NULL`.
 fn register_quoting(r: &Registrar<'_>) {
     fn one<'a>(name: &str, a: &'a [ScalarValue]) -> DfResult<Option<&'a ScalarValue>> {
@@ -90,25 +90,6 @@ fn register_quoting(r: &Registrar<'_>) {
         let quoted = text_arg(one("quote_nullable", a)?).map_or_else(|| "NULL".to_string(), |s| quote_literal(&s));
         Ok(text(Some(quoted)))
     });
-}
-
-/// `s` between single quotes with quotes doubled; a string holding a backslash has its
-/// backslashes doubled and an `E` prefix, so the literal reads back the same whatever
-/// `standard_conforming_strings` is.
-fn quote_literal(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 3);
-    if s.contains('\\') {
-        out.push('E');
-    }
-    out.push('\'');
-    for c in s.chars() {
-        if c == '\'' || c == '\\' {
-            out.push(c);
-        }
-        out.push(c);
-    }
-    out.push('\'');
-    out
 }
 
 /// The functions `::regclass`, `::regtype`, `::regnamespace`, `::regproc` and `::regrole`

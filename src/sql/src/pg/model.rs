@@ -309,6 +309,18 @@ pub fn quote_ident(name: &str) -> String {
     }
 }
 
+/// `quote_literal`: `s` as an SQL string literal, as PostgreSQL's `quote.c` writes it: quotes
+/// doubled, and a string holding a backslash gets its backslashes doubled and an `E` prefix,
+/// so the literal reads back the same whatever `standard_conforming_strings` is.
+pub fn quote_literal(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 3);
+    if s.contains('\\') {
+        out.push('E');
+    }
+    eddy_common::text_out::push_quoted(s, '\'', &mut out);
+    out
+}
+
 fn is_reserved(word: &str) -> bool {
     super::keywords::KEYWORDS.iter().any(|(w, cat)| *w == word && *cat == 'R')
 }

@@ -497,7 +497,7 @@ fn register_format(ctx: &SessionContext) {
                         }
                     },
                     'L' => match arg {
-                        Some(a) => out.push_str(&format!("'{}'", a.replace('\'', "''"))),
+                        Some(a) => out.push_str(&crate::pg::model::quote_literal(&a)),
                         None => out.push_str("NULL"),
                     },
                     other => {
