@@ -57,6 +57,8 @@ pub mod sqlstate {
     pub const NUMERIC_VALUE_OUT_OF_RANGE: &str = "22003";
     pub const DATETIME_FIELD_OVERFLOW: &str = "22008";
     pub const DIVISION_BY_ZERO: &str = "22012";
+    pub const INVALID_ARGUMENT_FOR_LOG: &str = "2201E";
+    pub const INVALID_ARGUMENT_FOR_POWER: &str = "2201F";
     pub const INVALID_DATETIME_FORMAT: &str = "22007";
     pub const STRING_DATA_RIGHT_TRUNCATION: &str = "22001";
     pub const BAD_COPY_FILE_FORMAT: &str = "22P04";

@@ -21,6 +21,7 @@ pub mod intervals;
 pub mod keywords;
 pub mod apply;
 pub mod literals;
+mod math;
 pub mod model;
 pub mod rewrite;
 pub mod rows;
@@ -228,6 +229,7 @@ pub fn install(ctx: &SessionContext, relations: &Arc<dyn Relations>, info: &Sess
     let registrar = udf::Registrar { ctx, relations: relations.clone(), session };
     functions::register_all(&registrar);
     ctx.register_udf(age::udf());
+    math::install(ctx);
     ctx.register_udtf("pg_get_keywords", Arc::new(KeywordsFn));
     let series = datafusion::functions_table::generate_series().function().clone();
     ctx.register_udtf("generate_series", Arc::new(series::GenerateSeries::new(series, true)));

@@ -351,8 +351,8 @@ pub fn row_errors_error(view: &str, counts: &RowErrorCounts) -> Option<eddy_comm
     let total: i64 = counts.values().filter(|n| **n > 0).sum();
     let ((state, message), _) = counts.iter().find(|(_, n)| **n > 0)?;
     let code = eddy_common::error::static_sqlstate(state);
-    let rows = if total == 1 { "1 input row".to_string() } else { format!("{total} input rows") };
-    Some(eddy_common::EddyError::user(code, format!("{message} (materialized view \"{view}\": {rows} fail to evaluate)")))
+    let rows = if total == 1 { "1 input row fails".to_string() } else { format!("{total} input rows fail") };
+    Some(eddy_common::EddyError::user(code, format!("{message} (materialized view \"{view}\": {rows} to evaluate)")))
 }
 
 /// One schema of the catalog.
