@@ -57,6 +57,7 @@ pub mod sqlstate {
     pub const NUMERIC_VALUE_OUT_OF_RANGE: &str = "22003";
     pub const DATETIME_FIELD_OVERFLOW: &str = "22008";
     pub const DIVISION_BY_ZERO: &str = "22012";
+    pub const CARDINALITY_VIOLATION: &str = "21000";
     pub const INVALID_ARGUMENT_FOR_LOG: &str = "2201E";
     pub const INVALID_ARGUMENT_FOR_POWER: &str = "2201F";
     pub const INVALID_DATETIME_FORMAT: &str = "22007";
@@ -182,6 +183,13 @@ impl From<datafusion::error::DataFusionError> for EddyError {
         // A memory-pool refusal may come wrapped (shared by partitions, with context).
         if let D::ResourcesExhausted(m) = e.find_root() {
             return EddyError::user(sqlstate::OUT_OF_MEMORY, format!("out of memory: the query needs more than its memory budget: {m}"));
+        }
+        // An Eddy error raised inside a function may come back shared (a join's build side is
+        // computed once for every partition) or with context: it stands as raised.
+        if let D::External(b) = e.find_root() {
+            if let Some(inner) = b.downcast_ref::<EddyError>() {
+                return inner.clone();
+            }
         }
         match e {
             D::ArrowError(a, _) => (*a).into(),

@@ -230,6 +230,7 @@ pub fn install(ctx: &SessionContext, relations: &Arc<dyn Relations>, info: &Sess
     functions::register_all(&registrar);
     ctx.register_udf(age::udf());
     math::install(ctx);
+    timestamps::install_now(ctx);
     ctx.register_udtf("pg_get_keywords", Arc::new(KeywordsFn));
     let series = datafusion::functions_table::generate_series().function().clone();
     ctx.register_udtf("generate_series", Arc::new(series::GenerateSeries::new(series, true)));

@@ -62,6 +62,7 @@ pub fn register_session_functions(ctx: &SessionContext, info: &SessionInfo) {
     crate::planner::to_json::register(ctx);
     crate::planner::ordered_set::register(ctx);
     crate::planner::pg_aggregates::register(ctx);
+    crate::planner::single_value::register(ctx);
     register_format(ctx);
     constant_text(ctx, "version", version_string());
     constant_text(ctx, "current_database", crate::catalog::DATABASE_NAME.to_string());

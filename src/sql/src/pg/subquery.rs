@@ -6,9 +6,10 @@
 //! WHERE c.oid = a.attcollation AND t.oid = a.atttypid AND a.attcollation <> t.typcollation)`.
 //!
 //! [`decorrelatable`] rewrites `(SELECT e FROM F WHERE p AND outer_only)` into
-//! `CASE WHEN outer_only THEN (SELECT first_value(e) FROM F WHERE p) END`: conditions on the
-//! outer row alone move out, and a non-aggregating projection is wrapped in `first_value` (where
-//! PostgreSQL would fail because more than one row matched, Eddy uses the first).
+//! `CASE WHEN outer_only THEN eddy_one_row((SELECT eddy_single_value(e) FROM F WHERE p)) END`:
+//! conditions on the outer row alone move out, and a non-aggregating projection becomes the
+//! aggregate of `planner::single_value`, which fails as PostgreSQL does (21000) where more than
+//! one row matched.
 //! [`lift_outer_references`] then turns the remaining correlations that are not
 //! `inner = outer` column equalities into equalities with a derived copy of the outer relation.
 
@@ -94,11 +95,11 @@ fn is_hard(p: &Expr, inner: &HashSet<String>) -> bool {
     }
 }
 
-/// `q` with the projection replaced by `first_value(item)`.
+/// `q` with the projection replaced by `eddy_single_value(item)`.
 fn scalar_of(q: &Query, item: Expr) -> Expr {
     let mut q = q.clone();
     if let SetExpr::Select(s) = q.body.as_mut() {
-        s.projection = vec![SelectItem::UnnamedExpr(call("first_value", vec![item]))];
+        s.projection = vec![SelectItem::UnnamedExpr(call(crate::planner::single_value::NAME, vec![item]))];
     }
     Expr::Subquery(Box::new(q))
 }
@@ -130,7 +131,7 @@ pub fn decorrelatable(q: &mut Query) -> Option<Expr> {
     };
     let (hard, easy): (Vec<Expr>, Vec<Expr>) = preds.into_iter().partition(|p| outer_only(p));
     select.selection = and_all(easy);
-    let value = scalar_of(q, item);
+    let value = call(crate::planner::single_value::READ, vec![scalar_of(q, item)]);
     if hard.is_empty() {
         return Some(value);
     }
@@ -340,7 +341,7 @@ mod tests {
         let mut stmt = Parser::parse_sql(&PostgreSqlDialect {}, sql).unwrap().remove(0);
         super::super::rewrite::rewrite(&mut stmt).unwrap();
         let out = stmt.to_string();
-        assert!(out.contains("(SELECT first_value(c.collname) FROM pg_collation c, pg_type t, (SELECT DISTINCT"), "{out}");
+        assert!(out.contains("(SELECT eddy_single_value(c.collname) FROM pg_collation c, pg_type t, (SELECT DISTINCT"), "{out}");
         assert!(out.contains("__outer_a.attcollation <> t.typcollation"), "{out}");
         assert!(out.contains("__outer_a.attcollation = a.attcollation"), "{out}");
     }

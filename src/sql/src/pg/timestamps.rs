@@ -99,3 +99,74 @@ pub fn type_timestamp_literals(plan: LogicalPlan) -> datafusion::error::Result<L
     })?;
     Ok(out.data)
 }
+
+/// `now()` (and `current_timestamp`, `transaction_timestamp()`, `statement_timestamp()`,
+/// `clock_timestamp()`) as a `timestamptz` of microseconds, PostgreSQL's: DataFusion's is of
+/// nanoseconds, so `now() + INTERVAL '1 day' * 365 * 3000` overflowed ("Timestamp out of
+/// range") and mixed nanosecond and microsecond bounds in the optimizer's range analysis.
+/// Wraps DataFusion's `now` (its time zone and its folding into the statement's start time).
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct MicrosNow {
+    inner: datafusion::logical_expr::ScalarUDF,
+    aliases: Vec<String>,
+}
+
+impl MicrosNow {
+    fn new(inner: datafusion::logical_expr::ScalarUDF) -> Self {
+        let aliases = ["current_timestamp", "transaction_timestamp", "statement_timestamp", "clock_timestamp"];
+        Self { inner, aliases: aliases.iter().map(|a| a.to_string()).collect() }
+    }
+
+    fn time_zone(&self) -> Option<std::sync::Arc<str>> {
+        let args = datafusion::logical_expr::ReturnFieldArgs { arg_fields: &[], scalar_arguments: &[] };
+        match self.inner.return_field_from_args(args).map(|f| f.data_type().clone()) {
+            Ok(DataType::Timestamp(_, tz)) => tz,
+            _ => Some("+00:00".into()),
+        }
+    }
+}
+
+impl datafusion::logical_expr::ScalarUDFImpl for MicrosNow {
+    fn name(&self) -> &str {
+        "now"
+    }
+    fn aliases(&self) -> &[String] {
+        &self.aliases
+    }
+    fn signature(&self) -> &datafusion::logical_expr::Signature {
+        self.inner.signature()
+    }
+    fn with_updated_config(&self, config: &datafusion::common::config::ConfigOptions) -> Option<datafusion::logical_expr::ScalarUDF> {
+        let inner = self.inner.inner().with_updated_config(config)?;
+        Some(datafusion::logical_expr::ScalarUDF::new_from_impl(MicrosNow::new(inner)))
+    }
+    fn return_type(&self, _args: &[DataType]) -> datafusion::error::Result<DataType> {
+        Ok(DataType::Timestamp(TimeUnit::Microsecond, self.time_zone()))
+    }
+    fn return_field_from_args(&self, _args: datafusion::logical_expr::ReturnFieldArgs) -> datafusion::error::Result<arrow::datatypes::FieldRef> {
+        Ok(std::sync::Arc::new(arrow::datatypes::Field::new("now", DataType::Timestamp(TimeUnit::Microsecond, self.time_zone()), false)))
+    }
+    fn invoke_with_args(&self, _args: datafusion::logical_expr::ScalarFunctionArgs) -> datafusion::error::Result<datafusion::logical_expr::ColumnarValue> {
+        Err(datafusion::error::DataFusionError::Internal("now() is folded into the statement's start time before it runs".into()))
+    }
+    fn simplify(
+        &self,
+        args: Vec<Expr>,
+        info: &datafusion::logical_expr::simplify::SimplifyContext,
+    ) -> datafusion::error::Result<datafusion::logical_expr::simplify::ExprSimplifyResult> {
+        use datafusion::logical_expr::simplify::ExprSimplifyResult;
+        Ok(match self.inner.simplify(args, info)? {
+            ExprSimplifyResult::Simplified(Expr::Literal(ScalarValue::TimestampNanosecond(ns, tz), meta)) => {
+                ExprSimplifyResult::Simplified(Expr::Literal(ScalarValue::TimestampMicrosecond(ns.map(|n| n.div_euclid(1000)), tz), meta))
+            }
+            other => other,
+        })
+    }
+}
+
+/// Replaces DataFusion's `now()` on `ctx` by [`MicrosNow`].
+pub fn install_now(ctx: &datafusion::prelude::SessionContext) {
+    if let Some(inner) = ctx.state().scalar_functions().get("now") {
+        ctx.register_udf(datafusion::logical_expr::ScalarUDF::new_from_impl(MicrosNow::new(inner.as_ref().clone())));
+    }
+}

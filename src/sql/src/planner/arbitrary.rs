@@ -5,7 +5,9 @@
 //!   every input column, so ties pick one row, and every selected column comes from it;
 //! * `LIMIT n` / `OFFSET m` without `ORDER BY` keep the first rows by every input column (as
 //!   RisingWave breaks ties on the key);
-//! * `first_value(x)` / `last_value(x)` without `ORDER BY` order by every input column.
+//! * `first_value(x)` / `last_value(x)` without `ORDER BY` order by every input column, and so
+//!   does a scalar subquery's value (`planner::single_value`), read as `first_value`: a view
+//!   keeps the first row where PostgreSQL would fail because the subquery returned several.
 //!
 //! Applied to a view's query before it is planned, both for the stream and for `VERIFY`.
 
@@ -30,8 +32,38 @@ fn ordered(plan: &LogicalPlan) -> bool {
     }
 }
 
+/// `plan` with each scalar subquery's `eddy_one_row(eddy_single_value(x))` read as
+/// `first_value(x)` (a view has no way to fail a statement when a subquery's rows grow).
+fn read_first_values(plan: LogicalPlan) -> Result<LogicalPlan> {
+    use crate::planner::single_value::{NAME, READ};
+    // Nodes above a changed one see new column types: their schemas are recomputed.
+    let mut changed = false;
+    let out = plan.transform_up_with_subqueries(|node| {
+        let names = NamePreserver::new(&node);
+        let t = node.map_expressions(|e| {
+            let saved = names.save(&e);
+            let t = e.transform_up(|e| match e {
+                Expr::ScalarFunction(mut f) if f.name() == READ && f.args.len() == 1 => Ok(Transformed::yes(f.args.remove(0))),
+                Expr::AggregateFunction(mut f) if f.func.name() == NAME => {
+                    f.func = datafusion::functions_aggregate::first_last::first_value_udaf();
+                    Ok(Transformed::yes(Expr::AggregateFunction(f)))
+                }
+                other => Ok(Transformed::no(other)),
+            })?;
+            Ok(if t.transformed { Transformed::yes(saved.restore(t.data)) } else { t })
+        })?;
+        changed |= t.transformed;
+        match changed {
+            true => Ok(Transformed::yes(t.data.recompute_schema()?)),
+            false => Ok(t),
+        }
+    })?;
+    Ok(out.data)
+}
+
 /// `plan` with its arbitrary choices made deterministic (see the module docs).
 pub fn settle_arbitrary_choices(plan: LogicalPlan) -> Result<LogicalPlan> {
+    let plan = read_first_values(plan)?;
     let out = plan.transform_up_with_subqueries(|node| match node {
         LogicalPlan::Distinct(Distinct::On(on)) => {
             let mut sort = on.sort_expr.clone().unwrap_or_else(|| on.on_expr.iter().map(|e| e.clone().sort(true, false)).collect());

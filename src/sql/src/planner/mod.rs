@@ -19,3 +19,4 @@ pub mod temporal;
 pub mod text_cast;
 pub mod udf;
 pub mod settings;
+pub mod single_value;

@@ -68,7 +68,7 @@ pub fn case_when(conditions: Vec<(Expr, Expr)>) -> Expr {
 
 /// Aggregate functions: a scalar subquery projecting one of these already returns one row.
 const AGGREGATES: &[&str] = &[
-    "count", "sum", "min", "max", "avg", "array_agg", "string_agg", "bool_and", "bool_or", "every", "first_value",
+    "count", "sum", "min", "max", "avg", "array_agg", "string_agg", "bool_and", "bool_or", "every", "first_value", "eddy_single_value",
     "last_value", "json_agg", "jsonb_agg", "stddev", "stddev_pop", "stddev_samp", "variance", "var_pop", "var_samp",
     "percentile_cont", "percentile_disc", "mode", "approx_count_distinct", "json_object_agg", "jsonb_object_agg",
     "bit_and", "bit_or", "bit_xor", "corr", "covar", "covar_pop", "covar_samp", "regr_count", "regr_avgx",
