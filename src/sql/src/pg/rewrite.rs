@@ -48,6 +48,7 @@ mod json;
 mod quantified;
 mod scalars;
 mod time_windows;
+mod using_joins;
 
 pub(crate) use time_windows::interval_micros;
 
@@ -539,6 +540,7 @@ impl VisitorMut for PgRewriter {
         self.depth += 1;
         name_recursive_cte_columns(q);
         fetch_as_limit(q);
+        using_joins::merge_outer_using(q);
         ControlFlow::Continue(())
     }
 
