@@ -145,6 +145,39 @@ impl Dialect for EddyDialect {
         self.0.get_next_precedence(parser)
     }
 
+    /// `x [NOT] BETWEEN SYMMETRIC a AND b`, which sqlparser lacks: `(x BETWEEN a AND b) OR
+    /// (x BETWEEN b AND a)` (negated: NOT of it), as PostgreSQL defines it; `ASYMMETRIC` is
+    /// the plain form.
+    fn parse_infix(&self, parser: &mut Parser, expr: &datafusion::sql::sqlparser::ast::Expr, _precedence: u8) -> Option<Result<datafusion::sql::sqlparser::ast::Expr, ParserError>> {
+        use datafusion::sql::sqlparser::ast::{BinaryOperator, Expr as SqlExpr, UnaryOperator};
+        use datafusion::sql::sqlparser::tokenizer::Token;
+        let word = |n: usize, k: Keyword| matches!(&parser.peek_nth_token_ref(n).token, Token::Word(w) if w.keyword == k);
+        let negated = word(0, Keyword::NOT);
+        let at = usize::from(negated);
+        if !word(at, Keyword::BETWEEN) || !(word(at + 1, Keyword::SYMMETRIC) || word(at + 1, Keyword::ASYMMETRIC)) {
+            return None;
+        }
+        let symmetric = word(at + 1, Keyword::SYMMETRIC);
+        for _ in 0..at + 2 {
+            parser.next_token();
+        }
+        let between = match parser.parse_between(expr.clone(), false) {
+            Ok(b) => b,
+            Err(e) => return Some(Err(e)),
+        };
+        let out = match (&between, symmetric) {
+            (SqlExpr::Between { expr, low, high, .. }, true) => {
+                let swapped = SqlExpr::Between { expr: expr.clone(), negated: false, low: high.clone(), high: low.clone() };
+                SqlExpr::Nested(Box::new(SqlExpr::BinaryOp { left: Box::new(between.clone()), op: BinaryOperator::Or, right: Box::new(swapped) }))
+            }
+            _ => between,
+        };
+        Some(Ok(match negated {
+            true => SqlExpr::UnaryOp { op: UnaryOperator::Not, expr: Box::new(SqlExpr::Nested(Box::new(out))) },
+            false => out,
+        }))
+    }
+
     fn supports_filter_during_aggregation(&self) -> bool {
         self.0.supports_filter_during_aggregation()
     }
