@@ -3,7 +3,8 @@
 //! PostgreSQL's `k` after `a FULL JOIN b USING (k)` is `COALESCE(a.k, b.k)` (after a `RIGHT`
 //! join, `b.k`), and `*` lists it once, first. DataFusion reads an unqualified `k` as `a.k`, so
 //! right-only rows showed a NULL key, and a second `FULL JOIN c USING (k)` found `k` ambiguous.
-//! When a `SELECT`'s FROM has such a join, each `USING` join in it becomes an `ON` join on the
+//! An inner or left chain `a JOIN b USING (k) JOIN c USING (k)` found `k` ambiguous too.
+//! When a `SELECT`'s FROM has such a join or chain, each `USING` join in it becomes an `ON` join on the
 //! merged expressions, `*` lists the merged columns and then each relation's other columns
 //! (`q.* EXCLUDE (k)`), and unqualified references to a merged column in the select list,
 //! WHERE, GROUP BY, HAVING, later ON conditions and ORDER BY read the merged expression.
@@ -83,9 +84,11 @@ fn without(items: Vec<Item>, c: &Ident) -> Vec<Item> {
         .collect()
 }
 
-/// What a join-tree rewrite found: whether it met a RIGHT/FULL `USING` join.
+/// What a join-tree rewrite found: a RIGHT/FULL `USING` join, or a `USING` column merged
+/// again (`a JOIN b USING (k) JOIN c USING (k)`, where DataFusion found `k` ambiguous).
 struct Found {
     outer_using: bool,
+    chained: bool,
 }
 
 /// Rewrites `t`'s `USING` joins into `ON` joins (see the module docs): the output items, or
@@ -114,6 +117,8 @@ fn rewrite_joins(t: &mut TableWithJoins, found: &mut Found) -> Option<Vec<Item>>
                 let (mut left_rest, mut right_rest) = (items.clone(), right.clone());
                 for c in &cols {
                     let (l, r) = (column_of(&items, c)?, column_of(&right, c)?);
+                    let merged_before = |side: &[Item]| side.iter().any(|i| matches!(i, Item::Merged(n, _) if same(n, c)));
+                    found.chained |= merged_before(&items) || merged_before(&right);
                     on.push(Expr::BinaryOp { left: Box::new(l.clone()), op: BinaryOperator::Eq, right: Box::new(r.clone()) });
                     let value = match kind {
                         'r' => r,
@@ -284,22 +289,38 @@ fn merge_join_conditions(from: &mut [TableWithJoins], merged: &[(Ident, Expr)]) 
     }
 }
 
-fn has_outer_using(t: &TableWithJoins) -> bool {
-    let nested = |f: &TableFactor| matches!(f, TableFactor::NestedJoin { table_with_joins, .. } if has_outer_using(table_with_joins));
-    nested(&t.relation)
-        || t.joins.iter().any(|j| {
-            nested(&j.relation)
-                || matches!(
-                    &j.join_operator,
-                    JoinOperator::Right(JoinConstraint::Using(_)) | JoinOperator::RightOuter(JoinConstraint::Using(_)) | JoinOperator::FullOuter(JoinConstraint::Using(_))
-                )
-        })
+/// True if `t` has a RIGHT or FULL `USING` join, or two `USING` joins.
+fn worth_rewriting(t: &TableWithJoins) -> bool {
+    fn count(t: &TableWithJoins, outer: &mut bool) -> usize {
+        let nested = |f: &TableFactor, outer: &mut bool| match f {
+            TableFactor::NestedJoin { table_with_joins, .. } => count(table_with_joins, outer),
+            _ => 0,
+        };
+        let mut n = nested(&t.relation, outer);
+        for j in &t.joins {
+            n += nested(&j.relation, outer);
+            match &j.join_operator {
+                JoinOperator::Right(JoinConstraint::Using(_)) | JoinOperator::RightOuter(JoinConstraint::Using(_)) | JoinOperator::FullOuter(JoinConstraint::Using(_)) => {
+                    *outer = true;
+                    n += 1;
+                }
+                JoinOperator::Join(JoinConstraint::Using(_))
+                | JoinOperator::Inner(JoinConstraint::Using(_))
+                | JoinOperator::Left(JoinConstraint::Using(_))
+                | JoinOperator::LeftOuter(JoinConstraint::Using(_)) => n += 1,
+                _ => {}
+            }
+        }
+        n
+    }
+    let mut outer = false;
+    count(t, &mut outer) >= 2 || outer
 }
 
 /// `select`'s FROM with its USING joins rewritten, and the output items, if it has a RIGHT or
 /// FULL `USING` join and every column's source is known (else `select` is unchanged).
 fn rewritten_from(select: &mut Select) -> Option<Vec<Item>> {
-    if !select.from.iter().any(has_outer_using) {
+    if !select.from.iter().any(worth_rewriting) {
         return None;
     }
     // A `*` with options of its own is left alone, and so is the query.
@@ -307,12 +328,12 @@ fn rewritten_from(select: &mut Select) -> Option<Vec<Item>> {
         return None;
     }
     let mut from = select.from.clone();
-    let mut found = Found { outer_using: false };
+    let mut found = Found { outer_using: false, chained: false };
     let mut items = Vec::new();
     for t in &mut from {
         items.extend(rewrite_joins(t, &mut found)?);
     }
-    if !found.outer_using {
+    if !(found.outer_using || found.chained) {
         return None;
     }
     select.from = from;
