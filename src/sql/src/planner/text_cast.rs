@@ -198,6 +198,61 @@ fn date_interval(b: &datafusion::logical_expr::BinaryExpr, schema: &DFSchema) ->
     Some(Expr::BinaryExpr(datafusion::logical_expr::BinaryExpr::new(Box::new(ts(&b.left, &lt)), b.op, Box::new(ts(&b.right, &rt)))))
 }
 
+/// PostgreSQL's forms of text functions whose DataFusion forms differ:
+/// * `concat`/`concat_ws` write a boolean as `t`/`f`, its output form (the coercion's cast to
+///   text wrote `true`);
+/// * `to_hex` of an `integer` is of its 32 bits (`to_hex(-1)` is `ffffffff`, not 16 `f`s);
+/// * `upper` keeps a character whose uppercase is several (`upper('ß')` is `ß`, not `SS`).
+fn text_function(f: &datafusion::logical_expr::expr::ScalarFunction, schema: &DFSchema, text: &Arc<ScalarUDF>) -> Option<Expr> {
+    use datafusion::logical_expr::expr::ScalarFunction;
+    let cast_from = |a: &Expr, want: &dyn Fn(&DataType) -> bool| match a {
+        Expr::Cast(Cast { expr, .. }) if expr.get_type(schema).is_ok_and(|t| want(&t)) => Some(expr.as_ref().clone()),
+        _ => None,
+    };
+    match f.name() {
+        "concat" | "concat_ws" => {
+            let boolean = |t: &DataType| *t == DataType::Boolean;
+            if !f.args.iter().any(|a| cast_from(a, &boolean).is_some()) {
+                return None;
+            }
+            let args = f.args.iter().map(|a| cast_from(a, &boolean).map_or_else(|| a.clone(), |b| text.call(vec![b]))).collect();
+            Some(Expr::ScalarFunction(ScalarFunction::new_udf(f.func.clone(), args)))
+        }
+        "to_hex" => {
+            let narrow = |t: &DataType| matches!(t, DataType::Int32 | DataType::Int16 | DataType::Int8);
+            let first = f.args.first()?;
+            let arg = cast_from(first, &narrow).or_else(|| first.get_type(schema).is_ok_and(|t| narrow(&t)).then(|| first.clone()))?;
+            let wide = Expr::Cast(Cast::new(Box::new(arg), DataType::Int64));
+            let bits = datafusion::logical_expr::binary_expr(wide, datafusion::logical_expr::Operator::BitwiseAnd, datafusion::logical_expr::lit(0xFFFF_FFFF_i64));
+            Some(Expr::ScalarFunction(ScalarFunction::new_udf(f.func.clone(), vec![bits])))
+        }
+        "upper" if f.args.len() == 1 => Some(pg_upper().call(f.args.clone())),
+        _ => None,
+    }
+}
+
+/// `eddy_upper(s)`: `upper` character by character, keeping those whose uppercase is several.
+fn pg_upper() -> ScalarUDF {
+    let body = |args: &[ColumnarValue], rows: usize| -> DfResult<ColumnarValue> {
+        use arrow::array::{AsArray, StringArray};
+        let a = arrow::compute::cast(&args[0].to_array(rows)?, &DataType::Utf8)?;
+        let upper = |s: &str| -> String {
+            s.chars()
+                .flat_map(|c| {
+                    let mut u = c.to_uppercase();
+                    match (u.next(), u.next()) {
+                        (Some(one), None) => vec![one],
+                        _ => vec![c],
+                    }
+                })
+                .collect()
+        };
+        let out: StringArray = a.as_string::<i32>().iter().map(|v| v.map(upper)).collect();
+        Ok(ColumnarValue::Array(Arc::new(out)))
+    };
+    crate::planner::udf::closure_udf("upper", Signature::any(1, Volatility::Immutable), DataType::Utf8, Arc::new(body))
+}
+
 /// The analyzer rule (see the module docs).
 #[derive(Debug, Default)]
 pub struct PgTextCasts;
@@ -209,6 +264,9 @@ fn is_float(t: &DataType) -> bool {
 fn rewrite(e: Expr, schema: &DFSchema, udf: &Arc<ScalarUDF>, div: &Arc<ScalarUDF>, rem: &Arc<ScalarUDF>, rint: &Arc<ScalarUDF>) -> DfResult<Transformed<Expr>> {
     e.transform_up(|e| {
         if let Expr::ScalarFunction(f) = &e {
+            if let Some(out) = text_function(f, schema, udf) {
+                return Ok(Transformed::yes(out));
+            }
             if f.name() == "round" && f.args.len() == 1 && f.args[0].get_type(schema).is_ok_and(|t| t == DataType::Float64) {
                 return Ok(Transformed::yes(rint.call(f.args.clone())));
             }
