@@ -219,3 +219,42 @@ async fn binary_parameters_that_do_not_decode_are_22p03() {
     }
     srv.shutdown().await.unwrap();
 }
+
+/// A statement whose planning runs for seconds (DataFusion's optimizer is exponential in joins
+/// on nested COALESCE conditions) no longer stalls other sessions: their queries are answered
+/// while it plans. Before, the busy worker held the IO driver and another connection's
+/// `SELECT 1` waited for the whole planning (8 s).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_plan_does_not_stall_other_sessions() {
+    let srv = server("memory://").await;
+    let heavy = connect(srv.addr).await;
+    let other = connect(srv.addr).await;
+    heavy.batch_execute("CREATE TABLE t (v INT)").await.unwrap();
+    let mut from = "t".to_string();
+    let mut merged = "t.v".to_string();
+    for i in 1..17 {
+        from.push_str(&format!(" FULL JOIN t t{i} ON {merged} = t{i}.v"));
+        merged = format!("coalesce({merged}, t{i}.v)");
+    }
+    let slow = format!("EXPLAIN SELECT count(*) FROM {from}");
+    let planning = heavy.simple_query(&slow);
+    tokio::pin!(planning);
+    // The slow statement is on its way before the other session starts asking.
+    tokio::select! {
+        biased;
+        done = &mut planning => panic!("the slow plan finished first: {:?}", done.map(|m| m.len())),
+        _ = tokio::task::yield_now() => {}
+    }
+    let answered = async {
+        for _ in 0..20 {
+            let v: i32 = other.query_one("SELECT 1", &[]).await.unwrap().get(0);
+            assert_eq!(v, 1);
+        }
+    };
+    tokio::select! {
+        done = &mut planning => panic!("other sessions waited for the slow plan: {:?}", done.map(|m| m.len())),
+        _ = answered => {}
+    }
+    planning.await.unwrap();
+    srv.shutdown().await.unwrap();
+}

@@ -31,7 +31,7 @@ use crate::frontend::session::Session;
 const OLD_KEY_PREFIX: &str = "__eddy_old_";
 
 async fn run(state: &SessionState, plan: &LogicalPlan) -> Result<Vec<RecordBatch>> {
-    let physical = state.create_physical_plan(plan).await?;
+    let physical = crate::frontend::session::off_worker(state.create_physical_plan(plan)).await?;
     Ok(collect(physical, state.task_ctx()).await?)
 }
 

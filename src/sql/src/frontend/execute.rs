@@ -300,7 +300,7 @@ impl Session {
                     plan => {
                         let df = DataFrame::new(state, plan);
                         let logical = df.schema().as_arrow().clone();
-                        let stream = df.execute_stream().await?;
+                        let stream = crate::frontend::session::off_worker(df.execute_stream()).await?;
                         // Type coercion may widen a column after the plan's schema was made
                         // (`SELECT 1 UNION SELECT 1.5` is numeric): describe the rows as sent.
                         let physical = stream.schema();

@@ -260,6 +260,18 @@ fn query_runtime(bytes: usize) -> Arc<datafusion::execution::runtime_env::Runtim
 
 /// `schema` with the output names clients see (repeated names unmarked, see
 /// [`crate::planner::names::DUPLICATE_MARK`]).
+/// Runs `f` (planning and starting a query) off the async worker. DataFusion's optimizer is
+/// synchronous and exponential in some shapes (16 joins on nested COALESCE conditions: seconds),
+/// and a worker busy that long stalls every connection: the worker that last polled the IO
+/// driver holds it, and no idle worker takes it over (another session's `SELECT 1` waited 8 s).
+/// `block_in_place` hands the worker's queue and the driver to another thread first.
+pub(crate) async fn off_worker<F: std::future::Future>(f: F) -> F::Output {
+    match tokio::runtime::Handle::try_current() {
+        Ok(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => tokio::task::block_in_place(|| h.block_on(f)),
+        _ => f.await,
+    }
+}
+
 pub(crate) fn client_schema(schema: &Schema) -> SchemaRef {
     use crate::planner::names::output_name;
     if !schema.fields().iter().any(|f| output_name(f.name()) != f.name()) {
