@@ -26,7 +26,7 @@ pub use metrics::ViewMetrics;
 pub use message::{ActorId, Barrier, HashOutput, Message, Mutation, Output, Router, Target, CHANNEL_CAPACITY};
 pub use subscribe::{Sealed, Subscription};
 pub use sink::{SinkLog, SinkStats, SinkTarget};
-pub use source::{ReaderPosition, ReaderStats, SourceReader, SplitReader};
+pub use source::{ConstantSplit, ReaderPosition, ReaderStats, SourceReader, SplitReader};
 pub use table_actor::{Ingest, TableActor};
 pub use watermark::{Watermark, WatermarkGen};
 pub use table_write::{resolve, ConflictUpdate, OnConflict, TableWrite, TxnId, WriteOutcome};

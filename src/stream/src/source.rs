@@ -58,6 +58,38 @@ pub trait SplitReader: Send {
     }
 }
 
+/// The one split of a constant input (`VALUES`, a query without FROM): its rows, once. Its
+/// position is how many it has handed out, so a restarted reader emits none again.
+pub struct ConstantSplit {
+    rows: RecordBatch,
+    next: usize,
+}
+
+impl ConstantSplit {
+    /// `rows`, of which the first `position` says were emitted already (`None`: none).
+    pub fn new(rows: RecordBatch, position: Option<&[u8]>) -> Self {
+        let next = position.and_then(|p| <[u8; 8]>::try_from(p).ok()).map_or(0, |b| u64::from_be_bytes(b) as usize);
+        Self { rows, next }
+    }
+}
+
+impl SplitReader for ConstantSplit {
+    fn next_batch(&mut self, max_rows: usize) -> Result<Option<RecordBatch>> {
+        let left = self.rows.num_rows().saturating_sub(self.next);
+        if left == 0 {
+            return Ok(None);
+        }
+        let n = left.min(max_rows.max(1));
+        let out = self.rows.slice(self.next, n);
+        self.next += n;
+        Ok(Some(out))
+    }
+
+    fn position(&self) -> Vec<u8> {
+        (self.next as u64).to_be_bytes().to_vec()
+    }
+}
+
 /// Of `splits` (not `exhausted`), the first from `start` on (round robin) that may be read now,
 /// or when the earliest one will be (`Err(None)`: none ever again).
 pub(crate) fn due_split(splits: &[Box<dyn SplitReader>], exhausted: &[bool], start: usize) -> std::result::Result<usize, Option<Instant>> {

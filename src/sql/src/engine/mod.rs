@@ -15,6 +15,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use arrow::array::RecordBatch;
 use async_trait::async_trait;
 use eddy_common::{EddyError, Result};
 use eddy_storage::{EpochBatch, ReadSnapshot, StateStore, StoreOptions};
@@ -49,6 +50,9 @@ pub struct ViewBranch {
     /// For an input reading a source: the id of the view's own reader of it (also the key
     /// space of the reader's committed position).
     pub reader: Option<u32>,
+    /// For a constant input (`VALUES`, a query without FROM): its rows, which its reader emits
+    /// once (`upstream` then describes them: a source that no catalog lists).
+    pub constant: Option<RecordBatch>,
 }
 
 /// One source reader of a view (see [`Engine::source_readers`]).
@@ -402,25 +406,37 @@ impl Engine {
     ) -> Result<(Vec<Branch>, Vec<(u32, Target)>)> {
         let mut wired = Vec::new();
         let mut upstream_outputs = Vec::new();
-        let mut readers: std::collections::BTreeMap<u32, (Arc<TableCatalog>, Vec<Target>)> = Default::default();
+        let mut readers: std::collections::BTreeMap<u32, (Arc<TableCatalog>, Option<RecordBatch>, Vec<Target>)> = Default::default();
         for branch in branches {
             let (tx, rx) = mpsc::channel(CHANNEL_CAPACITY);
             let upstream = branch.upstream.clone();
-            wired.push(Branch { inputs: vec![rx], operators: branch.operators, upstream: Some(upstream.state_table()?), parent: branch.parent });
+            // A constant input has nothing to backfill: its rows come once, from its reader (a
+            // backfilling input drops the changes beyond its scan, which would be all of them).
+            let backfill = if branch.constant.is_some() { None } else { Some(upstream.state_table()?) };
+            wired.push(Branch { inputs: vec![rx], operators: branch.operators, upstream: backfill, parent: branch.parent });
             let output = Target::One(Output { actor: view, tx });
             match branch.reader {
-                Some(r) => readers.entry(r).or_insert_with(|| (upstream, Vec::new())).1.push(output),
+                Some(r) => readers.entry(r).or_insert_with(|| (upstream, branch.constant, Vec::new())).2.push(output),
                 None => upstream_outputs.push((upstream.id, output)),
             }
         }
-        for (reader, (source, outputs)) in readers {
-            self.start_reader(view, reader, &source, outputs, restore).await?;
+        for (reader, (source, constant, outputs)) in readers {
+            self.start_reader(view, reader, &source, constant, outputs, restore).await?;
         }
         Ok((wired, upstream_outputs))
     }
 
-    /// Starts reader `reader` of `source` for `view` (see [`Engine::wire_branches`]).
-    async fn start_reader(&self, view: u32, reader: u32, source: &TableCatalog, outputs: Vec<Target>, restore: Option<&eddy_storage::ReadSnapshot>) -> Result<()> {
+    /// Starts reader `reader` of `source` (or of the `constant` rows `source` describes) for
+    /// `view` (see [`Engine::wire_branches`]).
+    async fn start_reader(
+        &self,
+        view: u32,
+        reader: u32,
+        source: &TableCatalog,
+        constant: Option<RecordBatch>,
+        outputs: Vec<Target>,
+        restore: Option<&eddy_storage::ReadSnapshot>,
+    ) -> Result<()> {
         let position = match restore {
             Some(snapshot) => match snapshot.get(&eddy_stream::source::position_key(reader)).await? {
                 Some(bytes) => Some(ReaderPosition::decode(&bytes)?),
@@ -428,8 +444,16 @@ impl Engine {
             },
             None => None,
         };
-        let options = eddy_connector::Options(source.with_options.clone());
-        let splits = eddy_connector::open_splits(&options, &source.user_schema(), position.as_ref()).await?;
+        let splits = match constant {
+            Some(rows) => {
+                let done = position.as_ref().and_then(|p| p.splits.first()).map(Vec::as_slice);
+                vec![Box::new(eddy_stream::ConstantSplit::new(rows, done)) as Box<dyn eddy_stream::SplitReader>]
+            }
+            None => {
+                let options = eddy_connector::Options(source.with_options.clone());
+                eddy_connector::open_splits(&options, &source.user_schema(), position.as_ref()).await?
+            }
+        };
         let (source_tx, source_rx) = mpsc::channel(CHANNEL_CAPACITY);
         let stats = Arc::new(eddy_stream::ReaderStats::default());
         self.readers.lock().insert(reader, SourceReaderInfo { view, source: source.name.clone(), stats: stats.clone() });

@@ -146,7 +146,7 @@ impl Engine {
         let mut feeds: Vec<Option<Arc<dyn eddy_stream::Router>>> = vec![None; fragments];
         let mut links: Vec<Option<(usize, usize)>> = vec![None; fragments];
         let mut upstream_outputs = Vec::new();
-        let mut readers: std::collections::BTreeMap<u32, (Arc<TableCatalog>, Vec<Target>)> = Default::default();
+        let mut readers: std::collections::BTreeMap<u32, (Arc<TableCatalog>, Option<arrow::array::RecordBatch>, Vec<Target>)> = Default::default();
         for (g, fragment) in cuts[0].iter().enumerate() {
             for (k, input) in fragment.inputs.iter().enumerate() {
                 match &input.source {
@@ -159,7 +159,7 @@ impl Engine {
                         }
                         let entry = Target::Hash(HashOutput { outputs: outs, router: Arc::new(TableRouter(branch.upstream.state_table()?)) });
                         match branch.reader {
-                            Some(r) => readers.entry(r).or_insert_with(|| (branch.upstream.clone(), Vec::new())).1.push(entry),
+                            Some(r) => readers.entry(r).or_insert_with(|| (branch.upstream.clone(), branch.constant.clone(), Vec::new())).2.push(entry),
                             None => upstream_outputs.push((branch.upstream.id, entry)),
                         }
                     }
@@ -177,8 +177,8 @@ impl Engine {
                 }
             }
         }
-        for (reader, (source, entries)) in readers {
-            self.start_reader(view.id, reader, &source, entries, restore).await?;
+        for (reader, (source, constant, entries)) in readers {
+            self.start_reader(view.id, reader, &source, constant, entries, restore).await?;
         }
         // The last fragment's actors send to the merger.
         let mut merged = Vec::new();
@@ -200,9 +200,10 @@ impl Engine {
                 let reads_upstream = fragment.inputs.iter().any(|inp| matches!(inp.source, Source::Upstream(_)));
                 let mut branches = Vec::with_capacity(fragment.inputs.len());
                 for (k, input) in fragment.inputs.into_iter().enumerate() {
+                    // A constant input has nothing to backfill: its rows come once, from its reader.
                     let upstream = match &input.source {
-                        Source::Upstream(b) => Some(b.upstream.state_table()?),
-                        Source::Exchange(..) => None,
+                        Source::Upstream(b) if b.constant.is_none() => Some(b.upstream.state_table()?),
+                        Source::Upstream(_) | Source::Exchange(..) => None,
                     };
                     let mut operators = input.operators;
                     for op in &mut operators {

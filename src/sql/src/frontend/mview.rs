@@ -151,7 +151,8 @@ impl Session {
         let mut mark = EpochBatch::default();
         mark.put(eddy_common::codec::NEXT_ID_KEY.to_vec(), self.engine.catalog().next_id().to_be_bytes().to_vec());
         self.engine.barrier.commit_writes(mark).await?;
-        let mut dependencies: Vec<u32> = planned.branches.iter().map(|b| b.upstream.id).chain(direct).collect();
+        // A constant input reads no relation.
+        let mut dependencies: Vec<u32> = planned.branches.iter().filter(|b| b.constant.is_none()).map(|b| b.upstream.id).chain(direct).collect();
         dependencies.sort_unstable();
         dependencies.dedup();
         let view = TableCatalog {

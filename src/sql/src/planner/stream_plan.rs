@@ -397,7 +397,7 @@ fn build<'a>(
                     _ => None,
                 };
                 let append_only = rel.append_only || rel.kind == crate::catalog::RelationKind::Source;
-                let branch = BranchPlan { operators: ops, upstream: rel, parent: (OPEN, Side::Left), reader };
+                let branch = BranchPlan { operators: ops, upstream: rel, parent: (OPEN, Side::Left), reader, constant: None };
                 let watermarks = watermark.map(|(pos, _)| pos).into_iter().collect();
                 Ok(Built { branches: vec![branch], stages: vec![], join: None, ops: vec![], schema, key, watermarks, append_only })
             }
@@ -660,6 +660,7 @@ fn build<'a>(
                 join::plan_join(j, left, right, ids, restore, internal).await
             }
             LogicalPlan::Unnest(u) => unnest::plan_unnest(u, build(&u.input, ids, restore, internal).await?),
+            LogicalPlan::Values(_) | LogicalPlan::EmptyRelation(_) => constant::plan_constant(plan, ids, internal),
             other => Err(not_supported!("{} is not supported in a materialized view yet", node_name(other))),
         }
     })
@@ -695,6 +696,7 @@ async fn plan_top_n(
 }
 
 mod agg_call;
+mod constant;
 mod eowc;
 mod join;
 mod unnest;
