@@ -192,6 +192,31 @@ pub struct Comments {
 }
 
 impl TableCatalog {
+    /// A relation of `kind` with `columns`, keyed by a hidden row id, every other property
+    /// empty or off: the constant rows of a view (which no catalog lists), and tests.
+    pub fn unlisted(id: u32, name: &str, kind: RelationKind, columns: Vec<ColumnCatalog>) -> Self {
+        Self {
+            id,
+            schema: String::new(),
+            name: name.to_string(),
+            kind,
+            columns,
+            pk: vec![],
+            definition: String::new(),
+            query: None,
+            dependencies: vec![],
+            internal_tables: vec![],
+            comments: Default::default(),
+            on_conflict: Default::default(),
+            append_only: false,
+            with_options: Default::default(),
+            watermark: None,
+            emit_on_window_close: false,
+            parallelism: 0,
+            derived: Default::default(),
+        }
+    }
+
     /// PostgreSQL OID.
     pub fn oid(&self) -> u32 {
         FIRST_USER_OID + self.id

@@ -487,26 +487,7 @@ mod tests {
 
     fn spec(format: CopyFormat, header: bool) -> CopyIn {
         let col = |n: &str| ColumnCatalog { name: n.into(), ty: eddy_common::ColumnType::Text, not_null: false, default: None, hidden: false };
-        let table = TableCatalog {
-            id: 9,
-            schema: "public".into(),
-            name: "t".into(),
-            kind: RelationKind::Table,
-            columns: vec![col("a"), col("b")],
-            pk: vec![],
-            definition: String::new(),
-            query: None,
-            dependencies: vec![],
-            internal_tables: vec![],
-            comments: Default::default(),
-            on_conflict: Default::default(),
-            append_only: false,
-            watermark: None,
-            emit_on_window_close: false,
-            parallelism: 0,
-            with_options: Default::default(),
-            derived: Default::default(),
-        };
+        let table = TableCatalog { schema: "public".into(), ..TableCatalog::unlisted(9, "t", RelationKind::Table, vec![col("a"), col("b")]) };
         let (delimiter, null) = if format == CopyFormat::Csv { (',', String::new()) } else { ('\t', "\\N".to_string()) };
         CopyIn { table: Arc::new(table), columns: vec![0, 1], format, delimiter, null, header, quote: '"' }
     }

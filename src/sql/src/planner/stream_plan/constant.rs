@@ -75,26 +75,7 @@ pub(super) fn plan_constant(plan: &LogicalPlan, ids: &mut TableIds<'_>, internal
             Ok(ColumnCatalog { name: f.name().clone(), ty, not_null: false, default: None, hidden: false })
         })
         .collect::<Result<Vec<_>>>()?;
-    let rel = Arc::new(TableCatalog {
-        id: relation,
-        schema: String::new(),
-        name: "(constant rows)".into(),
-        kind: RelationKind::Source,
-        columns,
-        pk: vec![],
-        definition: String::new(),
-        query: None,
-        dependencies: vec![],
-        internal_tables: vec![],
-        comments: Default::default(),
-        on_conflict: Default::default(),
-        append_only: true,
-        with_options: Default::default(),
-        watermark: None,
-        emit_on_window_close: false,
-        parallelism: 0,
-        derived: Default::default(),
-    });
+    let rel = Arc::new(TableCatalog { append_only: true, ..TableCatalog::unlisted(relation, "(constant rows)", RelationKind::Source, columns) });
     // The rows and their hidden row id, the input's key (as a scan of a source reads them).
     let storage = rel.storage_schema();
     let width = storage.fields().len();
