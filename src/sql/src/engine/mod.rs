@@ -55,6 +55,10 @@ pub struct ViewBranch {
     pub constant: Option<RecordBatch>,
 }
 
+/// A view's readers while it is wired, by reader id: what each reads (a source, or the
+/// constant rows it describes) and the view inputs it feeds.
+pub(crate) type ReaderInputs = std::collections::BTreeMap<u32, (Arc<TableCatalog>, Option<RecordBatch>, Vec<Target>)>;
+
 /// One source reader of a view (see [`Engine::source_readers`]).
 #[derive(Debug, Clone)]
 pub struct SourceReaderInfo {
@@ -406,7 +410,7 @@ impl Engine {
     ) -> Result<(Vec<Branch>, Vec<(u32, Target)>)> {
         let mut wired = Vec::new();
         let mut upstream_outputs = Vec::new();
-        let mut readers: std::collections::BTreeMap<u32, (Arc<TableCatalog>, Option<RecordBatch>, Vec<Target>)> = Default::default();
+        let mut readers = ReaderInputs::default();
         for branch in branches {
             let (tx, rx) = mpsc::channel(CHANNEL_CAPACITY);
             let upstream = branch.upstream.clone();

@@ -146,7 +146,7 @@ impl Engine {
         let mut feeds: Vec<Option<Arc<dyn eddy_stream::Router>>> = vec![None; fragments];
         let mut links: Vec<Option<(usize, usize)>> = vec![None; fragments];
         let mut upstream_outputs = Vec::new();
-        let mut readers: std::collections::BTreeMap<u32, (Arc<TableCatalog>, Option<arrow::array::RecordBatch>, Vec<Target>)> = Default::default();
+        let mut readers = super::ReaderInputs::default();
         for (g, fragment) in cuts[0].iter().enumerate() {
             for (k, input) in fragment.inputs.iter().enumerate() {
                 match &input.source {

@@ -101,7 +101,7 @@ fn check(domain: Domain, args: &[ColumnarValue], rows: usize) -> DfResult<()> {
             }
             (Domain::UnitInterval { open }, 1) => {
                 let x = v(0);
-                if x < -1.0 || x > 1.0 || (open && x.abs() == 1.0) {
+                if !(-1.0..=1.0).contains(&x) || (open && x.abs() == 1.0) {
                     return Err(out_of_range());
                 }
             }

@@ -26,7 +26,7 @@ use super::ast::call;
 #[derive(Clone)]
 enum Item {
     /// A merged `USING` column: its name and value.
-    Merged(Ident, Expr),
+    Merged(Ident, Box<Expr>),
     /// A relation's columns (by qualifier) but the excluded (merged) ones.
     Rel(ObjectName, Vec<Ident>),
 }
@@ -53,7 +53,7 @@ fn qualifier(t: &TableFactor) -> Option<ObjectName> {
 /// only relation.
 fn column_of(items: &[Item], c: &Ident) -> Option<Expr> {
     if let Some(e) = items.iter().find_map(|i| match i {
-        Item::Merged(n, e) if same(n, c) => Some(e.clone()),
+        Item::Merged(n, e) if same(n, c) => Some(e.as_ref().clone()),
         _ => None,
     }) {
         return Some(e);
@@ -134,7 +134,7 @@ fn rewrite_joins(t: &mut TableWithJoins, found: &mut Found) -> Option<Vec<Item>>
                         },
                         _ => l,
                     };
-                    merged.push(Item::Merged(c.clone(), value));
+                    merged.push(Item::Merged(c.clone(), Box::new(value)));
                     left_rest = without(left_rest, c);
                     right_rest = without(right_rest, c);
                 }
@@ -199,7 +199,7 @@ pub fn merge_outer_using(q: &mut Query) {
     let merged: Vec<(Ident, Expr)> = items
         .iter()
         .filter_map(|i| match i {
-            Item::Merged(n, e) => Some((n.clone(), e.clone())),
+            Item::Merged(n, e) => Some((n.clone(), e.as_ref().clone())),
             Item::Rel(..) => None,
         })
         .collect();
@@ -251,7 +251,7 @@ pub fn merge_outer_using(q: &mut Query) {
 
 fn star_item(i: &Item) -> SelectItem {
     match i {
-        Item::Merged(n, e) => SelectItem::ExprWithAlias { expr: e.clone(), alias: n.clone() },
+        Item::Merged(n, e) => SelectItem::ExprWithAlias { expr: e.as_ref().clone(), alias: n.clone() },
         Item::Rel(q, ex) => {
             let options = WildcardAdditionalOptions {
                 opt_exclude: (!ex.is_empty()).then(|| ExcludeSelectItem::Multiple(ex.iter().map(|c| ObjectName::from(vec![c.clone()])).collect())),
