@@ -209,10 +209,8 @@ impl From<datafusion::error::DataFusionError> for EddyError {
             }
             D::Execution(m) => exec_error(m),
             D::ExecutionJoin(j) => EddyError::internal(j.to_string()),
-            D::External(b) => match b.downcast::<EddyError>() {
-                Ok(e) => *e,
-                Err(b) => exec_error(b.to_string()),
-            },
+            // An Eddy error was taken as raised above.
+            D::External(b) => exec_error(b.to_string()),
             D::Context(ctx, inner) => {
                 let mut e: EddyError = (*inner).into();
                 if e.kind == ErrorKind::Internal {

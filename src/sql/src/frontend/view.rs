@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use datafusion::sql::sqlparser::ast::{
     Expr, Ident, ObjectName, Query, SetExpr, Statement, TableAlias, TableAliasColumnDef, TableFactor, TableWithJoins,
-    VisitMut, VisitorMut,
+    VisitMut,
 };
 use eddy_common::error::sqlstate;
 use eddy_common::types::ColumnType;
@@ -23,37 +23,7 @@ use eddy_storage::EpochBatch;
 use crate::catalog::{CatalogChange, ColumnCatalog, RelationKind, TableCatalog};
 use crate::frontend::names::resolve_name;
 use crate::frontend::session::Session;
-
-/// Calls `f` on the expressions of one SELECT, but not on those inside its subqueries: the
-/// expansion recurses into each subquery itself, and visiting nested subqueries from every
-/// enclosing level too made expansion exponential in subquery nesting.
-struct OwnExpressions<F> {
-    f: F,
-    /// How many subqueries deep the visitor is.
-    queries: usize,
-}
-
-impl<F: FnMut(&mut Expr) -> ControlFlow<()>> VisitorMut for OwnExpressions<F> {
-    type Break = ();
-
-    fn pre_visit_query(&mut self, _: &mut Query) -> ControlFlow<()> {
-        self.queries += 1;
-        ControlFlow::Continue(())
-    }
-
-    fn post_visit_query(&mut self, _: &mut Query) -> ControlFlow<()> {
-        self.queries -= 1;
-        ControlFlow::Continue(())
-    }
-
-    fn pre_visit_expr(&mut self, e: &mut Expr) -> ControlFlow<()> {
-        if self.queries == 0 {
-            (self.f)(e)
-        } else {
-            ControlFlow::Continue(())
-        }
-    }
-}
+use crate::pg::rewrite::ast::own_expressions;
 
 /// Views nested deeper than this are taken to refer to themselves.
 const MAX_DEPTH: usize = 32;
@@ -111,7 +81,7 @@ impl Session {
                     }
                     ControlFlow::Continue(())
                 };
-                let mut own = OwnExpressions { f: &mut visit, queries: 0 };
+                let mut own = own_expressions(&mut visit);
                 let _ = select.projection.visit(&mut own);
                 let _ = select.selection.visit(&mut own);
                 let _ = select.having.visit(&mut own);

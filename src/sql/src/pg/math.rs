@@ -63,10 +63,15 @@ fn overflow() -> datafusion::error::DataFusionError {
     user_error(sqlstate::NUMERIC_VALUE_OUT_OF_RANGE, "value out of range: overflow".into())
 }
 
-/// Fails on the first row (non-NULL in every argument) outside `domain`.
-fn check(domain: Domain, args: &[ColumnarValue], rows: usize) -> DfResult<()> {
-    let cols = args.iter().map(|a| as_f64(a, rows)).collect::<DfResult<Vec<_>>>()?;
-    let cols: Vec<_> = cols.iter().map(|c| c.as_primitive::<Float64Type>()).collect();
+/// The arguments as double precision, once for the check and the computation.
+fn doubles(args: &[ColumnarValue], rows: usize) -> DfResult<Vec<ArrayRef>> {
+    args.iter().map(|a| as_f64(a, rows)).collect()
+}
+
+/// Fails on the first row (non-NULL in every argument) of `args` (as [`doubles`]) outside
+/// `domain`.
+fn check(domain: Domain, args: &[ArrayRef], rows: usize) -> DfResult<()> {
+    let cols: Vec<_> = args.iter().map(|c| c.as_primitive::<Float64Type>()).collect();
     for r in 0..rows {
         if cols.iter().any(|c| c.is_null(r)) {
             continue;
@@ -123,14 +128,14 @@ impl Checked {
     }
 }
 
-/// `power(x, y)` of a numeric base in double precision, as a numeric of [`DECIMAL_POWER`]
-/// (a result past its range is 22003).
-fn decimal_power(args: &[ColumnarValue], rows: usize) -> DfResult<ColumnarValue> {
-    let (x, y) = (as_f64(&args[0], rows)?, as_f64(&args[1], rows)?);
-    let out: arrow::array::Float64Array = arrow::compute::binary(x.as_primitive::<Float64Type>(), y.as_primitive::<Float64Type>(), f64::powf)?;
+/// `power(x, y)` of a numeric base, from its arguments in double precision (`doubles`), as a
+/// numeric of [`DECIMAL_POWER`] (a result past its range is 22003); a scalar if every argument
+/// was one.
+fn decimal_power(doubles: &[ArrayRef], all_scalar: bool) -> DfResult<ColumnarValue> {
+    let (x, y) = (doubles[0].as_primitive::<Float64Type>(), doubles[1].as_primitive::<Float64Type>());
+    let out: arrow::array::Float64Array = arrow::compute::binary(x, y, f64::powf)?;
     let options = arrow::compute::CastOptions { safe: false, ..Default::default() };
     let out = arrow::compute::cast_with_options(&out, &DECIMAL_POWER, &options).map_err(|_| overflow())?;
-    let all_scalar = args.iter().all(|a| matches!(a, ColumnarValue::Scalar(_)));
     Ok(match all_scalar {
         true => ColumnarValue::Scalar(datafusion::scalar::ScalarValue::try_from_array(&out, 0)?),
         false => ColumnarValue::Array(out),
@@ -174,10 +179,12 @@ impl ScalarUDFImpl for Checked {
         }
     }
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
-        check(self.domain, &args.args, args.number_rows)?;
+        let doubles = doubles(&args.args, args.number_rows)?;
+        check(self.domain, &doubles, args.number_rows)?;
         let types: Vec<DataType> = args.arg_fields.iter().map(|f| f.data_type().clone()).collect();
         if self.decimal_power(&types) {
-            return decimal_power(&args.args, args.number_rows);
+            let all_scalar = args.args.iter().all(|a| matches!(a, ColumnarValue::Scalar(_)));
+            return decimal_power(&doubles, all_scalar);
         }
         self.inner.invoke_with_args(args)
     }
@@ -212,8 +219,8 @@ mod tests {
     use super::*;
     use arrow::array::Float64Array;
 
-    fn col(v: &[Option<f64>]) -> ColumnarValue {
-        ColumnarValue::Array(Arc::new(Float64Array::from(v.to_vec())))
+    fn col(v: &[Option<f64>]) -> ArrayRef {
+        Arc::new(Float64Array::from(v.to_vec()))
     }
 
     fn code(r: DfResult<()>) -> Option<&'static str> {
@@ -231,7 +238,7 @@ mod tests {
         assert_eq!(code(check(Domain::Power, &[col(&[Some(10.0)]), col(&[Some(400.0)])], 1)), Some("22003"));
         assert_eq!(code(check(Domain::UnitInterval { open: true }, &[col(&[Some(1.0)])], 1)), Some("22003"));
         assert_eq!(code(check(Domain::UnitInterval { open: false }, &[col(&[Some(1.0)])], 1)), None);
-        let r = decimal_power(&[col(&[Some(2.5)]), col(&[Some(2.0)])], 1).unwrap().to_array(1).unwrap();
+        let r = decimal_power(&[col(&[Some(2.5)]), col(&[Some(2.0)])], false).unwrap().to_array(1).unwrap();
         assert_eq!(arrow::util::display::array_value_to_string(&r, 0).unwrap(), "6.2500000000000000");
         assert_eq!(code(check(Domain::Exp, &[col(&[Some(1000.0)])], 1)), Some("22003"));
     }

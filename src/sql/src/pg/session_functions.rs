@@ -64,6 +64,7 @@ pub fn register_session_functions(ctx: &SessionContext, info: &SessionInfo) {
     crate::planner::pg_aggregates::register(ctx);
     crate::planner::single_value::register(ctx);
     register_format(ctx);
+    register_upper(ctx);
     constant_text(ctx, "version", version_string());
     constant_text(ctx, "current_database", crate::catalog::DATABASE_NAME.to_string());
     for name in ["current_user", "session_user", "current_role", "user"] {
@@ -436,6 +437,30 @@ fn path_at(paths: &arrow::array::ArrayRef, i: usize) -> DfResult<Vec<String>> {
 
 /// `format(fmt, args...)`: `%s` (text; NULL is empty), `%I` (identifier, quoted when needed),
 /// `%L` (literal, `NULL` for NULL) and `%%`, as PostgreSQL's `format`.
+/// `upper(s)` character by character, keeping a character whose uppercase is several
+/// (`upper('ß')` is `ß` in PostgreSQL; Rust's, and so DataFusion's, is `SS`). DataFusion's
+/// signature, so the same arguments are accepted.
+fn register_upper(ctx: &SessionContext) {
+    let body = |args: &[ColumnarValue], rows: usize| -> DfResult<ColumnarValue> {
+        let a = arrow::compute::cast(&args[0].to_array(rows)?, &DataType::Utf8)?;
+        let upper = |s: &str| -> String {
+            s.chars()
+                .flat_map(|c| {
+                    let mut u = c.to_uppercase();
+                    match (u.next(), u.next()) {
+                        (Some(one), None) => vec![one],
+                        _ => vec![c],
+                    }
+                })
+                .collect()
+        };
+        let out: StringArray = a.as_string::<i32>().iter().map(|v| v.map(upper)).collect();
+        Ok(ColumnarValue::Array(Arc::new(out)))
+    };
+    let signature = datafusion::functions::string::upper().signature().clone();
+    register(ctx, "upper", signature, DataType::Utf8, Arc::new(body));
+}
+
 fn register_format(ctx: &SessionContext) {
     use arrow::array::StringArray;
     let body = |args: &[ColumnarValue], rows: usize| -> DfResult<ColumnarValue> {

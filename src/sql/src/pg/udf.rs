@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use arrow::datatypes::DataType;
-use datafusion::error::{DataFusionError, Result as DfResult};
+use datafusion::error::Result as DfResult;
 use datafusion::logical_expr::{ColumnarValue, Signature, Volatility};
 use datafusion::prelude::SessionContext;
 use datafusion::scalar::ScalarValue;
@@ -164,7 +164,4 @@ pub fn oid(v: Option<u32>) -> ScalarValue {
     ScalarValue::Int32(v.map(|o| o as i32))
 }
 
-/// A user error raised from inside a function.
-pub fn user_error(code: &'static str, msg: String) -> DataFusionError {
-    DataFusionError::External(Box::new(eddy_common::EddyError::user(code, msg)))
-}
+pub use crate::planner::udf::user_error;

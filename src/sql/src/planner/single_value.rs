@@ -36,10 +36,7 @@ struct SingleValue {
 }
 
 fn too_many_rows() -> datafusion::error::DataFusionError {
-    datafusion::error::DataFusionError::External(Box::new(eddy_common::EddyError::user(
-        sqlstate::CARDINALITY_VIOLATION,
-        "more than one row returned by a subquery used as an expression",
-    )))
+    crate::planner::udf::user_error(sqlstate::CARDINALITY_VIOLATION, "more than one row returned by a subquery used as an expression".into())
 }
 
 impl AggregateUDFImpl for SingleValue {

@@ -201,8 +201,7 @@ fn date_interval(b: &datafusion::logical_expr::BinaryExpr, schema: &DFSchema) ->
 /// PostgreSQL's forms of text functions whose DataFusion forms differ:
 /// * `concat`/`concat_ws` write a boolean as `t`/`f`, its output form (the coercion's cast to
 ///   text wrote `true`);
-/// * `to_hex` of an `integer` is of its 32 bits (`to_hex(-1)` is `ffffffff`, not 16 `f`s);
-/// * `upper` keeps a character whose uppercase is several (`upper('ß')` is `ß`, not `SS`).
+/// * `to_hex` of an `integer` is of its 32 bits (`to_hex(-1)` is `ffffffff`, not 16 `f`s).
 fn text_function(f: &datafusion::logical_expr::expr::ScalarFunction, schema: &DFSchema, text: &Arc<ScalarUDF>) -> Option<Expr> {
     use datafusion::logical_expr::expr::ScalarFunction;
     let cast_from = |a: &Expr, want: &dyn Fn(&DataType) -> bool| match a {
@@ -226,31 +225,8 @@ fn text_function(f: &datafusion::logical_expr::expr::ScalarFunction, schema: &DF
             let bits = datafusion::logical_expr::binary_expr(wide, datafusion::logical_expr::Operator::BitwiseAnd, datafusion::logical_expr::lit(0xFFFF_FFFF_i64));
             Some(Expr::ScalarFunction(ScalarFunction::new_udf(f.func.clone(), vec![bits])))
         }
-        "upper" if f.args.len() == 1 => Some(pg_upper().call(f.args.clone())),
         _ => None,
     }
-}
-
-/// `eddy_upper(s)`: `upper` character by character, keeping those whose uppercase is several.
-fn pg_upper() -> ScalarUDF {
-    let body = |args: &[ColumnarValue], rows: usize| -> DfResult<ColumnarValue> {
-        use arrow::array::{AsArray, StringArray};
-        let a = arrow::compute::cast(&args[0].to_array(rows)?, &DataType::Utf8)?;
-        let upper = |s: &str| -> String {
-            s.chars()
-                .flat_map(|c| {
-                    let mut u = c.to_uppercase();
-                    match (u.next(), u.next()) {
-                        (Some(one), None) => vec![one],
-                        _ => vec![c],
-                    }
-                })
-                .collect()
-        };
-        let out: StringArray = a.as_string::<i32>().iter().map(|v| v.map(upper)).collect();
-        Ok(ColumnarValue::Array(Arc::new(out)))
-    };
-    crate::planner::udf::closure_udf("upper", Signature::any(1, Volatility::Immutable), DataType::Utf8, Arc::new(body))
 }
 
 /// The analyzer rule (see the module docs).

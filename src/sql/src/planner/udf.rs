@@ -65,6 +65,12 @@ impl ScalarUDFImpl for FnUdf {
     }
 }
 
+/// A user error (`code`, `msg`) raised inside a function, as DataFusion carries it; it reaches
+/// the client with its SQLSTATE.
+pub fn user_error(code: &'static str, msg: String) -> datafusion::error::DataFusionError {
+    datafusion::error::DataFusionError::External(Box::new(eddy_common::EddyError::user(code, msg)))
+}
+
 /// A closure-defined scalar function.
 pub(crate) fn closure_udf(name: &str, signature: Signature, ret: DataType, body: Arc<Body>) -> ScalarUDF {
     ScalarUDF::new_from_impl(FnUdf { name: name.to_string(), signature, ret, jsonb: false, body })

@@ -1,11 +1,49 @@
-//! Small AST builders and predicates shared by the rewrites of this module and by
-//! `pg::subquery` (a leaf, so that neither of the two depends on the other through them).
+//! Small AST builders, predicates and visitors shared by the rewrites of this module, by
+//! `pg::subquery` and by view expansion (a leaf, so that neither of the two depends on the other through them).
+
+use std::ops::ControlFlow;
 
 use datafusion::sql::sqlparser::ast::{
     CaseWhen, Expr, Function, FunctionArg, FunctionArgExpr, FunctionArgumentList, FunctionArguments, Ident, ObjectName,
-    ObjectNamePart, TableFunctionArgs,
+    ObjectNamePart, Query, TableFunctionArgs, VisitorMut,
 };
 use datafusion::sql::sqlparser::tokenizer::{Token, TokenWithSpan};
+
+/// A visitor calling `f` on the expressions of one SELECT, but not on those inside its
+/// subqueries (their own SELECTs are visited on their own; visiting nested subqueries from every
+/// enclosing level too made view expansion exponential in subquery nesting).
+pub(crate) struct OwnExpressions<F> {
+    f: F,
+    /// How many subqueries deep the visitor is.
+    queries: usize,
+}
+
+/// [`OwnExpressions`] calling `f`.
+pub(crate) fn own_expressions<F: FnMut(&mut Expr) -> ControlFlow<()>>(f: F) -> OwnExpressions<F> {
+    OwnExpressions { f, queries: 0 }
+}
+
+impl<F: FnMut(&mut Expr) -> ControlFlow<()>> VisitorMut for OwnExpressions<F> {
+    type Break = ();
+
+    fn pre_visit_query(&mut self, _: &mut Query) -> ControlFlow<()> {
+        self.queries += 1;
+        ControlFlow::Continue(())
+    }
+
+    fn post_visit_query(&mut self, _: &mut Query) -> ControlFlow<()> {
+        self.queries -= 1;
+        ControlFlow::Continue(())
+    }
+
+    fn pre_visit_expr(&mut self, e: &mut Expr) -> ControlFlow<()> {
+        if self.queries == 0 {
+            (self.f)(e)
+        } else {
+            ControlFlow::Continue(())
+        }
+    }
+}
 
 /// Parses SQL a rewrite generated; `None` (no rewrite) if it does not parse.
 pub(crate) fn parse_query(sql: &str) -> Option<datafusion::sql::sqlparser::ast::Query> {

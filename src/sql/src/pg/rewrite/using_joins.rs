@@ -16,11 +16,11 @@ use std::ops::ControlFlow;
 
 use datafusion::sql::sqlparser::ast::{
     BinaryOperator, ExcludeSelectItem, Expr, Ident, JoinConstraint, JoinOperator, ObjectName, Query, Select,
-    SelectItem, SelectItemQualifiedWildcardKind, SetExpr, TableFactor, TableWithJoins, VisitMut, VisitorMut,
+    SelectItem, SelectItemQualifiedWildcardKind, SetExpr, TableFactor, TableWithJoins, VisitMut,
     WildcardAdditionalOptions,
 };
 
-use super::ast::call;
+use super::ast::{call, own_expressions};
 
 /// One part of a FROM item's output, in `*` order.
 #[derive(Clone)]
@@ -84,46 +84,68 @@ fn without(items: Vec<Item>, c: &Ident) -> Vec<Item> {
         .collect()
 }
 
-/// What a join-tree rewrite found: a RIGHT/FULL `USING` join, or a `USING` column merged
-/// again (`a JOIN b USING (k) JOIN c USING (k)`, where DataFusion found `k` ambiguous).
-struct Found {
-    outer_using: bool,
-    chained: bool,
+/// The joins a `USING` clause may merge columns of.
+#[derive(Clone, Copy, PartialEq)]
+enum Kind {
+    Inner,
+    Left,
+    Right,
+    Full,
+}
+
+/// `op`'s kind and constraint (`None`: cross, semi, anti and other joins).
+fn kind(op: &JoinOperator) -> Option<(Kind, &JoinConstraint)> {
+    Some(match op {
+        JoinOperator::Join(c) | JoinOperator::Inner(c) => (Kind::Inner, c),
+        JoinOperator::Left(c) | JoinOperator::LeftOuter(c) => (Kind::Left, c),
+        JoinOperator::Right(c) | JoinOperator::RightOuter(c) => (Kind::Right, c),
+        JoinOperator::FullOuter(c) => (Kind::Full, c),
+        _ => return None,
+    })
+}
+
+/// `op`'s constraint, for the joins of [`kind`].
+fn constraint_mut(op: &mut JoinOperator) -> Option<&mut JoinConstraint> {
+    match op {
+        JoinOperator::Join(c)
+        | JoinOperator::Inner(c)
+        | JoinOperator::Left(c)
+        | JoinOperator::LeftOuter(c)
+        | JoinOperator::Right(c)
+        | JoinOperator::RightOuter(c)
+        | JoinOperator::FullOuter(c) => Some(c),
+        _ => None,
+    }
 }
 
 /// Rewrites `t`'s `USING` joins into `ON` joins (see the module docs): the output items, or
-/// `None` if a column's source cannot be told.
-fn rewrite_joins(t: &mut TableWithJoins, found: &mut Found) -> Option<Vec<Item>> {
-    let mut items = factor_items(&mut t.relation, found)?;
+/// `None` if a column's source cannot be told. `chained` is set if a `USING` column is merged
+/// again (`a JOIN b USING (k) JOIN c USING (k)`, where DataFusion found `k` ambiguous).
+fn rewrite_joins(t: &mut TableWithJoins, chained: &mut bool) -> Option<Vec<Item>> {
+    let mut items = factor_items(&mut t.relation, chained)?;
     for j in &mut t.joins {
-        let right = factor_items(&mut j.relation, found)?;
-        let (constraint, kind) = match &mut j.join_operator {
-            JoinOperator::Join(c) | JoinOperator::Inner(c) => (c, 'i'),
-            JoinOperator::Left(c) | JoinOperator::LeftOuter(c) => (c, 'l'),
-            JoinOperator::Right(c) | JoinOperator::RightOuter(c) => (c, 'r'),
-            JoinOperator::FullOuter(c) => (c, 'f'),
-            JoinOperator::CrossJoin(JoinConstraint::None) => {
-                items.extend(right);
-                continue;
-            }
-            _ => return None,
-        };
+        let right = factor_items(&mut j.relation, chained)?;
+        if matches!(j.join_operator, JoinOperator::CrossJoin(JoinConstraint::None)) {
+            items.extend(right);
+            continue;
+        }
+        let (kind, _) = kind(&j.join_operator)?;
+        let constraint = constraint_mut(&mut j.join_operator)?;
         match constraint {
             JoinConstraint::Using(cols) => {
                 let cols: Vec<Ident> = cols.iter().map(|c| c.0.last().and_then(|p| p.as_ident().cloned())).collect::<Option<_>>()?;
-                found.outer_using |= matches!(kind, 'r' | 'f');
                 let mut on = Vec::new();
                 let mut merged = Vec::new();
                 let (mut left_rest, mut right_rest) = (items.clone(), right.clone());
                 for c in &cols {
                     let (l, r) = (column_of(&items, c)?, column_of(&right, c)?);
                     let merged_before = |side: &[Item]| side.iter().any(|i| matches!(i, Item::Merged(n, _) if same(n, c)));
-                    found.chained |= merged_before(&items) || merged_before(&right);
+                    *chained |= merged_before(&items) || merged_before(&right);
                     on.push(Expr::BinaryOp { left: Box::new(l.clone()), op: BinaryOperator::Eq, right: Box::new(r.clone()) });
                     let value = match kind {
-                        'r' => r,
+                        Kind::Right => r,
                         // Flat, so a chain of n joins stays linear in size.
-                        'f' => match l {
+                        Kind::Full => match l {
                             Expr::Function(mut f) if super::ast::base_name(&f.name) == "coalesce" => {
                                 if let datafusion::sql::sqlparser::ast::FunctionArguments::List(list) = &mut f.args {
                                     list.args.push(datafusion::sql::sqlparser::ast::FunctionArg::Unnamed(r.into()));
@@ -149,46 +171,23 @@ fn rewrite_joins(t: &mut TableWithJoins, found: &mut Found) -> Option<Vec<Item>>
     Some(items)
 }
 
-fn factor_items(t: &mut TableFactor, found: &mut Found) -> Option<Vec<Item>> {
+fn factor_items(t: &mut TableFactor, chained: &mut bool) -> Option<Vec<Item>> {
     match t {
-        TableFactor::NestedJoin { table_with_joins, alias: None } => rewrite_joins(table_with_joins, found),
+        TableFactor::NestedJoin { table_with_joins, alias: None } => rewrite_joins(table_with_joins, chained),
         other => Some(vec![Item::Rel(qualifier(other)?, vec![])]),
     }
 }
 
-/// Replaces unqualified references to the merged columns, outside subqueries.
-struct Merge<'a> {
-    merged: &'a [(Ident, Expr)],
-    depth: usize,
-}
-
-impl VisitorMut for Merge<'_> {
-    type Break = ();
-
-    fn pre_visit_query(&mut self, _q: &mut Query) -> ControlFlow<()> {
-        self.depth += 1;
-        ControlFlow::Continue(())
-    }
-
-    fn post_visit_query(&mut self, _q: &mut Query) -> ControlFlow<()> {
-        self.depth -= 1;
-        ControlFlow::Continue(())
-    }
-
-    fn post_visit_expr(&mut self, e: &mut Expr) -> ControlFlow<()> {
-        if self.depth == 0 {
-            if let Expr::Identifier(id) = e {
-                if let Some((_, value)) = self.merged.iter().find(|(n, _)| same(n, id)) {
-                    *e = value.clone();
-                }
+/// Replaces the unqualified references to the merged columns in `node`, outside subqueries.
+fn merge_refs<T: VisitMut>(node: &mut T, merged: &[(Ident, Expr)]) {
+    let _ = node.visit(&mut own_expressions(|e: &mut Expr| {
+        if let Expr::Identifier(id) = e {
+            if let Some((_, value)) = merged.iter().find(|(n, _)| same(n, id)) {
+                *e = value.clone();
             }
         }
         ControlFlow::Continue(())
-    }
-}
-
-fn merge_refs<T: VisitMut>(node: &mut T, merged: &[(Ident, Expr)]) {
-    let _ = node.visit(&mut Merge { merged, depth: 0 });
+    }));
 }
 
 /// The rewrite of the module docs on `q`'s own SELECT (not its subqueries, which the visitor
@@ -209,7 +208,7 @@ pub fn merge_outer_using(q: &mut Query) {
             // A bare `k` keeps its name.
             SelectItem::UnnamedExpr(Expr::Identifier(id)) if merged.iter().any(|(n, _)| same(n, id)) => {
                 let alias = id.clone();
-                let mut expr = Expr::Identifier(id.clone());
+                let mut expr = Expr::Identifier(alias.clone());
                 merge_refs(&mut expr, &merged);
                 *item = SelectItem::ExprWithAlias { expr, alias };
             }
@@ -272,55 +271,36 @@ fn merge_join_conditions(from: &mut [TableWithJoins], merged: &[(Ident, Expr)]) 
             if let TableFactor::NestedJoin { table_with_joins, .. } = &mut j.relation {
                 merge_join_conditions(std::slice::from_mut(table_with_joins.as_mut()), merged);
             }
-            let c = match &mut j.join_operator {
-                JoinOperator::Join(c)
-                | JoinOperator::Inner(c)
-                | JoinOperator::Left(c)
-                | JoinOperator::LeftOuter(c)
-                | JoinOperator::Right(c)
-                | JoinOperator::RightOuter(c)
-                | JoinOperator::FullOuter(c) => c,
-                _ => continue,
-            };
-            if let JoinConstraint::On(e) = c {
+            if let Some(JoinConstraint::On(e)) = constraint_mut(&mut j.join_operator) {
                 merge_refs(e, merged);
             }
         }
     }
 }
 
-/// True if `t` has a RIGHT or FULL `USING` join, or two `USING` joins.
-fn worth_rewriting(t: &TableWithJoins) -> bool {
-    fn count(t: &TableWithJoins, outer: &mut bool) -> usize {
-        let nested = |f: &TableFactor, outer: &mut bool| match f {
-            TableFactor::NestedJoin { table_with_joins, .. } => count(table_with_joins, outer),
-            _ => 0,
-        };
-        let mut n = nested(&t.relation, outer);
-        for j in &t.joins {
-            n += nested(&j.relation, outer);
-            match &j.join_operator {
-                JoinOperator::Right(JoinConstraint::Using(_)) | JoinOperator::RightOuter(JoinConstraint::Using(_)) | JoinOperator::FullOuter(JoinConstraint::Using(_)) => {
-                    *outer = true;
-                    n += 1;
-                }
-                JoinOperator::Join(JoinConstraint::Using(_))
-                | JoinOperator::Inner(JoinConstraint::Using(_))
-                | JoinOperator::Left(JoinConstraint::Using(_))
-                | JoinOperator::LeftOuter(JoinConstraint::Using(_)) => n += 1,
-                _ => {}
-            }
+/// How many `USING` joins `t` has, and whether one is a RIGHT or FULL join.
+fn using_joins(t: &TableWithJoins) -> (usize, bool) {
+    let nested = |f: &TableFactor| match f {
+        TableFactor::NestedJoin { table_with_joins, .. } => using_joins(table_with_joins),
+        _ => (0, false),
+    };
+    let (mut n, mut outer) = nested(&t.relation);
+    for j in &t.joins {
+        let (m, o) = nested(&j.relation);
+        (n, outer) = (n + m, outer || o);
+        if let Some((k, JoinConstraint::Using(_))) = kind(&j.join_operator) {
+            n += 1;
+            outer |= matches!(k, Kind::Right | Kind::Full);
         }
-        n
     }
-    let mut outer = false;
-    count(t, &mut outer) >= 2 || outer
+    (n, outer)
 }
 
 /// `select`'s FROM with its USING joins rewritten, and the output items, if it has a RIGHT or
 /// FULL `USING` join and every column's source is known (else `select` is unchanged).
 fn rewritten_from(select: &mut Select) -> Option<Vec<Item>> {
-    if !select.from.iter().any(worth_rewriting) {
+    let (n, outer) = select.from.iter().map(using_joins).fold((0, false), |(n, o), (m, p)| (n + m, o || p));
+    if n < 2 && !outer {
         return None;
     }
     // A `*` with options of its own is left alone, and so is the query.
@@ -328,12 +308,12 @@ fn rewritten_from(select: &mut Select) -> Option<Vec<Item>> {
         return None;
     }
     let mut from = select.from.clone();
-    let mut found = Found { outer_using: false, chained: false };
+    let mut chained = false;
     let mut items = Vec::new();
     for t in &mut from {
-        items.extend(rewrite_joins(t, &mut found)?);
+        items.extend(rewrite_joins(t, &mut chained)?);
     }
-    if !(found.outer_using || found.chained) {
+    if !(outer || chained) {
         return None;
     }
     select.from = from;
