@@ -63,6 +63,33 @@ async fn a_datagen_sequence_feeds_every_view_once_and_resumes_exactly_after_a_re
     assert_eq!(out, vec![vec!["seq".to_string()]]);
 }
 
+/// A source's rows reach a view that is still backfilling a table it also reads: the view's
+/// own reader starts at the source's beginning, so the source has nothing to backfill and its
+/// rows pass at once (they were held behind the table's scan and dropped at its barriers).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn source_rows_arriving_while_a_table_backfills_are_kept() {
+    let srv = server("memory://").await;
+    let c = connect(srv.addr).await;
+    exec(
+        &c,
+        "CREATE TABLE big (id BIGINT PRIMARY KEY); INSERT INTO big SELECT i FROM generate_series(1, 20000) AS s(i); \
+         CREATE SOURCE seq (id BIGINT) WITH (connector = 'datagen', fields.id.kind = 'sequence', fields.id.start = '1', \
+         fields.id.end = '3000', datagen.rows.per.second = '100000'); \
+         SET backfill_epoch_rows = 40",
+    )
+    .await;
+    for parallelism in [1, 2] {
+        exec(&c, &format!("SET streaming_parallelism = {parallelism}")).await;
+        let (j, u) = (format!("joined{parallelism}"), format!("unioned{parallelism}"));
+        // The table is the first input: its backfill runs for hundreds of epochs while the
+        // source's 3,000 rows arrive.
+        exec(&c, &format!("CREATE MATERIALIZED VIEW {j} AS SELECT count(*) AS n, sum(s.id) AS t FROM big b JOIN seq s ON b.id = s.id")).await;
+        exec(&c, &format!("CREATE MATERIALIZED VIEW {u} AS SELECT count(*) AS n FROM (SELECT id FROM big UNION ALL SELECT id FROM seq) x")).await;
+        until(&c, &format!("SELECT n, t FROM {j}"), &["3000", "4501500"]).await;
+        until(&c, &format!("SELECT n FROM {u}"), &["23000"]).await;
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigkill_mid_stream_loses_and_repeats_no_event() {
     let dir = temp_dir("source-kill");

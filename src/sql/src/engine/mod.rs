@@ -414,9 +414,10 @@ impl Engine {
         for branch in branches {
             let (tx, rx) = mpsc::channel(CHANNEL_CAPACITY);
             let upstream = branch.upstream.clone();
-            // A constant input has nothing to backfill: its rows come once, from its reader (a
-            // backfilling input drops the changes beyond its scan, which would be all of them).
-            let backfill = if branch.constant.is_some() { None } else { Some(upstream.state_table()?) };
+            // An input read by the view's own reader (a source, or constant rows) has nothing to
+            // backfill: the reader starts at the beginning, and a backfilling input drops the
+            // changes beyond its scan, which would be all of them.
+            let backfill = if branch.reader.is_some() { None } else { Some(upstream.state_table()?) };
             wired.push(Branch { inputs: vec![rx], operators: branch.operators, upstream: backfill, parent: branch.parent });
             let output = Target::One(Output { actor: view, tx });
             match branch.reader {

@@ -200,9 +200,10 @@ impl Engine {
                 let reads_upstream = fragment.inputs.iter().any(|inp| matches!(inp.source, Source::Upstream(_)));
                 let mut branches = Vec::with_capacity(fragment.inputs.len());
                 for (k, input) in fragment.inputs.into_iter().enumerate() {
-                    // A constant input has nothing to backfill: its rows come once, from its reader.
+                    // An input read by the view's own reader has nothing to backfill (see
+                    // `Engine::wire_branches`).
                     let upstream = match &input.source {
-                        Source::Upstream(b) if b.constant.is_none() => Some(b.upstream.state_table()?),
+                        Source::Upstream(b) if b.reader.is_none() => Some(b.upstream.state_table()?),
                         Source::Upstream(_) | Source::Exchange(..) => None,
                     };
                     let mut operators = input.operators;
