@@ -30,6 +30,7 @@ pub mod session_functions;
 pub mod subquery;
 pub mod table;
 pub mod timestamps;
+mod to_char;
 pub mod types;
 pub mod udf;
 pub mod view_status;

@@ -394,8 +394,9 @@ fn rewrite_function(f: &mut Function) -> Option<Expr> {
             f.name = ObjectName::from(vec![Ident::new("uuid")]);
             None
         }
-        // PostgreSQL's template patterns → the strftime patterns DataFusion's to_char reads.
-        "to_char" | "to_timestamp" | "to_date" if function_args(f).len() == 2 => {
+        // PostgreSQL's template patterns → the strftime patterns DataFusion's parsers read
+        // (`to_char` is Eddy's own, reading PostgreSQL's templates: pg::to_char).
+        "to_timestamp" | "to_date" if function_args(f).len() == 2 => {
             if let FunctionArguments::List(list) = &mut f.args {
                 if let Some(FunctionArg::Unnamed(FunctionArgExpr::Expr(Expr::Value(v)))) = list.args.get_mut(1) {
                     if let Value::SingleQuotedString(s) = &mut v.value {

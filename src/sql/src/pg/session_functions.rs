@@ -65,6 +65,7 @@ pub fn register_session_functions(ctx: &SessionContext, info: &SessionInfo) {
     crate::planner::single_value::register(ctx);
     register_format(ctx);
     register_upper(ctx);
+    super::to_char::register_to_char(ctx);
     constant_text(ctx, "version", version_string());
     constant_text(ctx, "current_database", crate::catalog::DATABASE_NAME.to_string());
     for name in ["current_user", "session_user", "current_role", "user"] {
