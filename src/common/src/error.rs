@@ -56,6 +56,7 @@ pub mod sqlstate {
     pub const DATA_EXCEPTION: &str = "22000";
     pub const NUMERIC_VALUE_OUT_OF_RANGE: &str = "22003";
     pub const DATETIME_FIELD_OVERFLOW: &str = "22008";
+    pub const INVALID_ARGUMENT_FOR_WIDTH_BUCKET: &str = "2201G";
     pub const DIVISION_BY_ZERO: &str = "22012";
     pub const CARDINALITY_VIOLATION: &str = "21000";
     pub const INVALID_ARGUMENT_FOR_LOG: &str = "2201E";

@@ -5,6 +5,8 @@
 //!   compares months, then days, then nanoseconds, so `now() - ts > INTERVAL '1 day'` was false
 //!   for any `ts` less than a month old. Comparisons of intervals (and ORDER BY an interval)
 //!   compare [`INTERVAL_KEY`] instead.
+//! * `time ± interval` is a time of day that wraps at midnight (DataFusion gave an interval:
+//!   `TIME '23:00' + INTERVAL '3 hours'` was `26:00:00`).
 //! * `timestamp - timestamp` is days and a time (`2 days 05:00:00`, PostgreSQL's
 //!   `justify_hours`), not hours only (`53:00:00`): [`JUSTIFY_HOURS`].
 
@@ -38,10 +40,12 @@ fn justify(v: IntervalMonthDayNano) -> IntervalMonthDayNano {
     }
 }
 
-/// The two functions, built once.
+/// The functions, built once.
 struct IntervalFunctions {
     key: Arc<ScalarUDF>,
     justify: Arc<ScalarUDF>,
+    time_plus: Arc<ScalarUDF>,
+    time_minus: Arc<ScalarUDF>,
 }
 
 fn functions() -> &'static IntervalFunctions {
@@ -62,7 +66,12 @@ fn functions() -> &'static IntervalFunctions {
         let udf = |name: &str, ret: DataType, body: Arc<crate::planner::udf::Body>| {
             Arc::new(crate::planner::udf::closure_udf(name, Signature::any(1, Volatility::Immutable), ret, body))
         };
-        IntervalFunctions { key: udf(INTERVAL_KEY, DataType::Decimal128(38, 0), Arc::new(key)), justify: udf(JUSTIFY_HOURS, MDN, Arc::new(hours)) }
+        IntervalFunctions {
+            key: udf(INTERVAL_KEY, DataType::Decimal128(38, 0), Arc::new(key)),
+            justify: udf(JUSTIFY_HOURS, MDN, Arc::new(hours)),
+            time_plus: Arc::new(super::scalar_fns::time_interval_udf(false)),
+            time_minus: Arc::new(super::scalar_fns::time_interval_udf(true)),
+        }
     })
 }
 
@@ -90,6 +99,15 @@ fn rewrite_expr(e: Expr, schema: &DFSchema) -> DfResult<Transformed<Expr>> {
             let BinaryExpr { left, op, right } = b;
             return Ok(Transformed::yes(Expr::BinaryExpr(BinaryExpr::new(Box::new(side(*left, li)), op, Box::new(side(*right, ri))))));
         }
+    }
+    // time ± interval is a time of day (DataFusion made the time an interval and added).
+    let is_time = |e: &Expr| matches!(e.get_type(schema), Ok(DataType::Time32(_) | DataType::Time64(_)));
+    if matches!(b.op, Operator::Plus | Operator::Minus) && is_time(&b.left) && is_interval(&b.right, schema) {
+        let udf = if b.op == Operator::Plus { &f.time_plus } else { &f.time_minus };
+        return Ok(Transformed::yes(udf.call(vec![*b.left, *b.right])));
+    }
+    if b.op == Operator::Plus && is_interval(&b.left, schema) && is_time(&b.right) {
+        return Ok(Transformed::yes(f.time_plus.call(vec![*b.right, *b.left])));
     }
     if b.op == Operator::Minus && is_timestamp(&b.left, schema) && is_timestamp(&b.right, schema) {
         return Ok(Transformed::yes(call(&f.justify, Expr::BinaryExpr(b))));

@@ -25,6 +25,7 @@ mod math;
 pub mod model;
 pub mod rewrite;
 pub mod rows;
+mod scalar_fns;
 pub mod series;
 pub mod session_functions;
 pub mod subquery;

@@ -66,6 +66,7 @@ pub fn register_session_functions(ctx: &SessionContext, info: &SessionInfo) {
     register_format(ctx);
     register_upper(ctx);
     super::to_char::register_to_char(ctx);
+    super::scalar_fns::register_scalar_functions(ctx);
     constant_text(ctx, "version", version_string());
     constant_text(ctx, "current_database", crate::catalog::DATABASE_NAME.to_string());
     for name in ["current_user", "session_user", "current_role", "user"] {
@@ -200,41 +201,10 @@ pub fn register_test_functions(ctx: &SessionContext) {
 }
 
 /// `interval * number` and `interval / number` (the rewrite turns `*`/`/` with an interval
-/// operand into these): months and days scale, and their fractions carry into days (30 per
-/// month) and time, as in PostgreSQL (`'1 mon' * 1.5` is `1 mon 15 days`).
+/// operand into these; see [`super::scalar_fns::interval_arithmetic_udf`]).
 fn register_interval_arithmetic(ctx: &SessionContext) {
-    use arrow::array::{Array, AsArray, IntervalMonthDayNanoArray};
-    use arrow::datatypes::IntervalMonthDayNanoType;
-    for (name, divide) in [("eddy_interval_mul", false), ("eddy_interval_div", true)] {
-        let body = move |args: &[ColumnarValue], rows: usize| -> DfResult<ColumnarValue> {
-            let iv = arrow::compute::cast(&args[0].to_array(rows)?, &DataType::Interval(arrow::datatypes::IntervalUnit::MonthDayNano))?;
-            let f = arrow::compute::cast(&args[1].to_array(rows)?, &DataType::Float64)?;
-            let (iv, f) = (iv.as_primitive::<IntervalMonthDayNanoType>(), f.as_primitive::<arrow::datatypes::Float64Type>());
-            let mut out = Vec::with_capacity(rows);
-            for i in 0..rows {
-                if iv.is_null(i) || f.is_null(i) {
-                    out.push(None);
-                    continue;
-                }
-                let factor = if divide {
-                    if f.value(i) == 0.0 {
-                        return Err(datafusion::error::DataFusionError::ArrowError(Box::new(arrow::error::ArrowError::DivideByZero), None));
-                    }
-                    1.0 / f.value(i)
-                } else {
-                    f.value(i)
-                };
-                out.push(Some(eddy_common::interval::scale(iv.value(i), factor)));
-            }
-            Ok(ColumnarValue::Array(Arc::new(out.into_iter().collect::<IntervalMonthDayNanoArray>())))
-        };
-        register(
-            ctx,
-            name,
-            Signature::any(2, Volatility::Immutable),
-            DataType::Interval(arrow::datatypes::IntervalUnit::MonthDayNano),
-            Arc::new(body),
-        );
+    for divide in [false, true] {
+        ctx.register_udf(super::scalar_fns::interval_arithmetic_udf(divide));
     }
 }
 

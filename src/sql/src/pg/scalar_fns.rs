@@ -1,0 +1,344 @@
+//! PostgreSQL scalar functions DataFusion lacks: `div`, `width_bucket`, `scale`, `trim_scale`,
+//! `min_scale`, `justify_hours`, `justify_days`, `justify_interval`, and `time ± interval`
+//! (the interval pass rewrites the operator to [`TIME_PLUS`]/[`TIME_MINUS`]: the time of day
+//! wraps around midnight, months and days are ignored, as in PostgreSQL).
+
+use std::sync::Arc;
+
+use arrow::array::{Array, ArrayRef, AsArray, Decimal128Array, Int32Array, IntervalMonthDayNanoArray, Time64MicrosecondArray};
+use arrow::datatypes::{DataType, Decimal128Type, Float64Type, IntervalMonthDayNano, IntervalMonthDayNanoType, IntervalUnit, Time64MicrosecondType, TimeUnit};
+use datafusion::error::Result as DfResult;
+use datafusion::logical_expr::{ColumnarValue, Signature, Volatility};
+use datafusion::prelude::SessionContext;
+use eddy_common::error::sqlstate;
+use eddy_common::types::DEFAULT_NUMERIC;
+
+use super::udf::user_error;
+use crate::planner::udf::{closure_udf, register, Body};
+
+/// `time + interval`, as the interval pass writes it.
+pub const TIME_PLUS: &str = "eddy_time_plus_interval";
+/// `time - interval`.
+pub const TIME_MINUS: &str = "eddy_time_minus_interval";
+
+const MDN: DataType = DataType::Interval(IntervalUnit::MonthDayNano);
+const NUMERIC: DataType = DataType::Decimal128(DEFAULT_NUMERIC.0, DEFAULT_NUMERIC.1);
+const MICROS_PER_DAY: i64 = 86_400_000_000;
+const NANOS_PER_DAY: i128 = 86_400_000_000_000;
+
+/// Runs `f` over `args` as arrays of `rows` rows (one row if all are scalars) and returns a
+/// scalar if they all were.
+fn columnar(args: &[ColumnarValue], rows: usize, f: impl Fn(&[ArrayRef], usize) -> DfResult<ArrayRef>) -> DfResult<ColumnarValue> {
+    let scalar = args.iter().all(|a| matches!(a, ColumnarValue::Scalar(_)));
+    let n = if scalar { 1 } else { rows };
+    let arrays = args.iter().map(|a| a.to_array(n)).collect::<DfResult<Vec<_>>>()?;
+    let out = f(&arrays, n)?;
+    Ok(if scalar { ColumnarValue::Scalar(datafusion::scalar::ScalarValue::try_from_array(&out, 0)?) } else { ColumnarValue::Array(out) })
+}
+
+fn cast(a: &ArrayRef, to: &DataType) -> DfResult<ArrayRef> {
+    Ok(arrow::compute::cast(a, to)?)
+}
+
+fn division_by_zero() -> datafusion::error::DataFusionError {
+    user_error(sqlstate::DIVISION_BY_ZERO, "division by zero".into())
+}
+
+/// `div(y, x)`: the integer quotient of y/x, truncated toward zero, as a numeric.
+fn div(a: &[ArrayRef], n: usize) -> DfResult<ArrayRef> {
+    let (y, x) = (cast(&a[0], &NUMERIC)?, cast(&a[1], &NUMERIC)?);
+    let (y, x) = (y.as_primitive::<Decimal128Type>(), x.as_primitive::<Decimal128Type>());
+    let unit = 10i128.pow(DEFAULT_NUMERIC.1 as u32);
+    let mut out = Vec::with_capacity(n);
+    for i in 0..n {
+        if y.is_null(i) || x.is_null(i) {
+            out.push(None);
+            continue;
+        }
+        if x.value(i) == 0 {
+            return Err(division_by_zero());
+        }
+        // Both carry the same scale, so the quotient of the raw values is y/x.
+        let q = y.value(i) / x.value(i);
+        out.push(Some(q.checked_mul(unit).ok_or_else(|| user_error(sqlstate::NUMERIC_VALUE_OUT_OF_RANGE, "value out of range: overflow".into()))?));
+    }
+    Ok(Arc::new(Decimal128Array::from(out).with_precision_and_scale(DEFAULT_NUMERIC.0, DEFAULT_NUMERIC.1)?))
+}
+
+/// `width_bucket(operand, low, high, count)`: which of `count` equal buckets between `low`
+/// and `high` holds the operand (0 below, count + 1 above; the range may run downward).
+fn width_bucket(a: &[ArrayRef], n: usize) -> DfResult<ArrayRef> {
+    let f: Vec<ArrayRef> = a[..3].iter().map(|x| cast(x, &DataType::Float64)).collect::<DfResult<_>>()?;
+    let (op, low, high) = (f[0].as_primitive::<Float64Type>(), f[1].as_primitive::<Float64Type>(), f[2].as_primitive::<Float64Type>());
+    let count = cast(&a[3], &DataType::Int64)?;
+    let count = count.as_primitive::<arrow::datatypes::Int64Type>();
+    let bad = |m: &str| user_error(sqlstate::INVALID_ARGUMENT_FOR_WIDTH_BUCKET, m.to_string());
+    let mut out = Vec::with_capacity(n);
+    for i in 0..n {
+        if op.is_null(i) || low.is_null(i) || high.is_null(i) || count.is_null(i) {
+            out.push(None);
+            continue;
+        }
+        let (x, lo, hi, c) = (op.value(i), low.value(i), high.value(i), count.value(i));
+        if c <= 0 || c > i64::from(i32::MAX) {
+            return Err(bad("count must be greater than zero"));
+        }
+        if lo == hi {
+            return Err(bad("lower bound cannot equal upper bound"));
+        }
+        if x.is_nan() || lo.is_nan() || hi.is_nan() {
+            return Err(bad("operand, lower bound, and upper bound cannot be NaN"));
+        }
+        if !lo.is_finite() || !hi.is_finite() {
+            return Err(bad("lower and upper bounds must be finite"));
+        }
+        let cf = c as f64;
+        let bucket = if lo < hi {
+            if x < lo {
+                0
+            } else if x >= hi {
+                c + 1
+            } else {
+                (((x - lo) / (hi - lo) * cf).floor() as i64 + 1).min(c)
+            }
+        } else if x > lo {
+            0
+        } else if x <= hi {
+            c + 1
+        } else {
+            (((lo - x) / (lo - hi) * cf).floor() as i64 + 1).min(c)
+        };
+        out.push(Some(i32::try_from(bucket).map_err(|_| user_error(sqlstate::NUMERIC_VALUE_OUT_OF_RANGE, "integer out of range".into()))?));
+    }
+    Ok(Arc::new(Int32Array::from(out)))
+}
+
+/// The value's decimal digits after the point without its trailing zeros.
+fn min_scale_of(v: i128, scale: i8) -> i32 {
+    let mut s = i32::from(scale.max(0));
+    let mut v = v;
+    while s > 0 && v % 10 == 0 {
+        v /= 10;
+        s -= 1;
+    }
+    s
+}
+
+fn decimal(a: &ArrayRef) -> DfResult<(ArrayRef, i8)> {
+    Ok(match a.data_type() {
+        DataType::Decimal128(_, s) => (a.clone(), *s),
+        _ => (cast(a, &NUMERIC)?, DEFAULT_NUMERIC.1),
+    })
+}
+
+/// `min_scale(numeric)`: the digits after the point the value needs.
+fn min_scale(a: &[ArrayRef], _: usize) -> DfResult<ArrayRef> {
+    let (d, s) = decimal(&a[0])?;
+    let out: Int32Array = d.as_primitive::<Decimal128Type>().iter().map(|v| v.map(|v| min_scale_of(v, s))).collect();
+    Ok(Arc::new(out))
+}
+
+/// `scale(numeric)`: the digits after the point it shows (an unconstrained numeric shows
+/// those it needs).
+fn scale(a: &[ArrayRef], _: usize) -> DfResult<ArrayRef> {
+    let (d, s) = decimal(&a[0])?;
+    let unconstrained = matches!(a[0].data_type(), DataType::Decimal128(p, s) if (*p, *s) == DEFAULT_NUMERIC) || !matches!(a[0].data_type(), DataType::Decimal128(..) | DataType::Int8 | DataType::Int16 | DataType::Int32 | DataType::Int64);
+    let out: Int32Array = d
+        .as_primitive::<Decimal128Type>()
+        .iter()
+        .map(|v| v.map(|v| if a[0].data_type().is_integer() { 0 } else if unconstrained { min_scale_of(v, s) } else { i32::from(s.max(0)) }))
+        .collect();
+    Ok(Arc::new(out))
+}
+
+/// `trim_scale(numeric)`: the value without trailing zeros after the point (an unconstrained
+/// numeric, which prints so).
+fn trim_scale(a: &[ArrayRef], _: usize) -> DfResult<ArrayRef> {
+    cast(&a[0], &NUMERIC)
+}
+
+fn intervals(a: &ArrayRef) -> DfResult<ArrayRef> {
+    cast(a, &MDN)
+}
+
+/// PostgreSQL's `justify_hours`: whole days of the time move to the days; days and time end
+/// with one sign.
+fn justify_hours_of(v: IntervalMonthDayNano) -> Option<IntervalMonthDayNano> {
+    let total = i128::from(v.days) * NANOS_PER_DAY + i128::from(v.nanoseconds);
+    Some(IntervalMonthDayNano::new(v.months, i32::try_from(total / NANOS_PER_DAY).ok()?, i64::try_from(total % NANOS_PER_DAY).ok()?))
+}
+
+/// PostgreSQL's `justify_days`: whole 30-day months of the days move to the months; months
+/// and days end with one sign.
+fn justify_days_of(v: IntervalMonthDayNano) -> Option<IntervalMonthDayNano> {
+    let (mut months, mut days) = (v.months.checked_add(v.days / 30)?, v.days % 30);
+    if months > 0 && days < 0 {
+        days += 30;
+        months -= 1;
+    } else if months < 0 && days > 0 {
+        days -= 30;
+        months += 1;
+    }
+    Some(IntervalMonthDayNano::new(months, days, v.nanoseconds))
+}
+
+/// PostgreSQL's `justify_interval`: both, with one sign across months, days and time.
+fn justify_interval_of(v: IntervalMonthDayNano) -> Option<IntervalMonthDayNano> {
+    let h = justify_hours_of(IntervalMonthDayNano::new(0, v.days, v.nanoseconds))?;
+    let (mut months, mut days, mut time) = (v.months.checked_add(h.days / 30)?, h.days % 30, h.nanoseconds);
+    let day = NANOS_PER_DAY as i64;
+    if months > 0 && (days < 0 || (days == 0 && time < 0)) {
+        days += 30;
+        months -= 1;
+    } else if months < 0 && (days > 0 || (days == 0 && time > 0)) {
+        days -= 30;
+        months += 1;
+    }
+    if days > 0 && time < 0 {
+        time += day;
+        days -= 1;
+    } else if days < 0 && time > 0 {
+        time -= day;
+        days += 1;
+    }
+    Some(IntervalMonthDayNano::new(months, days, time))
+}
+
+fn justify(f: fn(IntervalMonthDayNano) -> Option<IntervalMonthDayNano>) -> impl Fn(&[ArrayRef], usize) -> DfResult<ArrayRef> {
+    move |a, _| {
+        let iv = intervals(&a[0])?;
+        let iv = iv.as_primitive::<IntervalMonthDayNanoType>();
+        let out = iv
+            .iter()
+            .map(|v| v.map(|v| f(v).ok_or_else(|| user_error(sqlstate::DATETIME_FIELD_OVERFLOW, "interval out of range".into()))).transpose())
+            .collect::<DfResult<IntervalMonthDayNanoArray>>()?;
+        Ok(Arc::new(out) as ArrayRef)
+    }
+}
+
+/// `time ± interval`: the interval's time part moves the time of day, wrapping at midnight.
+fn time_interval(sign: i64) -> impl Fn(&[ArrayRef], usize) -> DfResult<ArrayRef> {
+    move |a, _| {
+        let t = cast(&a[0], &DataType::Time64(TimeUnit::Microsecond))?;
+        let iv = intervals(&a[1])?;
+        let (t, iv) = (t.as_primitive::<Time64MicrosecondType>(), iv.as_primitive::<IntervalMonthDayNanoType>());
+        let out: Time64MicrosecondArray = t
+            .iter()
+            .zip(iv.iter())
+            .map(|(t, iv)| Some((t? + sign * (iv?.nanoseconds / 1000 % MICROS_PER_DAY)).rem_euclid(MICROS_PER_DAY)))
+            .collect();
+        Ok(Arc::new(out) as ArrayRef)
+    }
+}
+
+/// The `time ± interval` function ([`TIME_PLUS`] or [`TIME_MINUS`]).
+pub fn time_interval_udf(minus: bool) -> datafusion::logical_expr::ScalarUDF {
+    let (name, sign) = if minus { (TIME_MINUS, -1) } else { (TIME_PLUS, 1) };
+    let f = time_interval(sign);
+    let body: Arc<Body> = Arc::new(move |args, rows| columnar(args, rows, &f));
+    closure_udf(name, Signature::any(2, Volatility::Immutable), DataType::Time64(TimeUnit::Microsecond), body)
+}
+
+/// `eddy_interval_mul(interval, number)` or `eddy_interval_div` (`divide`): months and days
+/// scale, and their fractions carry into days (30 per month) and time, as in PostgreSQL
+/// (`'1 mon' * 1.5` is `1 mon 15 days`); dividing by zero is 22012.
+pub fn interval_arithmetic_udf(divide: bool) -> datafusion::logical_expr::ScalarUDF {
+    let name = if divide { "eddy_interval_div" } else { "eddy_interval_mul" };
+    let f = move |a: &[ArrayRef], n: usize| -> DfResult<ArrayRef> {
+        let (iv, f) = (intervals(&a[0])?, cast(&a[1], &DataType::Float64)?);
+        let (iv, f) = (iv.as_primitive::<IntervalMonthDayNanoType>(), f.as_primitive::<Float64Type>());
+        let mut out = Vec::with_capacity(n);
+        for i in 0..n {
+            if iv.is_null(i) || f.is_null(i) {
+                out.push(None);
+                continue;
+            }
+            let factor = if divide {
+                if f.value(i) == 0.0 {
+                    return Err(division_by_zero());
+                }
+                1.0 / f.value(i)
+            } else {
+                f.value(i)
+            };
+            out.push(Some(eddy_common::interval::scale(iv.value(i), factor)));
+        }
+        Ok(Arc::new(out.into_iter().collect::<IntervalMonthDayNanoArray>()) as ArrayRef)
+    };
+    let body: Arc<Body> = Arc::new(move |args, rows| columnar(args, rows, &f));
+    closure_udf(name, Signature::any(2, Volatility::Immutable), MDN, body)
+}
+
+/// Plans `interval * number`, `number * interval` and `interval / number` of any interval
+/// expression (a column too) as [`interval_arithmetic_udf`]'s functions; DataFusion refuses
+/// them, and the SQL rewrite sees only intervals that are so by their syntax.
+#[derive(Debug)]
+struct IntervalArithmetic {
+    mul: Arc<datafusion::logical_expr::ScalarUDF>,
+    div: Arc<datafusion::logical_expr::ScalarUDF>,
+}
+
+impl datafusion::logical_expr::planner::ExprPlanner for IntervalArithmetic {
+    fn plan_binary_op(
+        &self,
+        expr: datafusion::logical_expr::planner::RawBinaryExpr,
+        schema: &datafusion::common::DFSchema,
+    ) -> DfResult<datafusion::logical_expr::planner::PlannerResult<datafusion::logical_expr::planner::RawBinaryExpr>> {
+        use datafusion::logical_expr::planner::PlannerResult;
+        use datafusion::logical_expr::ExprSchemable;
+        use datafusion::sql::sqlparser::ast::BinaryOperator;
+        let interval = |e: &datafusion::logical_expr::Expr| matches!(e.get_type(schema), Ok(DataType::Interval(_)));
+        let number = |e: &datafusion::logical_expr::Expr| e.get_type(schema).is_ok_and(|t| t.is_numeric());
+        let planned = match expr.op {
+            BinaryOperator::Multiply if interval(&expr.left) && number(&expr.right) => self.mul.call(vec![expr.left, expr.right]),
+            BinaryOperator::Multiply if number(&expr.left) && interval(&expr.right) => self.mul.call(vec![expr.right, expr.left]),
+            BinaryOperator::Divide if interval(&expr.left) && number(&expr.right) => self.div.call(vec![expr.left, expr.right]),
+            _ => return Ok(PlannerResult::Original(expr)),
+        };
+        Ok(PlannerResult::Planned(planned))
+    }
+}
+
+/// Registers the functions on `ctx`.
+pub fn register_scalar_functions(ctx: &SessionContext) {
+    fn add(ctx: &SessionContext, name: &str, args: usize, ret: DataType, f: impl Fn(&[ArrayRef], usize) -> DfResult<ArrayRef> + Send + Sync + 'static) {
+        register(ctx, name, Signature::any(args, Volatility::Immutable), ret, Arc::new(move |a, rows| columnar(a, rows, &f)));
+    }
+    let arithmetic = IntervalArithmetic { mul: Arc::new(interval_arithmetic_udf(false)), div: Arc::new(interval_arithmetic_udf(true)) };
+    if let Err(e) = datafusion::execution::FunctionRegistry::register_expr_planner(&mut *ctx.state_ref().write(), Arc::new(arithmetic)) {
+        tracing::warn!("interval arithmetic is not planned: {e}");
+    }
+    add(ctx, "div", 2, NUMERIC, div);
+    add(ctx, "width_bucket", 4, DataType::Int32, width_bucket);
+    add(ctx, "min_scale", 1, DataType::Int32, min_scale);
+    add(ctx, "scale", 1, DataType::Int32, scale);
+    add(ctx, "trim_scale", 1, NUMERIC, trim_scale);
+    add(ctx, "justify_hours", 1, MDN, justify(justify_hours_of));
+    add(ctx, "justify_days", 1, MDN, justify(justify_days_of));
+    add(ctx, "justify_interval", 1, MDN, justify(justify_interval_of));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const HOUR: i64 = 3_600_000_000_000;
+
+    #[test]
+    fn justify_as_postgresql() {
+        let iv = IntervalMonthDayNano::new;
+        assert_eq!(justify_hours_of(iv(0, 0, 27 * HOUR)), Some(iv(0, 1, 3 * HOUR)));
+        assert_eq!(justify_hours_of(iv(0, 1, -HOUR)), Some(iv(0, 0, 23 * HOUR)));
+        assert_eq!(justify_days_of(iv(0, 35, 0)), Some(iv(1, 5, 0)));
+        assert_eq!(justify_days_of(iv(1, -5, 0)), Some(iv(0, 25, 0)));
+        assert_eq!(justify_interval_of(iv(1, 0, -HOUR)), Some(iv(0, 29, 23 * HOUR)));
+        assert_eq!(justify_interval_of(iv(0, 0, 50 * HOUR)), Some(iv(0, 2, 2 * HOUR)));
+    }
+
+    #[test]
+    fn min_scale_counts_significant_decimals() {
+        assert_eq!(min_scale_of(12300, 4), 2);
+        assert_eq!(min_scale_of(1000, 3), 0);
+        assert_eq!(min_scale_of(-15, 1), 1);
+    }
+}
