@@ -265,7 +265,7 @@ pub fn interval_arithmetic_udf(divide: bool) -> datafusion::logical_expr::Scalar
         }
         Ok(Arc::new(out.into_iter().collect::<IntervalMonthDayNanoArray>()) as ArrayRef)
     };
-    let body: Arc<Body> = Arc::new(move |args, rows| columnar(args, rows, &f));
+    let body: Arc<Body> = Arc::new(move |args, rows| columnar(args, rows, f));
     closure_udf(name, Signature::any(2, Volatility::Immutable), MDN, body)
 }
 
