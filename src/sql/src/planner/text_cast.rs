@@ -198,6 +198,38 @@ fn date_interval(b: &datafusion::logical_expr::BinaryExpr, schema: &DFSchema) ->
     Some(Expr::BinaryExpr(datafusion::logical_expr::BinaryExpr::new(Box::new(ts(&b.left, &lt)), b.op, Box::new(ts(&b.right, &rt)))))
 }
 
+/// A comparison of a date with a timestamp compares the date as a timestamp (midnight), as in
+/// PostgreSQL: `d < DATE '1994-01-01' + INTERVAL '1' YEAR` compares with the timestamp
+/// [`date_interval`] made of the right side (coercion had typed both sides dates).
+fn date_timestamp_comparison(b: &datafusion::logical_expr::BinaryExpr, schema: &DFSchema) -> Option<Expr> {
+    use datafusion::logical_expr::Operator::{Eq, Gt, GtEq, IsDistinctFrom, IsNotDistinctFrom, Lt, LtEq, NotEq};
+    if !matches!(b.op, Eq | NotEq | Lt | LtEq | Gt | GtEq | IsDistinctFrom | IsNotDistinctFrom) {
+        return None;
+    }
+    let (lt, rt) = (b.left.get_type(schema).ok()?, b.right.get_type(schema).ok()?);
+    let date = |t: &DataType| matches!(t, DataType::Date32 | DataType::Date64);
+    let as_ts = |x: &Expr, to: &DataType| Box::new(Expr::Cast(Cast::new(Box::new(x.clone()), to.clone())));
+    let (left, right) = match (&lt, &rt) {
+        (l, DataType::Timestamp(..)) if date(l) => (as_ts(&b.left, &rt), b.right.clone()),
+        (DataType::Timestamp(..), r) if date(r) => (b.left.clone(), as_ts(&b.right, &lt)),
+        _ => return None,
+    };
+    Some(Expr::BinaryExpr(datafusion::logical_expr::BinaryExpr::new(left, b.op, right)))
+}
+
+/// `date BETWEEN a AND b` where a bound became a timestamp ([`date_interval`]): compared as
+/// timestamps.
+fn date_timestamp_between(b: &datafusion::logical_expr::Between, schema: &DFSchema) -> Option<Expr> {
+    let t = b.expr.get_type(schema).ok()?;
+    let ts = [&b.low, &b.high].into_iter().find_map(|x| x.get_type(schema).ok().filter(|t| matches!(t, DataType::Timestamp(..))))?;
+    let date = |t: &DataType| matches!(t, DataType::Date32 | DataType::Date64);
+    let cast = |x: &Expr| -> DfResult<Expr> { Ok(if date(&x.get_type(schema)?) { Expr::Cast(Cast::new(Box::new(x.clone()), ts.clone())) } else { x.clone() }) };
+    if !date(&t) && [&b.low, &b.high].iter().all(|x| x.get_type(schema).is_ok_and(|t| !date(&t))) {
+        return None;
+    }
+    Some(Expr::Between(datafusion::logical_expr::Between::new(Box::new(cast(&b.expr).ok()?), b.negated, Box::new(cast(&b.low).ok()?), Box::new(cast(&b.high).ok()?))))
+}
+
 /// PostgreSQL's forms of text functions whose DataFusion forms differ:
 /// * `concat`/`concat_ws` write a boolean as `t`/`f`, its output form (the coercion's cast to
 ///   text wrote `true`);
@@ -256,9 +288,14 @@ fn rewrite(e: Expr, schema: &DFSchema, udf: &Arc<ScalarUDF>, div: &Arc<ScalarUDF
                 }
             }
         }
+        if let Expr::Between(b) = &e {
+            if let Some(out) = date_timestamp_between(b, schema) {
+                return Ok(Transformed::yes(out));
+            }
+        }
         if let Expr::BinaryExpr(b) = &e {
             constant_overflow(&e, b.op, schema)?;
-            if let Some(out) = float_comparison(b, schema).or_else(|| date_interval(b, schema)) {
+            if let Some(out) = float_comparison(b, schema).or_else(|| date_interval(b, schema)).or_else(|| date_timestamp_comparison(b, schema)) {
                 return Ok(Transformed::yes(out));
             }
             if b.op == datafusion::logical_expr::Operator::StringConcat {
