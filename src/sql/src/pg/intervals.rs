@@ -5,6 +5,8 @@
 //!   compares months, then days, then nanoseconds, so `now() - ts > INTERVAL '1 day'` was false
 //!   for any `ts` less than a month old. Comparisons of intervals (and ORDER BY an interval)
 //!   compare [`INTERVAL_KEY`] instead.
+//! * `date ± interval` is a timestamp (typed before coercion, so a date compared with it, or in
+//!   one CASE, IN list or UNION with it, is coerced to a timestamp).
 //! * `time ± interval` is a time of day that wraps at midnight (DataFusion gave an interval:
 //!   `TIME '23:00' + INTERVAL '3 hours'` was `26:00:00`).
 //! * `timestamp - timestamp` is days and a time (`2 days 05:00:00`, PostgreSQL's
@@ -100,6 +102,17 @@ fn rewrite_expr(e: Expr, schema: &DFSchema) -> DfResult<Transformed<Expr>> {
             return Ok(Transformed::yes(Expr::BinaryExpr(BinaryExpr::new(Box::new(side(*left, li)), op, Box::new(side(*right, ri))))));
         }
     }
+    // date ± interval is a timestamp, as in PostgreSQL (DataFusion kept a date and dropped the
+    // hours); typed before coercion, so comparisons, CASE, IN, COALESCE and UNION with dates
+    // coerce the dates to timestamps.
+    let is_date = |e: &Expr| matches!(e.get_type(schema), Ok(DataType::Date32 | DataType::Date64));
+    let ts = |e: Expr| Box::new(Expr::Cast(Cast::new(Box::new(e), DataType::Timestamp(arrow::datatypes::TimeUnit::Microsecond, None))));
+    if matches!(b.op, Operator::Plus | Operator::Minus) && is_date(&b.left) && is_interval(&b.right, schema) {
+        return Ok(Transformed::yes(Expr::BinaryExpr(BinaryExpr::new(ts(*b.left), b.op, b.right))));
+    }
+    if b.op == Operator::Plus && is_interval(&b.left, schema) && is_date(&b.right) {
+        return Ok(Transformed::yes(Expr::BinaryExpr(BinaryExpr::new(b.left, b.op, ts(*b.right)))));
+    }
     // time ± interval is a time of day (DataFusion made the time an interval and added).
     let is_time = |e: &Expr| matches!(e.get_type(schema), Ok(DataType::Time32(_) | DataType::Time64(_)));
     if matches!(b.op, Operator::Plus | Operator::Minus) && is_time(&b.left) && is_interval(&b.right, schema) {
@@ -109,7 +122,8 @@ fn rewrite_expr(e: Expr, schema: &DFSchema) -> DfResult<Transformed<Expr>> {
     if b.op == Operator::Plus && is_interval(&b.left, schema) && is_time(&b.right) {
         return Ok(Transformed::yes(f.time_plus.call(vec![*b.right, *b.left])));
     }
-    if b.op == Operator::Minus && is_timestamp(&b.left, schema) && is_timestamp(&b.right, schema) {
+    let (lt, rt) = (is_timestamp(&b.left, schema), is_timestamp(&b.right, schema));
+    if b.op == Operator::Minus && ((lt && rt) || (lt && is_date(&b.right)) || (is_date(&b.left) && rt)) {
         return Ok(Transformed::yes(call(&f.justify, Expr::BinaryExpr(b))));
     }
     Ok(Transformed::no(Expr::BinaryExpr(b)))
@@ -118,7 +132,11 @@ fn rewrite_expr(e: Expr, schema: &DFSchema) -> DfResult<Transformed<Expr>> {
 /// The plan pass (see the module docs).
 pub fn pg_intervals(plan: LogicalPlan) -> DfResult<LogicalPlan> {
     let f = functions();
+    // Once an expression changed type (date ± interval is a timestamp), every node visited
+    // after it (its ancestors among them) recomputes its schema.
+    let changed = std::cell::Cell::new(false);
     let out = plan.transform_up_with_subqueries(|node| {
+        let node = if changed.get() { node.recompute_schema()? } else { node };
         let schema = match (&node, expression_schema(&node)) {
             (_, Some(schema)) => schema,
             (LogicalPlan::Sort(s), None) => {
@@ -142,7 +160,12 @@ pub fn pg_intervals(plan: LogicalPlan) -> DfResult<LogicalPlan> {
             let t = e.transform_up(|e| rewrite_expr(e, &schema))?;
             Ok(if t.transformed { Transformed::yes(saved.restore(t.data)) } else { t })
         })?;
-        if t.transformed { Ok(Transformed::yes(t.data.recompute_schema()?)) } else { Ok(t) }
+        if t.transformed {
+            changed.set(true);
+            Ok(Transformed::yes(t.data.recompute_schema()?))
+        } else {
+            Ok(t)
+        }
     })?;
     Ok(out.data)
 }
