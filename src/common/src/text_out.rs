@@ -39,6 +39,8 @@ pub fn write_text(array: &ArrayRef, row: usize, field: &Field, out: &mut String)
             let default = (*p, *s) == crate::types::DEFAULT_NUMERIC;
             if default || field.metadata().contains_key(NUMERIC_UNCONSTRAINED) {
                 out.push_str(trim_decimal(&text));
+            } else if (*p, *s) == crate::types::QUOTIENT_NUMERIC {
+                out.push_str(trim_quotient(&text));
             } else {
                 out.push_str(&text);
             }
@@ -161,6 +163,30 @@ pub fn trim_decimal(s: &str) -> &str {
         return s;
     }
     let t = s.trim_end_matches('0');
+    t.strip_suffix('.').unwrap_or(t)
+}
+
+/// A quotient's text with PostgreSQL's decimals for its magnitude: at least 16 significant
+/// digits, counted in base-10000 groups (`16 - 4 * weight` decimals: 20 below 1, 16 up to
+/// 9999, 12 up to 99999999, ...); zeros past those are dropped. PostgreSQL picks the scale
+/// from the operands, which agrees but where their leading groups tie (`1.5 / 1.2` shows
+/// 20 decimals there, 16 here).
+pub fn trim_quotient(s: &str) -> &str {
+    let Some(dot) = s.find('.') else { return s };
+    let int = s[..dot].trim_start_matches('-');
+    let weight = if int.trim_start_matches('0').is_empty() {
+        // Below 1: the first nonzero decimal's group (0.0001..0.9999 is weight -1).
+        match s[dot + 1..].find(|c: char| c != '0') {
+            Some(i) => -(i as i32 / 4) - 1,
+            None => -1,
+        }
+    } else {
+        (int.trim_start_matches('0').len() as i32 - 1) / 4
+    };
+    let keep = (16 - 4 * weight).clamp(0, (s.len() - dot - 1) as i32) as usize;
+    let min_end = dot + 1 + keep;
+    let trimmed = s.trim_end_matches('0').len().max(min_end);
+    let t = &s[..trimmed];
     t.strip_suffix('.').unwrap_or(t)
 }
 
@@ -359,4 +385,19 @@ pub fn write_list(array: &ArrayRef, row: usize, out: &mut String) -> Result<()> 
     }
     out.push('}');
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn quotients_keep_postgresql_decimals_for_their_magnitude() {
+        // Each is PostgreSQL 15's text of the same quotient.
+        assert_eq!(super::trim_quotient("2.50000000000000000000"), "2.5000000000000000");
+        assert_eq!(super::trim_quotient("0.33333333333333333333"), "0.33333333333333333333");
+        assert_eq!(super::trim_quotient("0.50000000000000000000"), "0.50000000000000000000");
+        assert_eq!(super::trim_quotient("603453.97428571428600000000"), "603453.974285714286");
+        assert_eq!(super::trim_quotient("-2.33333333333333330000"), "-2.3333333333333333");
+        assert_eq!(super::trim_quotient("3333333333.33333333000000000000"), "3333333333.33333333");
+        assert_eq!(super::trim_quotient("0.00000033333333333333"), "0.00000033333333333333");
+    }
 }

@@ -64,6 +64,11 @@ const ARRAY_OIDS: &[(u32, u32)] = &[
 /// Precision and scale used for an unconstrained `numeric`.
 pub const DEFAULT_NUMERIC: (u8, i8) = (38, 10);
 
+/// Precision and scale of a numeric quotient (`numeric / numeric`): its text shows the
+/// decimals PostgreSQL's division would for its magnitude (see `text_out::trim_quotient`).
+/// A column declared `numeric(37, 20)` prints so too.
+pub const QUOTIENT_NUMERIC: (u8, i8) = (37, 20);
+
 impl ColumnType {
     /// The Arrow type values of this column are stored and computed as.
     pub fn to_arrow(&self) -> DataType {

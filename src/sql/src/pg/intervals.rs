@@ -1,4 +1,4 @@
-//! PostgreSQL's interval semantics where DataFusion's differ:
+//! PostgreSQL's interval (and numeric division) semantics where DataFusion's differ:
 //!
 //! * Comparisons: PostgreSQL compares intervals as one length, a month counting 30 days and a
 //!   day 24 hours (`INTERVAL '25 hours' > INTERVAL '1 day'`, `'1 mon' = '30 days'`); DataFusion
@@ -7,6 +7,7 @@
 //!   compare [`INTERVAL_KEY`] instead.
 //! * `date ± interval` is a timestamp (typed before coercion, so a date compared with it, or in
 //!   one CASE, IN list or UNION with it, is coerced to a timestamp).
+//! * `numeric / numeric` has PostgreSQL's digits: [`crate::planner::numeric_div`].
 //! * `time ± interval` is a time of day that wraps at midnight (DataFusion gave an interval:
 //!   `TIME '23:00' + INTERVAL '3 hours'` was `26:00:00`).
 //! * `timestamp - timestamp` is days and a time (`2 days 05:00:00`, PostgreSQL's
@@ -48,6 +49,7 @@ struct IntervalFunctions {
     justify: Arc<ScalarUDF>,
     time_plus: Arc<ScalarUDF>,
     time_minus: Arc<ScalarUDF>,
+    numeric_div: Arc<ScalarUDF>,
 }
 
 fn functions() -> &'static IntervalFunctions {
@@ -73,6 +75,7 @@ fn functions() -> &'static IntervalFunctions {
             justify: udf(JUSTIFY_HOURS, MDN, Arc::new(hours)),
             time_plus: Arc::new(super::scalar_fns::time_interval_udf(false)),
             time_minus: Arc::new(super::scalar_fns::time_interval_udf(true)),
+            numeric_div: crate::planner::numeric_div::numeric_div_udf(),
         }
     })
 }
@@ -101,6 +104,13 @@ fn rewrite_expr(e: Expr, schema: &DFSchema) -> DfResult<Transformed<Expr>> {
             let BinaryExpr { left, op, right } = b;
             return Ok(Transformed::yes(Expr::BinaryExpr(BinaryExpr::new(Box::new(side(*left, li)), op, Box::new(side(*right, ri))))));
         }
+    }
+    // numeric / numeric (or an integer) to PostgreSQL's digits, typed before coercion so the
+    // expressions around it coerce to the quotient's type.
+    let decimal = |e: &Expr| matches!(e.get_type(schema), Ok(DataType::Decimal128(..) | DataType::Decimal256(..)));
+    let integer = |e: &Expr| e.get_type(schema).is_ok_and(|t| t.is_integer());
+    if b.op == Operator::Divide && ((decimal(&b.left) && (decimal(&b.right) || integer(&b.right))) || (integer(&b.left) && decimal(&b.right))) {
+        return Ok(Transformed::yes(f.numeric_div.call(vec![*b.left, *b.right])));
     }
     // date ± interval is a timestamp, as in PostgreSQL (DataFusion kept a date and dropped the
     // hours); typed before coercion, so comparisons, CASE, IN, COALESCE and UNION with dates

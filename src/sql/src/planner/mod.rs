@@ -9,6 +9,7 @@ pub mod interval_join;
 pub mod jsonb;
 pub mod to_json;
 pub mod names;
+pub mod numeric_div;
 pub mod ordered_set;
 pub mod overflow;
 pub mod parse;

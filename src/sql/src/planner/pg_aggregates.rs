@@ -2,14 +2,10 @@
 //!
 //! * `sum(bigint)` is `numeric` (DataFusion's is a `bigint` that wraps around on overflow): the
 //!   argument is summed as `numeric(38,0)`.
-//! * `avg` of integers is `numeric`, and of `numeric(p,s)` keeps at least 16 decimals, rounded
-//!   half away from zero (DataFusion's is a `double`, or a truncated decimal): the argument is
-//!   averaged as a decimal with one more digit than needed, and a projection above the
-//!   aggregation rounds it to the result's scale.
-//!
-//! PostgreSQL picks the scale of each `avg` value by its magnitude (16 digits after the point
-//! for averages from 1 to 9999, more below, fewer above); a column here has one scale, 16 (or
-//! the input's, if larger), which matches PostgreSQL's text for averages from 1 to 9999.
+//! * `avg` of integers and numerics is their numeric sum divided by their count, as in
+//!   PostgreSQL: `sum` and `count` aggregate, and a projection above divides them with
+//!   PostgreSQL's digits ([`super::numeric_div`]: 16 significant digits, more below 1, rounded
+//!   half away from zero; DataFusion's is a `double`, or a truncated decimal).
 //!
 //! * `sum(interval)` and `avg(interval)`, which DataFusion lacks: `sum` and `avg` are
 //!   registered as [`SumAvg`], DataFusion's own for every other type; over intervals, field-wise
@@ -28,9 +24,6 @@ use datafusion::common::Result as DfResult;
 use datafusion::logical_expr::expr::AggregateFunction;
 use datafusion::logical_expr::{cast, col, Aggregate, Expr, ExprSchemable, LogicalPlan, Projection};
 use datafusion::optimizer::AnalyzerRule;
-
-/// Decimal digits of `avg` results (PostgreSQL's for averages from 1 to 9999).
-const AVG_SCALE: i8 = 16;
 
 /// The session's analyzer rules: DataFusion's, with [`PgAggregates`] just before type coercion.
 pub fn analyzer_rules() -> Vec<Arc<dyn AnalyzerRule + Send + Sync>> {
@@ -67,8 +60,16 @@ impl AnalyzerRule for PgAggregates {
     }
 }
 
-/// What a call becomes: its new form, and the type its output is rounded to above (avg).
-fn rewrite_call(e: &Expr, input: &datafusion::common::DFSchema) -> DfResult<Option<(Expr, Option<DataType>)>> {
+/// What a call becomes.
+enum Rewritten {
+    /// A new form of the call (its argument cast).
+    Call(Expr),
+    /// `avg`: the sum and the count of its argument, divided above the aggregation.
+    Average { sum: Expr, count: Expr },
+}
+
+/// The rewritten form of an aggregate call, if it has one.
+fn rewrite_call(e: &Expr, input: &datafusion::common::DFSchema) -> DfResult<Option<Rewritten>> {
     let Expr::AggregateFunction(AggregateFunction { func, params }) = e else { return Ok(None) };
     // DISTINCT too: the casts below are injective, so they keep the distinct values apart.
     if params.args.len() != 1 {
@@ -77,46 +78,59 @@ fn rewrite_call(e: &Expr, input: &datafusion::common::DFSchema) -> DfResult<Opti
     let name = func.name().to_ascii_lowercase();
     let arg = &params.args[0];
     let ty = arg.get_type(input)?;
-    let (arg_type, round_to) = match (name.as_str(), &ty) {
-        ("sum", DataType::Int64 | DataType::UInt64) => (DataType::Decimal128(38, 0), None),
-        ("avg" | "mean", DataType::Int8 | DataType::Int16 | DataType::Int32 | DataType::Int64 | DataType::UInt8 | DataType::UInt16 | DataType::UInt32 | DataType::UInt64) => {
-            // avg(decimal(p, s)) is decimal(p + 4, s + 4) in DataFusion.
-            (DataType::Decimal128(33, AVG_SCALE + 1 - 4), Some(DataType::Decimal128(38, AVG_SCALE)))
-        }
-        ("avg" | "mean", DataType::Decimal128(p, s)) if *s <= 33 => {
-            let scale = (*s).max(AVG_SCALE);
-            let inner_scale = scale + 1 - 4;
-            let inner_precision = (*p as i8 - *s + inner_scale).clamp(inner_scale.max(1), 34) as u8;
-            (DataType::Decimal128(inner_precision, inner_scale), Some(DataType::Decimal128(38, scale)))
-        }
-        _ => return Ok(None),
+    let integer = matches!(ty, DataType::Int8 | DataType::Int16 | DataType::Int32 | DataType::Int64 | DataType::UInt8 | DataType::UInt16 | DataType::UInt32 | DataType::UInt64);
+    let call = |f: Arc<datafusion::logical_expr::AggregateUDF>, arg: Expr| {
+        let mut params = params.clone();
+        params.args = vec![arg];
+        Expr::AggregateFunction(AggregateFunction { func: f, params })
     };
-    let mut params = params.clone();
-    params.args = vec![cast(arg.clone(), arg_type)];
-    Ok(Some((Expr::AggregateFunction(AggregateFunction { func: func.clone(), params }), round_to)))
+    match (name.as_str(), &ty) {
+        ("sum", DataType::Int64 | DataType::UInt64) => Ok(Some(Rewritten::Call(call(func.clone(), cast(arg.clone(), DataType::Decimal128(38, 0)))))),
+        // PostgreSQL's avg of integers and numerics is their numeric sum divided by their
+        // count (its digits: `numeric_div`).
+        ("avg" | "mean", DataType::Decimal128(_, s)) if *s >= 0 => {
+            let sum = call(datafusion::functions_aggregate::sum::sum_udaf(), cast(arg.clone(), DataType::Decimal128(38, *s)));
+            Ok(Some(Rewritten::Average { sum, count: call(datafusion::functions_aggregate::count::count_udaf(), arg.clone()) }))
+        }
+        ("avg" | "mean", _) if integer => {
+            let sum = call(datafusion::functions_aggregate::sum::sum_udaf(), cast(arg.clone(), DataType::Decimal128(38, 0)));
+            Ok(Some(Rewritten::Average { sum, count: call(datafusion::functions_aggregate::count::count_udaf(), arg.clone()) }))
+        }
+        _ => Ok(None),
+    }
 }
 
 fn rewrite_aggregate(a: Aggregate) -> DfResult<Transformed<LogicalPlan>> {
     let input_schema = a.input.schema().clone();
+    let groups = a.group_expr.len();
     let mut changed = false;
-    let mut rounded: Vec<(usize, DataType)> = Vec::new();
+    // For each output column of the old aggregation: the new column(s) it is read from.
+    let mut reads: Vec<Vec<usize>> = (0..groups).map(|g| vec![g]).collect();
     let mut exprs = Vec::with_capacity(a.aggr_expr.len());
     for (i, e) in a.aggr_expr.iter().enumerate() {
         let (inner, alias) = match e {
             Expr::Alias(al) => (al.expr.as_ref(), Some(al.name.clone())),
             other => (other, None),
         };
+        // Keep the output column's name: the plan above refers to it.
+        let name = alias.unwrap_or_else(|| a.schema.field(groups + i).name().clone());
+        let at = groups + exprs.len();
         match rewrite_call(inner, &input_schema)? {
-            Some((new, round_to)) => {
+            Some(Rewritten::Call(new)) => {
                 changed = true;
-                // Keep the output column's name: the plan above refers to it.
-                let name = alias.unwrap_or_else(|| a.schema.field(a.group_expr.len() + i).name().clone());
                 exprs.push(new.alias(name));
-                if let Some(t) = round_to {
-                    rounded.push((a.group_expr.len() + i, t));
-                }
+                reads.push(vec![at]);
             }
-            None => exprs.push(e.clone()),
+            Some(Rewritten::Average { sum, count }) => {
+                changed = true;
+                exprs.push(sum.alias(format!("{name} (sum)")));
+                exprs.push(count.alias(format!("{name} (count)")));
+                reads.push(vec![at, at + 1]);
+            }
+            None => {
+                exprs.push(e.clone());
+                reads.push(vec![at]);
+            }
         }
     }
     if !changed {
@@ -129,20 +143,23 @@ fn rewrite_aggregate(a: Aggregate) -> DfResult<Transformed<LogicalPlan>> {
         return Ok(Transformed::no(LogicalPlan::Aggregate(a)));
     };
     let agg = LogicalPlan::Aggregate(new);
-    if rounded.is_empty() {
+    if reads.iter().all(|r| r.len() == 1) && agg.schema().fields().len() == old_schema.fields().len() {
         return Ok(Transformed::yes(agg));
     }
-    // Round the averages to their result type, keeping every column's qualifier and name.
+    // Divide the averages, keeping every column's qualifier and name.
     let new_schema = agg.schema().clone();
-    let projection = new_schema
+    let column = |i: usize| {
+        let (q, f) = new_schema.qualified_field(i);
+        col(datafusion::common::Column::new(q.cloned(), f.name()))
+    };
+    let divide = super::numeric_div::numeric_div_udf();
+    let projection = reads
         .iter()
-        .enumerate()
         .zip(old_schema.iter())
-        .map(|((i, (q, f)), (old_q, old_f))| {
-            let c = col(datafusion::common::Column::new(q.cloned(), f.name()));
-            let e = match rounded.iter().find(|(at, _)| *at == i) {
-                Some((_, t)) => cast(c, t.clone()),
-                None => c,
+        .map(|(r, (old_q, old_f))| {
+            let e = match r.as_slice() {
+                [sum, count] => divide.call(vec![column(*sum), column(*count)]),
+                _ => column(r[0]),
             };
             e.alias_qualified(old_q.cloned(), old_f.name())
         })

@@ -1,0 +1,143 @@
+//! Numeric division as PostgreSQL computes it: to at least 16 significant digits (and no fewer
+//! decimals than either operand shows), rounded half away from zero. DataFusion's decimal
+//! division truncated at a scale fixed by the types (`sum(x) / sum(y)` of two `numeric(38, 4)`
+//! sums kept 8 decimals, so a share of 0.0927534962... read 0.09275349).
+//!
+//! PostgreSQL picks the result's scale per row from the operands (`select_div_scale`); a column
+//! has one scale, so the quotient is rounded to PostgreSQL's scale for its row and stored with
+//! [`QUOTIENT_SCALE`] decimals in a type whose text drops the zeros past PostgreSQL's last
+//! digit (`eddy_common::types::QUOTIENT_NUMERIC`).
+
+use std::sync::Arc;
+
+use arrow::array::{Array, ArrayRef, AsArray, Decimal128Array};
+use arrow::datatypes::{i256, DataType, Decimal128Type};
+use datafusion::error::Result as DfResult;
+use datafusion::logical_expr::{ColumnarValue, ScalarUDF, Signature, Volatility};
+use eddy_common::error::sqlstate;
+use eddy_common::types::DEFAULT_NUMERIC;
+
+use super::udf::{closure_udf, user_error};
+
+/// Decimals of a numeric quotient.
+pub const QUOTIENT_SCALE: i8 = eddy_common::types::QUOTIENT_NUMERIC.1;
+/// The quotient's type, which prints with PostgreSQL's decimals for its magnitude.
+pub const QUOTIENT: DataType = DataType::Decimal128(eddy_common::types::QUOTIENT_NUMERIC.0, QUOTIENT_SCALE);
+
+/// Weight (power of 10000) and first base-10000 digit of `v` at `scale`, as PostgreSQL's
+/// numeric stores it; `None` for zero.
+fn weight_and_first_digit(v: i128, scale: i32) -> Option<(i32, i128)> {
+    let mut m = v.unsigned_abs();
+    if m == 0 {
+        return None;
+    }
+    let digits = m.ilog10() as i32 + 1;
+    // Power of ten of the leading digit, and its base-10000 group.
+    let lead = digits - 1 - scale;
+    let weight = lead.div_euclid(4);
+    // The first group: the value divided by 10000^weight, as an integer.
+    let shift = scale + 4 * weight;
+    if shift >= 0 {
+        m /= 10u128.pow(shift as u32);
+    } else {
+        m *= 10u128.pow((-shift) as u32);
+    }
+    Some((weight, m as i128))
+}
+
+/// The decimals PostgreSQL shows of a numeric of type scale `scale`: an unconstrained
+/// numeric shows those its value needs (Eddy stores it at a fixed scale).
+fn display_scale(v: i128, p: u8, scale: i8) -> i32 {
+    if (p, scale) != DEFAULT_NUMERIC {
+        return i32::from(scale.max(0));
+    }
+    let (mut v, mut s) = (v, i32::from(scale));
+    while s > 0 && v % 10 == 0 {
+        v /= 10;
+        s -= 1;
+    }
+    s
+}
+
+fn pow10(n: u32) -> Option<i256> {
+    i256::from_i128(10).checked_pow(n)
+}
+
+fn out_of_range() -> datafusion::error::DataFusionError {
+    user_error(sqlstate::NUMERIC_VALUE_OUT_OF_RANGE, "value out of range: overflow".into())
+}
+
+/// `a / b` (values at scales `sa`, `sb`; `da`, `db` their display scales) at
+/// [`QUOTIENT_SCALE`], rounded to PostgreSQL's scale for these operands.
+fn divide(a: i128, sa: i32, da: i32, b: i128, sb: i32, db: i32) -> DfResult<i128> {
+    let (wb, fb) = weight_and_first_digit(b, sb).ok_or_else(|| user_error(sqlstate::DIVISION_BY_ZERO, "division by zero".into()))?;
+    let Some((wa, fa)) = weight_and_first_digit(a, sa) else { return Ok(0) };
+    let qweight = wa - wb - i32::from(fa <= fb);
+    let rscale = (16 - 4 * qweight).max(da).max(db).clamp(0, i32::from(QUOTIENT_SCALE));
+    // q = a * 10^(rscale + sb - sa) / b, rounded half away from zero.
+    let e = rscale + sb - sa;
+    let (mut num, mut den) = (i256::from_i128(a), i256::from_i128(b));
+    if e >= 0 {
+        num = num.checked_mul(pow10(e as u32).ok_or_else(out_of_range)?).ok_or_else(out_of_range)?;
+    } else {
+        den = den.checked_mul(pow10((-e) as u32).ok_or_else(out_of_range)?).ok_or_else(out_of_range)?;
+    }
+    let q = num.checked_div(den).ok_or_else(out_of_range)?;
+    let r = num.checked_rem(den).ok_or_else(out_of_range)?;
+    let twice = r.wrapping_abs().checked_mul(i256::from_i128(2)).ok_or_else(out_of_range)?;
+    let q = if twice >= den.wrapping_abs() { q.checked_add(num.signum() * den.signum()).ok_or_else(out_of_range)? } else { q };
+    let scaled = q.checked_mul(pow10((i32::from(QUOTIENT_SCALE) - rscale) as u32).ok_or_else(out_of_range)?).ok_or_else(out_of_range)?;
+    let v = scaled.to_i128().ok_or_else(out_of_range)?;
+    if v.unsigned_abs() >= 10u128.pow(u32::from(eddy_common::types::QUOTIENT_NUMERIC.0)) {
+        return Err(out_of_range());
+    }
+    Ok(v)
+}
+
+/// `eddy_numeric_div(a, b)` of two decimals (the analyzer rule rewrites `/` of numerics).
+pub fn numeric_div_udf() -> Arc<ScalarUDF> {
+    let body = |args: &[ColumnarValue], rows: usize| -> DfResult<ColumnarValue> {
+        let scalar = args.iter().all(|a| matches!(a, ColumnarValue::Scalar(_)));
+        let n = if scalar { 1 } else { rows };
+        let (a, b) = (args[0].to_array(n)?, args[1].to_array(n)?);
+        let decimal = |x: &ArrayRef| -> DfResult<(ArrayRef, u8, i8)> {
+            Ok(match x.data_type() {
+                DataType::Decimal128(p, s) => (x.clone(), *p, *s),
+                _ => (arrow::compute::cast(x, &DataType::Decimal128(38, 0))?, 38, 0),
+            })
+        };
+        let ((a, pa, sa), (b, pb, sb)) = (decimal(&a)?, decimal(&b)?);
+        let (a, b) = (a.as_primitive::<Decimal128Type>(), b.as_primitive::<Decimal128Type>());
+        let mut out = Vec::with_capacity(n);
+        for i in 0..n {
+            if a.is_null(i) || b.is_null(i) {
+                out.push(None);
+                continue;
+            }
+            let (x, y) = (a.value(i), b.value(i));
+            out.push(Some(divide(x, i32::from(sa), display_scale(x, pa, sa), y, i32::from(sb), display_scale(y, pb, sb))?));
+        }
+        let out: ArrayRef = Arc::new(Decimal128Array::from(out).with_precision_and_scale(eddy_common::types::QUOTIENT_NUMERIC.0, QUOTIENT_SCALE)?);
+        Ok(if scalar { ColumnarValue::Scalar(datafusion::scalar::ScalarValue::try_from_array(&out, 0)?) } else { ColumnarValue::Array(out) })
+    };
+    Arc::new(closure_udf("eddy_numeric_div", Signature::any(2, Volatility::Immutable), QUOTIENT, Arc::new(body)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quotients_have_postgresql_digits() {
+        // PostgreSQL 15: 1.5/1.2 = 1.25000000000000000000, 10::numeric/4 = 2.5000000000000000,
+        // 100.00/7 = 14.2857142857142857, -7::numeric/3 = -2.3333333333333333,
+        // 0.000001/3 = 0.000000333333333333333333 (past our 20 decimals).
+        assert_eq!(divide(15, 1, 1, 12, 1, 1).unwrap(), 125_000_000_000_000_000_000);
+        assert_eq!(divide(10, 0, 0, 4, 0, 0).unwrap(), 250_000_000_000_000_000_000);
+        assert_eq!(divide(10000, 2, 2, 7, 0, 0).unwrap(), 1_428_571_428_571_428_570_000);
+        assert_eq!(divide(-7, 0, 0, 3, 0, 0).unwrap(), -233_333_333_333_333_330_000);
+        assert_eq!(divide(1, 6, 6, 3, 0, 0).unwrap(), 33_333_333_333_333);
+        assert_eq!(divide(2, 0, 0, 3, 0, 0).unwrap(), 66_666_666_666_666_666_667);
+        assert!(divide(1, 0, 0, 0, 0, 0).is_err());
+    }
+}
