@@ -169,8 +169,9 @@ pub fn trim_decimal(s: &str) -> &str {
 /// A quotient's text with PostgreSQL's decimals for its magnitude: at least 16 significant
 /// digits, counted in base-10000 groups (`16 - 4 * weight` decimals: 20 below 1, 16 up to
 /// 9999, 12 up to 99999999, ...); zeros past those are dropped. PostgreSQL picks the scale
-/// from the operands, which agrees but where their leading groups tie (`1.5 / 1.2` shows
-/// 20 decimals there, 16 here).
+/// from the operands, which agrees but where their leading groups tie: always for a quotient
+/// of exactly 1 (shown with 20 decimals here too), and for some others below 2 (`1.5 / 1.2`
+/// shows 20 decimals there, 16 here).
 pub fn trim_quotient(s: &str) -> &str {
     let Some(dot) = s.find('.') else { return s };
     let int = s[..dot].trim_start_matches('-');
@@ -183,6 +184,9 @@ pub fn trim_quotient(s: &str) -> &str {
     } else {
         (int.trim_start_matches('0').len() as i32 - 1) / 4
     };
+    // A quotient of exactly 1 has equal operands, whose leading groups tie: all 20 decimals.
+    let one = int.trim_start_matches('0') == "1" && s[dot + 1..].bytes().all(|b| b == b'0');
+    let weight = if one { -1 } else { weight };
     let keep = (16 - 4 * weight).clamp(0, (s.len() - dot - 1) as i32) as usize;
     let min_end = dot + 1 + keep;
     let trimmed = s.trim_end_matches('0').len().max(min_end);
@@ -399,5 +403,8 @@ mod tests {
         assert_eq!(super::trim_quotient("-2.33333333333333330000"), "-2.3333333333333333");
         assert_eq!(super::trim_quotient("3333333333.33333333000000000000"), "3333333333.33333333");
         assert_eq!(super::trim_quotient("0.00000033333333333333"), "0.00000033333333333333");
+        assert_eq!(super::trim_quotient("1.00000000000000000000"), "1.00000000000000000000");
+        assert_eq!(super::trim_quotient("-1.00000000000000000000"), "-1.00000000000000000000");
+        assert_eq!(super::trim_quotient("1.50000000000000000000"), "1.5000000000000000");
     }
 }

@@ -4,6 +4,7 @@
 //! differential checks, psql, and binary-format round trips.
 //! One test binary for all of them (link time on 2 cores matters).
 
+mod postgres;
 mod process;
 mod raw;
 mod support;

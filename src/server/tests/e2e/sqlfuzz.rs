@@ -4,12 +4,16 @@
 //! and a restart happens; every view must equal batch recomputation (VERIFY) throughout, and no
 //! statement may fail with an internal error (XX000). A failure prints the seed and the view's
 //! SQL. `EDDY_FUZZ_QUERIES` (default 60) and `EDDY_FUZZ_SEED` scale and pin a run.
+//!
+//! The same queries also run as plain queries against a real PostgreSQL 15 holding the same
+//! rows (the oracle): every query both accept must give PostgreSQL's rows, in its text.
 
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use tokio_postgres::Client;
 
-use crate::support::{connect, server, temp_dir, verify};
+use crate::postgres::Postgres;
+use crate::support::{connect, rows, server, temp_dir, verify};
 
 const SETUP: &str = "
 CREATE TABLE t1 (id INT PRIMARY KEY, a INT, b INT, s TEXT);
@@ -264,4 +268,80 @@ async fn random_views_equal_batch_recomputation_through_dml_and_a_restart() {
     assert_eq!(mismatches, 0, "seed {seed}: views diverged (see stderr)");
     srv.shutdown().await.unwrap();
     let _ = std::fs::remove_dir_all(dir);
+}
+
+/// `sql`'s rows as sorted text (the fuzzer's queries fix no order, or one with ties between
+/// equal rows only), or the error.
+async fn sorted_rows(c: &Client, sql: &str) -> Result<Vec<Vec<String>>, String> {
+    let mut r = rows(c, sql).await?;
+    r.sort();
+    Ok(r)
+}
+
+/// A numeric's text without zeros after its last significant decimal: PostgreSQL shows four
+/// more of them on a quotient whose operands' leading digits tie (`avg` of a single 1 is
+/// 1.00000000000000000000 there, 1.0000000000000000 in Eddy; see `numeric_div`).
+fn without_trailing_zeros(rows: &[Vec<String>]) -> Vec<Vec<String>> {
+    let trim = |v: &String| {
+        let numeric = v.contains('.') && v.trim_start_matches('-').chars().all(|c| c.is_ascii_digit() || c == '.');
+        if numeric { v.trim_end_matches('0').trim_end_matches('.').to_string() } else { v.clone() }
+    };
+    let mut out: Vec<Vec<String>> = rows.iter().map(|r| r.iter().map(trim).collect()).collect();
+    out.sort();
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn random_queries_answer_as_postgresql_does() {
+    let Some(pg) = Postgres::start("the SQL fuzzer's PostgreSQL oracle") else { return };
+    let seed: u64 = std::env::var("EDDY_FUZZ_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(rand::random);
+    let n: usize = std::env::var("EDDY_FUZZ_QUERIES").ok().and_then(|s| s.parse().ok()).unwrap_or(150);
+    let mut g = Gen { rng: StdRng::seed_from_u64(seed), aliases: 0 };
+    let oracle = pg.client().await;
+    let srv = server("memory://").await;
+    let c = connect(srv.addr).await;
+    for db in [&c, &oracle] {
+        db.batch_execute(SETUP).await.unwrap();
+    }
+    let (mut compared, mut only_postgres, mut only_eddy, mut mismatches, mut zeros) = (0, 0, 0, Vec::new(), 0);
+    for round in 0..2 {
+        for _ in 0..25 {
+            let s = g.dml();
+            // Both refuse the same conflicting rows.
+            let (a, b) = (c.batch_execute(&s).await, oracle.batch_execute(&s).await);
+            assert_eq!(a.is_ok(), b.is_ok(), "seed {seed}: {s}: Eddy {a:?}, PostgreSQL {b:?}");
+        }
+        for _ in 0..n / 2 {
+            let q = g.query();
+            match (sorted_rows(&c, &q).await, sorted_rows(&oracle, &q).await) {
+                (Ok(e), Ok(p)) => {
+                    compared += 1;
+                    if e != p && without_trailing_zeros(&e) == without_trailing_zeros(&p) {
+                        zeros += 1;
+                        eprintln!("numeric zeros differ: {q}\n  PostgreSQL: {p:?}\n  Eddy:       {e:?}");
+                    } else if e != p {
+                        eprintln!("MISMATCH seed {seed} round {round}: {q}\n  PostgreSQL: {p:?}\n  Eddy:       {e:?}");
+                        mismatches.push(q);
+                    }
+                }
+                (Err(e), Ok(_)) => {
+                    assert!(!e.starts_with("XX000"), "seed {seed}: {q}: internal error {e}");
+                    only_postgres += 1;
+                    eprintln!("only PostgreSQL answers ({e}): {q}");
+                }
+                (Ok(_), Err(p)) => {
+                    only_eddy += 1;
+                    eprintln!("only Eddy answers (PostgreSQL: {p}): {q}");
+                }
+                (Err(_), Err(_)) => {}
+            }
+        }
+    }
+    println!(
+        "queries={n} compared={compared} only_postgres={only_postgres} only_eddy={only_eddy} trailing_zeros_differ={zeros} mismatches={} seed={seed}",
+        mismatches.len()
+    );
+    assert!(mismatches.is_empty(), "seed {seed}: {} queries differ from PostgreSQL (see stderr)", mismatches.len());
+    assert!(compared >= n / 2, "seed {seed}: only {compared} of {n} queries ran on both");
+    srv.shutdown().await.unwrap();
 }
