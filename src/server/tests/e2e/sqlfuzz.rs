@@ -55,11 +55,21 @@ impl Gen {
     /// An integer expression over `cols`.
     fn expr(&mut self, cols: &[String]) -> String {
         let c = self.pick(cols).to_string();
-        match self.rng.gen_range(0..6) {
+        let d = self.pick(cols).to_string();
+        match self.rng.gen_range(0..16) {
             0 => format!("{c} + {}", self.rng.gen_range(0..5)),
             1 => format!("coalesce({c}, {})", self.rng.gen_range(-1..3)),
             2 => format!("CASE WHEN {c} > {} THEN {c} ELSE 0 END", self.rng.gen_range(0..5)),
             3 => format!("{c} % 3"),
+            4 => format!("{c} / {}.0", self.rng.gen_range(1..8)),
+            5 => format!("round({c} / 3.0, {})", self.rng.gen_range(0..3)),
+            6 => format!("abs({c} - {d})"),
+            7 => format!("greatest({c}, {d})"),
+            8 => format!("nullif({c}, {})", self.rng.gen_range(0..3)),
+            9 => format!("({c} + {d}) / 2"),
+            10 => format!("{c} * {d} - 1"),
+            11 => format!("CASE {c} WHEN 1 THEN 10 WHEN 2 THEN 20 ELSE {d} END"),
+            12 => format!("least({c}, 3)"),
             _ => c,
         }
     }
@@ -67,7 +77,14 @@ impl Gen {
     /// A boolean predicate over `cols`.
     fn pred(&mut self, cols: &[String]) -> String {
         let c = self.pick(cols).to_string();
-        match self.rng.gen_range(0..7) {
+        match self.rng.gen_range(0..11) {
+            7 => format!("{c} BETWEEN {} AND {}", self.rng.gen_range(0..3), self.rng.gen_range(2..6)),
+            8 => format!("{c} IN (1, 3, NULL)"),
+            9 => {
+                let d = self.pick(cols).to_string();
+                format!("{c} IS DISTINCT FROM {d}")
+            }
+            10 => format!("NOT ({c} > {} AND {c} IS NOT NULL)", self.rng.gen_range(0..5)),
             0 => format!("{c} IS NULL"),
             1 => format!("{c} IS NOT NULL"),
             2 => format!("{c} IN (SELECT a FROM t2 WHERE c > {})", self.rng.gen_range(0..5)),
@@ -129,7 +146,21 @@ impl Gen {
             0 | 1 => {
                 let g = self.expr(&from.cols);
                 let v = self.pick(&from.cols).to_string();
-                let aggs = ["count(*)", "sum({v})", "min({v})", "max({v})", "avg({v})", "count(DISTINCT {v})", "count({v}) FILTER (WHERE {v} > 1)"];
+                let aggs = [
+                    "count(*)",
+                    "sum({v})",
+                    "min({v})",
+                    "max({v})",
+                    "avg({v})",
+                    "count(DISTINCT {v})",
+                    "count({v}) FILTER (WHERE {v} > 1)",
+                    "avg({v} * 1.5)",
+                    "sum({v}) / count(*)",
+                    "max({v}) - min({v})",
+                    "bool_and({v} > 1)",
+                    "string_agg({v}::text, ',' ORDER BY {v})",
+                    "sum(DISTINCT {v})",
+                ];
                 let n = self.rng.gen_range(1..4);
                 let list: Vec<String> =
                     (0..n).map(|i| format!("{} AS m{i}", aggs[self.rng.gen_range(0..aggs.len())].replace("{v}", &v))).collect();

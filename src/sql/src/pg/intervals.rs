@@ -50,6 +50,7 @@ struct IntervalFunctions {
     time_plus: Arc<ScalarUDF>,
     time_minus: Arc<ScalarUDF>,
     numeric_div: Arc<ScalarUDF>,
+    numeric_mul: Arc<ScalarUDF>,
 }
 
 fn functions() -> &'static IntervalFunctions {
@@ -76,6 +77,7 @@ fn functions() -> &'static IntervalFunctions {
             time_plus: Arc::new(super::scalar_fns::time_interval_udf(false)),
             time_minus: Arc::new(super::scalar_fns::time_interval_udf(true)),
             numeric_div: crate::planner::numeric_div::numeric_div_udf(),
+            numeric_mul: crate::planner::numeric_div::numeric_mul_udf(),
         }
     })
 }
@@ -112,6 +114,15 @@ fn rewrite_expr(e: Expr, schema: &DFSchema) -> DfResult<Transformed<Expr>> {
     if b.op == Operator::Divide && ((decimal(&b.left) && (decimal(&b.right) || integer(&b.right))) || (integer(&b.left) && decimal(&b.right))) {
         return Ok(Transformed::yes(f.numeric_div.call(vec![*b.left, *b.right])));
     }
+    // A product of numerics whose scales add past 38 (a quotient times a quotient), which
+    // DataFusion refuses: exact, rounded to 20 decimals (PostgreSQL keeps them all).
+    let scale = |e: &Expr| match e.get_type(schema) {
+        Ok(DataType::Decimal128(_, s)) => Some(i32::from(s)),
+        _ => None,
+    };
+    if b.op == Operator::Multiply && scale(&b.left).zip(scale(&b.right)).is_some_and(|(l, r)| l + r > 38) {
+        return Ok(Transformed::yes(f.numeric_mul.call(vec![*b.left, *b.right])));
+    }
     // date ± interval is a timestamp, as in PostgreSQL (DataFusion kept a date and dropped the
     // hours); typed before coercion, so comparisons, CASE, IN, COALESCE and UNION with dates
     // coerce the dates to timestamps.
@@ -133,7 +144,7 @@ fn rewrite_expr(e: Expr, schema: &DFSchema) -> DfResult<Transformed<Expr>> {
         return Ok(Transformed::yes(f.time_plus.call(vec![*b.right, *b.left])));
     }
     let (lt, rt) = (is_timestamp(&b.left, schema), is_timestamp(&b.right, schema));
-    if b.op == Operator::Minus && ((lt && rt) || (lt && is_date(&b.right)) || (is_date(&b.left) && rt)) {
+    if b.op == Operator::Minus && ((lt && (rt || is_date(&b.right))) || (is_date(&b.left) && rt)) {
         return Ok(Transformed::yes(call(&f.justify, Expr::BinaryExpr(b))));
     }
     Ok(Transformed::no(Expr::BinaryExpr(b)))

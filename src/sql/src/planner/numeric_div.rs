@@ -1,4 +1,5 @@
-//! Numeric division as PostgreSQL computes it: to at least 16 significant digits (and no fewer
+//! Numeric division as PostgreSQL computes it (and products too wide for DataFusion's decimals,
+//! [`numeric_mul_udf`]): to at least 16 significant digits (and no fewer
 //! decimals than either operand shows), rounded half away from zero. DataFusion's decimal
 //! division truncated at a scale fixed by the types (`sum(x) / sum(y)` of two `numeric(38, 4)`
 //! sums kept 8 decimals, so a share of 0.0927534962... read 0.09275349).
@@ -121,6 +122,45 @@ pub fn numeric_div_udf() -> Arc<ScalarUDF> {
         Ok(if scalar { ColumnarValue::Scalar(datafusion::scalar::ScalarValue::try_from_array(&out, 0)?) } else { ColumnarValue::Array(out) })
     };
     Arc::new(closure_udf("eddy_numeric_div", Signature::any(2, Volatility::Immutable), QUOTIENT, Arc::new(body)))
+}
+
+/// Type of a product too wide for DataFusion's decimal multiply.
+pub const WIDE_PRODUCT: DataType = DataType::Decimal128(38, QUOTIENT_SCALE);
+
+/// `eddy_numeric_mul(a, b)` of two decimals whose scales add past 38 (a quotient times a
+/// quotient), which DataFusion refuses: the exact product rounded half away from zero to
+/// [`QUOTIENT_SCALE`] decimals (PostgreSQL keeps all of them).
+pub fn numeric_mul_udf() -> Arc<ScalarUDF> {
+    let body = |args: &[ColumnarValue], rows: usize| -> DfResult<ColumnarValue> {
+        let scalar = args.iter().all(|a| matches!(a, ColumnarValue::Scalar(_)));
+        let n = if scalar { 1 } else { rows };
+        let (a, b) = (args[0].to_array(n)?, args[1].to_array(n)?);
+        let scale_of = |x: &ArrayRef| match x.data_type() {
+            DataType::Decimal128(_, s) => i32::from(*s),
+            _ => 0,
+        };
+        let (sa, sb) = (scale_of(&a), scale_of(&b));
+        let (a, b) = (arrow::compute::cast(&a, &DataType::Decimal128(38, sa as i8))?, arrow::compute::cast(&b, &DataType::Decimal128(38, sb as i8))?);
+        let (a, b) = (a.as_primitive::<Decimal128Type>(), b.as_primitive::<Decimal128Type>());
+        let drop = (sa + sb - i32::from(QUOTIENT_SCALE)).max(0) as u32;
+        let unit = pow10(drop).ok_or_else(out_of_range)?;
+        let mut out = Vec::with_capacity(n);
+        for i in 0..n {
+            if a.is_null(i) || b.is_null(i) {
+                out.push(None);
+                continue;
+            }
+            let p = i256::from_i128(a.value(i)).checked_mul(i256::from_i128(b.value(i))).ok_or_else(out_of_range)?;
+            let (q, r) = (p.checked_div(unit).ok_or_else(out_of_range)?, p.checked_rem(unit).ok_or_else(out_of_range)?);
+            let twice = r.wrapping_abs().checked_mul(i256::from_i128(2)).ok_or_else(out_of_range)?;
+            let q = if twice >= unit { q.checked_add(p.signum()).ok_or_else(out_of_range)? } else { q };
+            let v = q.to_i128().filter(|v| v.unsigned_abs() < 10u128.pow(38)).ok_or_else(out_of_range)?;
+            out.push(Some(v));
+        }
+        let out: ArrayRef = Arc::new(Decimal128Array::from(out).with_precision_and_scale(38, QUOTIENT_SCALE)?);
+        Ok(if scalar { ColumnarValue::Scalar(datafusion::scalar::ScalarValue::try_from_array(&out, 0)?) } else { ColumnarValue::Array(out) })
+    };
+    Arc::new(closure_udf("eddy_numeric_mul", Signature::any(2, Volatility::Immutable), WIDE_PRODUCT, Arc::new(body)))
 }
 
 #[cfg(test)]
