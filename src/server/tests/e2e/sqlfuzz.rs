@@ -25,6 +25,8 @@ CREATE TABLE t3 (k INT, d INT);
 struct Rel {
     sql: String,
     cols: Vec<String>,
+    /// Its text columns.
+    texts: Vec<String>,
 }
 
 struct Gen {
@@ -49,7 +51,8 @@ impl Gen {
             1 => ("t2", &["id", "a", "c"]),
             _ => ("t3", &["k", "d"]),
         };
-        Rel { sql: format!("{table} {a}"), cols: cols.iter().map(|c| format!("{a}.{c}")).collect() }
+        let texts = if table == "t1" { vec![format!("{a}.s")] } else { vec![] };
+        Rel { sql: format!("{table} {a}"), cols: cols.iter().map(|c| format!("{a}.{c}")).collect(), texts }
     }
 
     /// An integer expression over `cols`.
@@ -71,6 +74,41 @@ impl Gen {
             11 => format!("CASE {c} WHEN 1 THEN 10 WHEN 2 THEN 20 ELSE {d} END"),
             12 => format!("least({c}, 3)"),
             _ => c,
+        }
+    }
+
+    /// An expression over `rel`'s columns: an integer one, or one of its text columns'.
+    fn expr_in(&mut self, rel: &Rel) -> String {
+        if rel.texts.is_empty() || self.rng.gen_bool(0.7) {
+            return self.expr(&rel.cols);
+        }
+        let t = self.pick(&rel.texts).to_string();
+        let c = self.pick(&rel.cols).to_string();
+        match self.rng.gen_range(0..9) {
+            0 => format!("length({t})"),
+            1 => format!("upper({t}) || '-' || {c}"),
+            2 => format!("position('1' in {t})"),
+            3 => format!("CASE WHEN {t} LIKE '%1' THEN 'one' WHEN {t} IS NULL THEN 'none' ELSE lower({t}) END"),
+            4 => format!("concat({t}, {c}, NULL)"),
+            5 => format!("substring({t} from 2 for {})", self.rng.gen_range(1..3)),
+            6 => format!("coalesce({t}, 'z')"),
+            7 => format!("replace({t}, 's', 'S')"),
+            _ => format!("length(repeat({t}, 2)) + {c}"),
+        }
+    }
+
+    /// A predicate over `rel`'s columns.
+    fn pred_in(&mut self, rel: &Rel) -> String {
+        if rel.texts.is_empty() || self.rng.gen_bool(0.7) {
+            return self.pred(&rel.cols);
+        }
+        let t = self.pick(&rel.texts).to_string();
+        match self.rng.gen_range(0..5) {
+            0 => format!("{t} LIKE 's%{}'", self.rng.gen_range(0..3)),
+            1 => format!("{t} < 's{}'", self.rng.gen_range(0..3)),
+            2 => format!("upper({t}) = 'S{}'", self.rng.gen_range(0..3)),
+            3 => format!("{t} IN ('s0', 's2')"),
+            _ => format!("{t} IS NOT NULL AND {t} <> 's1'"),
         }
     }
 
@@ -114,9 +152,10 @@ impl Gen {
                     on.push_str(&format!(" AND {lx} <= {rx} + 2"));
                 }
                 let cols = l.cols.iter().chain(&r.cols).cloned().collect();
+                let texts = l.texts.iter().chain(&r.texts).cloned().collect();
                 // A join on the right is parenthesized (`a JOIN (b JOIN c ON ..) ON ..`).
                 let right = if r.sql.contains(" JOIN ") && !r.sql.starts_with('(') { format!("({})", r.sql) } else { r.sql };
-                Rel { sql: format!("{} {kind} {right} ON {on}", l.sql), cols }
+                Rel { sql: format!("{} {kind} {right} ON {on}", l.sql), cols, texts }
             }
             2 => {
                 // A derived table: a query of its own, re-aliased.
@@ -130,6 +169,7 @@ impl Gen {
                 Rel {
                     sql: format!("(SELECT {} FROM {}{filter}) {a}", select.join(", "), inner.sql),
                     cols: names.iter().map(|n| format!("{a}.{n}")).collect(),
+                    texts: vec![],
                 }
             }
             _ => self.base(),
@@ -140,11 +180,11 @@ impl Gen {
     fn query(&mut self) -> String {
         let depth = self.rng.gen_range(0..3);
         let from = self.rel(depth);
-        let filter = if self.rng.gen_bool(0.5) { format!(" WHERE {}", self.pred(&from.cols)) } else { String::new() };
+        let filter = if self.rng.gen_bool(0.5) { format!(" WHERE {}", self.pred_in(&from)) } else { String::new() };
         match self.rng.gen_range(0..6) {
             // Aggregation.
             0 | 1 => {
-                let g = self.expr(&from.cols);
+                let g = self.expr_in(&from);
                 let v = self.pick(&from.cols).to_string();
                 let aggs = [
                     "count(*)",
@@ -203,7 +243,7 @@ impl Gen {
             // Projection.
             _ => {
                 let n = self.rng.gen_range(1..4);
-                let list: Vec<String> = (0..n).map(|i| format!("{} AS e{i}", self.expr(&from.cols))).collect();
+                let list: Vec<String> = (0..n).map(|i| format!("{} AS e{i}", self.expr_in(&from))).collect();
                 format!("SELECT {} FROM {}{filter}", list.join(", "), from.sql)
             }
         }
