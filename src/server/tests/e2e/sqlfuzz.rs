@@ -1,5 +1,5 @@
 //! SQL fuzzing with an oracle (issue 10): random, type-correct view queries over three tables —
-//! projections, filters, joins of every kind, subqueries, aggregates, windows, top-N and set
+//! projections, filters, joins of every kind, subqueries, aggregates, window functions, top-N and set
 //! operations, nested in each other — are created as materialized views, then random DML runs
 //! and a restart happens; every view must equal batch recomputation (VERIFY) throughout, and no
 //! statement may fail with an internal error (XX000). A failure prints the seed and the view's
@@ -224,6 +224,28 @@ impl Gen {
                     order.join(", "),
                     from.sql
                 )
+            }
+            // A window function over partitions ordered by every column (ties only between
+            // equal rows, whose results are equal too).
+            3 if self.rng.gen_bool(0.5) => {
+                let p = self.pick(&from.cols).to_string();
+                let cols: Vec<String> = from.cols.iter().take(4).cloned().collect();
+                let named: Vec<String> = cols.iter().enumerate().map(|(i, c)| format!("{c} AS c{i}")).collect();
+                let order: Vec<String> = cols.iter().map(|c| format!("{c} NULLS FIRST")).collect();
+                let (c, d) = (self.pick(&cols).to_string(), self.pick(&cols).to_string());
+                let f = match self.rng.gen_range(0..10) {
+                    0 => "rank()".to_string(),
+                    1 => "dense_rank()".to_string(),
+                    2 => format!("lag({c})"),
+                    3 => format!("lead({d}, 1, 0)"),
+                    4 => format!("sum({c})"),
+                    5 => "count(*)".to_string(),
+                    6 => format!("min({d})"),
+                    7 => format!("avg({c})"),
+                    8 => format!("first_value({d})"),
+                    _ => "row_number()".to_string(),
+                };
+                format!("SELECT {}, {f} OVER (PARTITION BY {p} ORDER BY {}) AS w FROM {}{filter}", named.join(", "), order.join(", "), from.sql)
             }
             // Top-N.
             3 => {

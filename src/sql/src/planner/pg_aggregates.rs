@@ -53,6 +53,12 @@ impl AnalyzerRule for PgAggregates {
                 changed_below |= t.transformed;
                 Ok(t)
             }
+            LogicalPlan::Window(w) => {
+                let w = if changed_below { datafusion::logical_expr::Window::try_new(w.window_expr, w.input)? } else { w };
+                let t = rewrite_window(w)?;
+                changed_below |= t.transformed;
+                Ok(t)
+            }
             other if changed_below => Ok(Transformed::yes(other.recompute_schema()?)),
             other => Ok(Transformed::no(other)),
         })
@@ -147,7 +153,70 @@ fn rewrite_aggregate(a: Aggregate) -> DfResult<Transformed<LogicalPlan>> {
         return Ok(Transformed::yes(agg));
     }
     // Divide the averages, keeping every column's qualifier and name.
-    let new_schema = agg.schema().clone();
+    Ok(Transformed::yes(divide_averages(agg, &old_schema, &reads)?))
+}
+
+/// `avg(x) OVER (...)` of integers or numerics as `sum(x) OVER (...)` divided by
+/// `count(x) OVER (...)` with PostgreSQL's digits, as an aggregation's `avg` (DataFusion's is a
+/// `double` for integers).
+fn rewrite_window(w: datafusion::logical_expr::Window) -> DfResult<Transformed<LogicalPlan>> {
+    use datafusion::logical_expr::expr::{WindowFunction, WindowFunctionDefinition};
+    let input_schema = w.input.schema().clone();
+    let inputs = input_schema.fields().len();
+    let mut changed = false;
+    let mut reads: Vec<Vec<usize>> = (0..inputs).map(|i| vec![i]).collect();
+    let mut exprs = Vec::with_capacity(w.window_expr.len());
+    for (i, e) in w.window_expr.iter().enumerate() {
+        let (inner, alias) = match e {
+            Expr::Alias(al) => (al.expr.as_ref(), Some(al.name.clone())),
+            other => (other, None),
+        };
+        let at = inputs + exprs.len();
+        let average = match inner {
+            Expr::WindowFunction(f) => match &f.fun {
+                WindowFunctionDefinition::AggregateUDF(u) if matches!(u.name().to_ascii_lowercase().as_str(), "avg" | "mean") && f.params.args.len() == 1 => {
+                    match f.params.args[0].get_type(&input_schema)? {
+                        DataType::Decimal128(_, s) if s >= 0 => Some((f, DataType::Decimal128(38, s))),
+                        t if t.is_integer() => Some((f, DataType::Decimal128(38, 0))),
+                        _ => None,
+                    }
+                }
+                _ => None,
+            },
+            _ => None,
+        };
+        match average {
+            Some((f, sum_type)) => {
+                changed = true;
+                let name = alias.unwrap_or_else(|| w.schema.field(inputs + i).name().clone());
+                let over = |fun: Arc<datafusion::logical_expr::AggregateUDF>, arg: Expr| {
+                    let mut params = f.params.clone();
+                    params.args = vec![arg];
+                    Expr::WindowFunction(Box::new(WindowFunction { fun: WindowFunctionDefinition::AggregateUDF(fun), params }))
+                };
+                let arg = f.params.args[0].clone();
+                exprs.push(over(datafusion::functions_aggregate::sum::sum_udaf(), cast(arg.clone(), sum_type)).alias(format!("{name} (sum)")));
+                exprs.push(over(datafusion::functions_aggregate::count::count_udaf(), arg).alias(format!("{name} (count)")));
+                reads.push(vec![at, at + 1]);
+            }
+            None => {
+                exprs.push(e.clone());
+                reads.push(vec![at]);
+            }
+        }
+    }
+    if !changed {
+        return Ok(Transformed::no(LogicalPlan::Window(w)));
+    }
+    let old_schema = w.schema.clone();
+    let window = LogicalPlan::Window(datafusion::logical_expr::Window::try_new(exprs, w.input.clone())?);
+    Ok(Transformed::yes(divide_averages(window, &old_schema, &reads)?))
+}
+
+/// A projection over `plan` giving `old_schema`'s columns: each read from one of `plan`'s
+/// columns, or (two) an average divided from its sum and count.
+fn divide_averages(plan: LogicalPlan, old_schema: &datafusion::common::DFSchema, reads: &[Vec<usize>]) -> DfResult<LogicalPlan> {
+    let new_schema = plan.schema().clone();
     let column = |i: usize| {
         let (q, f) = new_schema.qualified_field(i);
         col(datafusion::common::Column::new(q.cloned(), f.name()))
@@ -164,7 +233,7 @@ fn rewrite_aggregate(a: Aggregate) -> DfResult<Transformed<LogicalPlan>> {
             e.alias_qualified(old_q.cloned(), old_f.name())
         })
         .collect::<Vec<_>>();
-    Ok(Transformed::yes(LogicalPlan::Projection(Projection::try_new(projection, Arc::new(agg))?)))
+    Ok(LogicalPlan::Projection(Projection::try_new(projection, Arc::new(plan))?))
 }
 
 /// `array_agg` and `string_agg` without DataFusion's reversal: given `f(x ORDER BY k)` and
