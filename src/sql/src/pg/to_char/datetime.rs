@@ -230,25 +230,8 @@ pub(super) fn parse(template: &str) -> Vec<Node> {
         }
         // Not a keyword: a prefix without one is dropped, as in PostgreSQL.
         rest = after;
-        let mut chars = rest.chars();
-        match chars.next() {
-            Some('"') => {
-                let mut chars = chars.peekable();
-                let mut used = 1;
-                while let Some(c) = chars.next() {
-                    used += c.len_utf8();
-                    match c {
-                        '"' => break,
-                        '\\' if chars.peek().is_some() => {
-                            let n = chars.next().unwrap_or('\\');
-                            used += n.len_utf8();
-                            text.push(n);
-                        }
-                        c => text.push(c),
-                    }
-                }
-                rest = &rest[used..];
-            }
+        match rest.chars().next() {
+            Some('"') => rest = super::quoted(&rest[1..], &mut text),
             Some('\\') if rest[1..].starts_with('"') => {
                 text.push('"');
                 rest = &rest[2..];

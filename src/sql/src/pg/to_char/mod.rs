@@ -23,6 +23,24 @@ pub fn register_to_char(ctx: &SessionContext) {
     register(ctx, "to_char", Signature::any(2, Volatility::Immutable), DataType::Utf8, Arc::new(to_char));
 }
 
+/// Reads a template's double-quoted text (`rest` is after the opening quote; a backslash
+/// escapes the next character) into `text`, and returns what follows the closing quote.
+fn quoted<'a>(rest: &'a str, text: &mut String) -> &'a str {
+    let mut chars = rest.char_indices().peekable();
+    while let Some((_, c)) = chars.next() {
+        match c {
+            '"' => break,
+            '\\' if chars.peek().is_some() => {
+                if let Some((_, n)) = chars.next() {
+                    text.push(n);
+                }
+            }
+            c => text.push(c),
+        }
+    }
+    chars.peek().map_or("", |&(i, _)| &rest[i..])
+}
+
 /// What the first argument is formatted as.
 enum Input {
     Timestamp { micros: ArrayRef, zone: bool },

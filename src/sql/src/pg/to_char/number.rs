@@ -123,26 +123,9 @@ pub(super) fn parse(template: &str) -> DfResult<Template> {
             t.items.push(item);
             continue;
         }
-        let mut chars = rest.chars();
         let mut text = String::new();
-        match chars.next() {
-            Some('"') => {
-                let mut used = 1;
-                let mut chars = chars.peekable();
-                while let Some(c) = chars.next() {
-                    used += c.len_utf8();
-                    match c {
-                        '"' => break,
-                        '\\' if chars.peek().is_some() => {
-                            let n = chars.next().unwrap_or('\\');
-                            used += n.len_utf8();
-                            text.push(n);
-                        }
-                        c => text.push(c),
-                    }
-                }
-                rest = &rest[used..];
-            }
+        match rest.chars().next() {
+            Some('"') => rest = super::quoted(&rest[1..], &mut text),
             Some(c) => {
                 text.push(c);
                 rest = &rest[c.len_utf8()..];
