@@ -66,6 +66,7 @@ pub mod sqlstate {
     pub const BAD_COPY_FILE_FORMAT: &str = "22P04";
     pub const CHARACTER_NOT_IN_REPERTOIRE: &str = "22021";
     pub const INVALID_PARAMETER_VALUE: &str = "22023";
+    pub const INVALID_REGULAR_EXPRESSION: &str = "2201B";
     pub const PROTOCOL_VIOLATION: &str = "08P01";
     pub const INVALID_PASSWORD: &str = "28P01";
     pub const QUERY_CANCELED: &str = "57014";

@@ -1,4 +1,5 @@
 //! PostgreSQL scalar functions DataFusion lacks: `div`, `width_bucket`, `scale`, `trim_scale`,
+//! `regexp_split_to_array`,
 //! `min_scale`, `justify_hours`, `justify_days`, `justify_interval`, and `time ± interval`
 //! (the interval pass rewrites the operator to [`TIME_PLUS`]/[`TIME_MINUS`]: the time of day
 //! wraps around midnight, months and days are ignored, as in PostgreSQL).
@@ -299,6 +300,51 @@ impl datafusion::logical_expr::planner::ExprPlanner for IntervalArithmetic {
     }
 }
 
+/// `regexp_split_to_array(text, pattern [, flags])`: the text split at each match, as
+/// PostgreSQL splits it (an empty match at either end, or right after another match, splits
+/// nothing; flag `i` ignores case).
+fn regexp_split_to_array(a: &[ArrayRef], n: usize) -> DfResult<ArrayRef> {
+    use arrow::array::{ListBuilder, StringBuilder};
+    if !(2..=3).contains(&a.len()) {
+        return Err(user_error(sqlstate::UNDEFINED_FUNCTION, format!("function regexp_split_to_array takes 2 or 3 arguments, not {}", a.len())));
+    }
+    let text: Vec<ArrayRef> = a.iter().map(|x| cast(x, &DataType::Utf8)).collect::<DfResult<_>>()?;
+    let (s, p) = (text[0].as_string::<i32>(), text[1].as_string::<i32>());
+    let flags = text.get(2).map(|f| f.as_string::<i32>());
+    let mut out = ListBuilder::new(StringBuilder::new());
+    let mut compiled: Option<(String, regex::Regex)> = None;
+    for i in 0..n {
+        if s.is_null(i) || p.is_null(i) || flags.is_some_and(|f| f.is_null(i)) {
+            out.append_null();
+            continue;
+        }
+        let flag = flags.map_or("", |f| f.value(i));
+        if let Some(bad) = flag.chars().find(|c| !matches!(c, 'i' | 'c' | 'n' | 'x' | 's')) {
+            return Err(user_error(sqlstate::INVALID_PARAMETER_VALUE, format!("invalid regular expression option: \"{bad}\"")));
+        }
+        let pattern = if flag.contains('i') { format!("(?i){}", p.value(i)) } else { p.value(i).to_string() };
+        if compiled.as_ref().is_none_or(|(q, _)| *q != pattern) {
+            let re = regex::Regex::new(&pattern)
+                .map_err(|e| user_error(sqlstate::INVALID_REGULAR_EXPRESSION, format!("invalid regular expression: {e}")))?;
+            compiled = Some((pattern, re));
+        }
+        let Some((_, re)) = compiled.as_ref() else { continue };
+        let v = s.value(i);
+        let (mut start, mut last_end) = (0, None);
+        for m in re.find_iter(v) {
+            if m.start() == m.end() && (m.start() == 0 || m.start() == v.len() || Some(m.start()) == last_end) {
+                continue;
+            }
+            out.values().append_value(&v[start..m.start()]);
+            start = m.end();
+            last_end = Some(m.end());
+        }
+        out.values().append_value(&v[start..]);
+        out.append(true);
+    }
+    Ok(Arc::new(out.finish()))
+}
+
 /// Registers the functions on `ctx`.
 pub fn register_scalar_functions(ctx: &SessionContext) {
     fn add(ctx: &SessionContext, name: &str, args: usize, ret: DataType, f: impl Fn(&[ArrayRef], usize) -> DfResult<ArrayRef> + Send + Sync + 'static) {
@@ -309,6 +355,8 @@ pub fn register_scalar_functions(ctx: &SessionContext) {
         tracing::warn!("interval arithmetic is not planned: {e}");
     }
     add(ctx, "div", 2, NUMERIC, div);
+    let text_array = DataType::List(Arc::new(arrow::datatypes::Field::new("item", DataType::Utf8, true)));
+    register(ctx, "regexp_split_to_array", Signature::variadic_any(Volatility::Immutable), text_array, Arc::new(|a, rows| columnar(a, rows, regexp_split_to_array)));
     add(ctx, "width_bucket", 4, DataType::Int32, width_bucket);
     add(ctx, "min_scale", 1, DataType::Int32, min_scale);
     add(ctx, "scale", 1, DataType::Int32, scale);

@@ -148,6 +148,29 @@ impl Dialect for EddyDialect {
     /// `x [NOT] BETWEEN SYMMETRIC a AND b`, which sqlparser lacks: `(x BETWEEN a AND b) OR
     /// (x BETWEEN b AND a)` (negated: NOT of it), as PostgreSQL defines it; `ASYMMETRIC` is
     /// the plain form.
+    /// `TRIM(LEADING | TRAILING | BOTH FROM x)`, which PostgreSQL accepts without the
+    /// characters to trim (spaces); the parser wanted them before `FROM`.
+    fn parse_prefix(&self, parser: &mut Parser) -> Option<Result<datafusion::sql::sqlparser::ast::Expr, ParserError>> {
+        use datafusion::sql::sqlparser::ast::{Expr as SqlExpr, TrimWhereField};
+        use datafusion::sql::sqlparser::tokenizer::Token;
+        let word = |n: usize, k: Keyword| matches!(&parser.peek_nth_token_ref(n).token, Token::Word(w) if w.keyword == k);
+        if !word(0, Keyword::TRIM) || parser.peek_nth_token_ref(1).token != Token::LParen || !word(3, Keyword::FROM) {
+            return None;
+        }
+        let side = [(Keyword::LEADING, TrimWhereField::Leading), (Keyword::TRAILING, TrimWhereField::Trailing), (Keyword::BOTH, TrimWhereField::Both)]
+            .into_iter()
+            .find(|(k, _)| word(2, *k))?
+            .1;
+        for _ in 0..4 {
+            parser.next_token();
+        }
+        let parsed = parser.parse_expr().and_then(|expr| {
+            parser.expect_token(&Token::RParen)?;
+            Ok(SqlExpr::Trim { expr: Box::new(expr), trim_where: Some(side), trim_what: None, trim_characters: None })
+        });
+        Some(parsed)
+    }
+
     fn parse_infix(&self, parser: &mut Parser, expr: &datafusion::sql::sqlparser::ast::Expr, _precedence: u8) -> Option<Result<datafusion::sql::sqlparser::ast::Expr, ParserError>> {
         use datafusion::sql::sqlparser::ast::{BinaryOperator, Expr as SqlExpr, UnaryOperator};
         use datafusion::sql::sqlparser::tokenizer::Token;
