@@ -15,6 +15,7 @@ pub mod colnames;
 pub mod ddl_progress;
 mod set_ops;
 pub mod defs;
+pub mod extract;
 pub mod functions;
 pub mod info_schema;
 pub mod intervals;

@@ -67,6 +67,7 @@ pub fn register_session_functions(ctx: &SessionContext, info: &SessionInfo) {
     register_upper(ctx);
     super::to_char::register_to_char(ctx);
     super::scalar_fns::register_scalar_functions(ctx);
+    super::extract::register(ctx);
     constant_text(ctx, "version", version_string());
     constant_text(ctx, "current_database", crate::catalog::DATABASE_NAME.to_string());
     for name in ["current_user", "session_user", "current_role", "user"] {

@@ -111,8 +111,12 @@ fn pg_replacement(r: &str) -> String {
 
 /// `extract(second FROM x)`: numeric with six decimals, as PostgreSQL gives it (56.789000).
 pub(super) fn extract(field: &DateTimeField, x: &Expr) -> Option<Expr> {
-    if !matches!(field, DateTimeField::Second | DateTimeField::Seconds) {
-        return None;
+    // The epoch and milliseconds are exact numerics with PostgreSQL's scale (pg::extract).
+    match field {
+        DateTimeField::Epoch => return Some(call(crate::pg::extract::EXTRACT_EPOCH, vec![x.clone()])),
+        DateTimeField::Millisecond | DateTimeField::Milliseconds => return Some(call(crate::pg::extract::EXTRACT_MILLISECOND, vec![x.clone()])),
+        DateTimeField::Second | DateTimeField::Seconds => {}
+        _ => return None,
     }
     let whole = cast(micros(x.clone()), SqlType::Decimal(ExactNumberInfo::PrecisionAndScale(20, 0)));
     let scale = cast(number("0.000001"), SqlType::Decimal(ExactNumberInfo::PrecisionAndScale(7, 6)));
