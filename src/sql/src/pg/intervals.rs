@@ -8,6 +8,7 @@
 //! * `date ± interval` is a timestamp (typed before coercion, so a date compared with it, or in
 //!   one CASE, IN list or UNION with it, is coerced to a timestamp).
 //! * `numeric / numeric` has PostgreSQL's digits: [`crate::planner::numeric_div`].
+//! * `real` with an integer or a numeric computes in double precision.
 //! * `time ± interval` is a time of day that wraps at midnight (DataFusion gave an interval:
 //!   `TIME '23:00' + INTERVAL '3 hours'` was `26:00:00`).
 //! * `timestamp - timestamp` is days and a time (`2 days 05:00:00`, PostgreSQL's
@@ -122,6 +123,16 @@ fn rewrite_expr(e: Expr, schema: &DFSchema) -> DfResult<Transformed<Expr>> {
     };
     if b.op == Operator::Multiply && scale(&b.left).zip(scale(&b.right)).is_some_and(|(l, r)| l + r > 38) {
         return Ok(Transformed::yes(f.numeric_mul.call(vec![*b.left, *b.right])));
+    }
+    // real with an integer or numeric is double precision arithmetic, as PostgreSQL resolves
+    // the operator (DataFusion kept real: 10::real / 3 printed 3.3333333).
+    let real = |e: &Expr| matches!(e.get_type(schema), Ok(DataType::Float32));
+    let exact = |e: &Expr| e.get_type(schema).is_ok_and(|t| t.is_integer() || matches!(t, DataType::Decimal128(..)));
+    if matches!(b.op, Operator::Plus | Operator::Minus | Operator::Multiply | Operator::Divide | Operator::Modulo)
+        && ((real(&b.left) && exact(&b.right)) || (exact(&b.left) && real(&b.right)))
+    {
+        let double = |e: Expr| Box::new(Expr::Cast(Cast::new(Box::new(e), DataType::Float64)));
+        return Ok(Transformed::yes(Expr::BinaryExpr(BinaryExpr::new(double(*b.left), b.op, double(*b.right)))));
     }
     // date ± interval is a timestamp, as in PostgreSQL (DataFusion kept a date and dropped the
     // hours); typed before coercion, so comparisons, CASE, IN, COALESCE and UNION with dates

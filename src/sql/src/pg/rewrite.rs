@@ -567,6 +567,21 @@ impl VisitorMut for PgRewriter {
                 r
             }
             Expr::Collate { expr, .. } => Some(expr.as_ref().clone()),
+            // `@ x`, `|/ x` and `||/ x`: abs, sqrt and cbrt.
+            Expr::UnaryOp { op: op @ (datafusion::sql::sqlparser::ast::UnaryOperator::PGAbs | datafusion::sql::sqlparser::ast::UnaryOperator::PGSquareRoot | datafusion::sql::sqlparser::ast::UnaryOperator::PGCubeRoot), expr } => {
+                let f = match op {
+                    datafusion::sql::sqlparser::ast::UnaryOperator::PGAbs => "abs",
+                    datafusion::sql::sqlparser::ast::UnaryOperator::PGSquareRoot => "sqrt",
+                    _ => "cbrt",
+                };
+                Some(ast::call(f, vec![expr.as_ref().clone()]))
+            }
+            // `~x` (bitwise not), which DataFusion lacks, is `x # -1`.
+            Expr::UnaryOp { op: datafusion::sql::sqlparser::ast::UnaryOperator::BitwiseNot, expr } => Some(Expr::Nested(Box::new(Expr::BinaryOp {
+                left: Box::new(Expr::Nested(expr.clone())),
+                op: BinaryOperator::PGBitwiseXor,
+                right: Box::new(Expr::Value(Value::Number("-1".into(), false).into())),
+            }))),
             Expr::Extract { field, expr, .. } => scalars::extract(field, expr),
             Expr::SimilarTo { negated, expr, pattern, escape_char: None } => scalars::similar_to(*negated, expr, pattern),
             Expr::BinaryOp { left, op, right } if matches!(left.as_ref(), Expr::Tuple(_)) => scalars::row_comparison(left, op, right),

@@ -1,5 +1,5 @@
 //! PostgreSQL scalar functions DataFusion lacks: `div`, `width_bucket`, `scale`, `trim_scale`,
-//! `regexp_split_to_array`,
+//! `regexp_split_to_array`, `encode` (PostgreSQL's base64),
 //! `min_scale`, `justify_hours`, `justify_days`, `justify_interval`, and `time ± interval`
 //! (the interval pass rewrites the operator to [`TIME_PLUS`]/[`TIME_MINUS`]: the time of day
 //! wraps around midnight, months and days are ignored, as in PostgreSQL).
@@ -345,6 +345,43 @@ fn regexp_split_to_array(a: &[ArrayRef], n: usize) -> DfResult<ArrayRef> {
     Ok(Arc::new(out.finish()))
 }
 
+/// `encode(bytes, format)` as PostgreSQL writes it: `base64` padded and broken into lines of
+/// 76 characters (DataFusion's was unpadded), `hex` in lower case, `escape` with backslashes
+/// doubled and other bytes outside printable ASCII as `\ooo`.
+fn encode(a: &[ArrayRef], n: usize) -> DfResult<ArrayRef> {
+    use base64::Engine;
+    let bytes = cast(&a[0], &DataType::Binary)?;
+    let (bytes, format) = (bytes.as_binary::<i32>(), cast(&a[1], &DataType::Utf8)?);
+    let format = format.as_string::<i32>();
+    let mut out = arrow::array::StringBuilder::with_capacity(n, n * 16);
+    for i in 0..n {
+        if bytes.is_null(i) || format.is_null(i) {
+            out.append_null();
+            continue;
+        }
+        let b = bytes.value(i);
+        let text = match format.value(i).to_ascii_lowercase().as_str() {
+            "base64" => {
+                let flat = base64::engine::general_purpose::STANDARD.encode(b);
+                let lines: Vec<&str> = flat.as_bytes().chunks(76).map(|c| std::str::from_utf8(c).unwrap_or_default()).collect();
+                lines.join("\n")
+            }
+            "hex" => b.iter().map(|x| format!("{x:02x}")).collect(),
+            "escape" => b
+                .iter()
+                .map(|&x| match x {
+                    b'\\' => "\\\\".to_string(),
+                    0 | 0x80..=0xff => format!("\\{x:03o}"),
+                    x => char::from(x).to_string(),
+                })
+                .collect(),
+            other => return Err(user_error(sqlstate::INVALID_PARAMETER_VALUE, format!("unrecognized encoding: \"{other}\""))),
+        };
+        out.append_value(text);
+    }
+    Ok(Arc::new(out.finish()))
+}
+
 /// Registers the functions on `ctx`.
 pub fn register_scalar_functions(ctx: &SessionContext) {
     fn add(ctx: &SessionContext, name: &str, args: usize, ret: DataType, f: impl Fn(&[ArrayRef], usize) -> DfResult<ArrayRef> + Send + Sync + 'static) {
@@ -355,6 +392,7 @@ pub fn register_scalar_functions(ctx: &SessionContext) {
         tracing::warn!("interval arithmetic is not planned: {e}");
     }
     add(ctx, "div", 2, NUMERIC, div);
+    add(ctx, "encode", 2, DataType::Utf8, encode);
     let text_array = DataType::List(Arc::new(arrow::datatypes::Field::new("item", DataType::Utf8, true)));
     register(ctx, "regexp_split_to_array", Signature::variadic_any(Volatility::Immutable), text_array, Arc::new(|a, rows| columnar(a, rows, regexp_split_to_array)));
     add(ctx, "width_bucket", 4, DataType::Int32, width_bucket);
