@@ -14,6 +14,7 @@ use datafusion::prelude::SessionContext;
 use eddy_common::error::sqlstate;
 
 use super::udf::user_error;
+use crate::planner::udf::columnar;
 
 /// `EXTRACT(EPOCH FROM x)`.
 pub const EXTRACT_EPOCH: &str = "eddy_extract_epoch";
@@ -81,13 +82,17 @@ impl ScalarUDFImpl for Extract {
         Ok(DataType::Decimal128(38, self.scale(args.first().unwrap_or(&DataType::Null))))
     }
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
-        let scalar = matches!(args.args[0], ColumnarValue::Scalar(_));
-        let n = if scalar { 1 } else { args.number_rows };
-        let x = args.args[0].to_array(n)?;
+        columnar(&args.args, args.number_rows, |a, _| self.extract(&a[0]))
+    }
+}
+
+impl Extract {
+    /// The field of each value of `x`.
+    fn extract(&self, x: &ArrayRef) -> DfResult<ArrayRef> {
         let date = matches!(x.data_type(), DataType::Date32 | DataType::Date64);
         let interval = matches!(x.data_type(), DataType::Interval(_) | DataType::Duration(_));
         let scale = self.scale(x.data_type());
-        let values: Vec<Option<i128>> = micros(&x)?
+        let values: Vec<Option<i128>> = micros(x)?
             .into_iter()
             .map(|v| {
                 v.map(|us| match (self.millisecond, date) {
@@ -99,8 +104,7 @@ impl ScalarUDFImpl for Extract {
                 })
             })
             .collect();
-        let out: ArrayRef = Arc::new(Decimal128Array::from(values).with_precision_and_scale(38, scale)?);
-        Ok(if scalar { ColumnarValue::Scalar(datafusion::scalar::ScalarValue::try_from_array(&out, 0)?) } else { ColumnarValue::Array(out) })
+        Ok(Arc::new(Decimal128Array::from(values).with_precision_and_scale(38, scale)?))
     }
 }
 

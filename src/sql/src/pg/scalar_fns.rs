@@ -9,13 +9,14 @@ use std::sync::Arc;
 use arrow::array::{Array, ArrayRef, AsArray, Decimal128Array, Int32Array, IntervalMonthDayNanoArray, Time64MicrosecondArray};
 use arrow::datatypes::{DataType, Decimal128Type, Float64Type, IntervalMonthDayNano, IntervalMonthDayNanoType, IntervalUnit, Time64MicrosecondType, TimeUnit};
 use datafusion::error::Result as DfResult;
-use datafusion::logical_expr::{ColumnarValue, Signature, Volatility};
+use datafusion::logical_expr::{Signature, Volatility};
 use datafusion::prelude::SessionContext;
 use eddy_common::error::sqlstate;
 use eddy_common::types::DEFAULT_NUMERIC;
 
 use super::udf::user_error;
-use crate::planner::udf::{closure_udf, register, Body};
+use crate::planner::numeric_div::{display_scale, min_scale as min_scale_of};
+use crate::planner::udf::{closure_udf, columnar, register, Body};
 
 /// `time + interval`, as the interval pass writes it.
 pub const TIME_PLUS: &str = "eddy_time_plus_interval";
@@ -26,16 +27,6 @@ const MDN: DataType = DataType::Interval(IntervalUnit::MonthDayNano);
 const NUMERIC: DataType = DataType::Decimal128(DEFAULT_NUMERIC.0, DEFAULT_NUMERIC.1);
 const MICROS_PER_DAY: i64 = 86_400_000_000;
 const NANOS_PER_DAY: i128 = 86_400_000_000_000;
-
-/// Runs `f` over `args` as arrays of `rows` rows (one row if all are scalars) and returns a
-/// scalar if they all were.
-fn columnar(args: &[ColumnarValue], rows: usize, f: impl Fn(&[ArrayRef], usize) -> DfResult<ArrayRef>) -> DfResult<ColumnarValue> {
-    let scalar = args.iter().all(|a| matches!(a, ColumnarValue::Scalar(_)));
-    let n = if scalar { 1 } else { rows };
-    let arrays = args.iter().map(|a| a.to_array(n)).collect::<DfResult<Vec<_>>>()?;
-    let out = f(&arrays, n)?;
-    Ok(if scalar { ColumnarValue::Scalar(datafusion::scalar::ScalarValue::try_from_array(&out, 0)?) } else { ColumnarValue::Array(out) })
-}
 
 fn cast(a: &ArrayRef, to: &DataType) -> DfResult<ArrayRef> {
     Ok(arrow::compute::cast(a, to)?)
@@ -114,41 +105,27 @@ fn width_bucket(a: &[ArrayRef], n: usize) -> DfResult<ArrayRef> {
     Ok(Arc::new(Int32Array::from(out)))
 }
 
-/// The value's decimal digits after the point without its trailing zeros.
-fn min_scale_of(v: i128, scale: i8) -> i32 {
-    let mut s = i32::from(scale.max(0));
-    let mut v = v;
-    while s > 0 && v % 10 == 0 {
-        v /= 10;
-        s -= 1;
-    }
-    s
-}
-
-fn decimal(a: &ArrayRef) -> DfResult<(ArrayRef, i8)> {
+/// The argument as decimals: its precision and scale (anything else as an unconstrained
+/// numeric).
+fn decimal(a: &ArrayRef) -> DfResult<(ArrayRef, u8, i8)> {
     Ok(match a.data_type() {
-        DataType::Decimal128(_, s) => (a.clone(), *s),
-        _ => (cast(a, &NUMERIC)?, DEFAULT_NUMERIC.1),
+        DataType::Decimal128(p, s) => (a.clone(), *p, *s),
+        _ => (cast(a, &NUMERIC)?, DEFAULT_NUMERIC.0, DEFAULT_NUMERIC.1),
     })
 }
 
 /// `min_scale(numeric)`: the digits after the point the value needs.
 fn min_scale(a: &[ArrayRef], _: usize) -> DfResult<ArrayRef> {
-    let (d, s) = decimal(&a[0])?;
+    let (d, _, s) = decimal(&a[0])?;
     let out: Int32Array = d.as_primitive::<Decimal128Type>().iter().map(|v| v.map(|v| min_scale_of(v, s))).collect();
     Ok(Arc::new(out))
 }
 
-/// `scale(numeric)`: the digits after the point it shows (an unconstrained numeric shows
-/// those it needs).
+/// `scale(numeric)`: the digits after the point it shows (an unconstrained numeric, or an
+/// integer taken as one, shows those it needs).
 fn scale(a: &[ArrayRef], _: usize) -> DfResult<ArrayRef> {
-    let (d, s) = decimal(&a[0])?;
-    let unconstrained = matches!(a[0].data_type(), DataType::Decimal128(p, s) if (*p, *s) == DEFAULT_NUMERIC) || !matches!(a[0].data_type(), DataType::Decimal128(..) | DataType::Int8 | DataType::Int16 | DataType::Int32 | DataType::Int64);
-    let out: Int32Array = d
-        .as_primitive::<Decimal128Type>()
-        .iter()
-        .map(|v| v.map(|v| if a[0].data_type().is_integer() { 0 } else if unconstrained { min_scale_of(v, s) } else { i32::from(s.max(0)) }))
-        .collect();
+    let (d, p, s) = decimal(&a[0])?;
+    let out: Int32Array = d.as_primitive::<Decimal128Type>().iter().map(|v| v.map(|v| display_scale(v, p, s))).collect();
     Ok(Arc::new(out))
 }
 
@@ -421,10 +398,4 @@ mod tests {
         assert_eq!(justify_interval_of(iv(0, 0, 50 * HOUR)), Some(iv(0, 2, 2 * HOUR)));
     }
 
-    #[test]
-    fn min_scale_counts_significant_decimals() {
-        assert_eq!(min_scale_of(12300, 4), 2);
-        assert_eq!(min_scale_of(1000, 3), 0);
-        assert_eq!(min_scale_of(-15, 1), 1);
-    }
 }

@@ -18,7 +18,7 @@ use datafusion::logical_expr::{ColumnarValue, ScalarUDF, Signature, Volatility};
 use eddy_common::error::sqlstate;
 use eddy_common::types::DEFAULT_NUMERIC;
 
-use super::udf::{closure_udf, user_error};
+use super::udf::{closure_udf, columnar, user_error};
 
 /// Decimals of a numeric quotient.
 pub const QUOTIENT_SCALE: i8 = eddy_common::types::QUOTIENT_NUMERIC.1;
@@ -46,18 +46,24 @@ fn weight_and_first_digit(v: i128, scale: i32) -> Option<(i32, i128)> {
     Some((weight, m as i128))
 }
 
-/// The decimals PostgreSQL shows of a numeric of type scale `scale`: an unconstrained
-/// numeric shows those its value needs (Eddy stores it at a fixed scale).
-fn display_scale(v: i128, p: u8, scale: i8) -> i32 {
-    if (p, scale) != DEFAULT_NUMERIC {
-        return i32::from(scale.max(0));
-    }
-    let (mut v, mut s) = (v, i32::from(scale));
+/// The decimals a value at `scale` needs: its scale without its trailing zeros.
+pub(crate) fn min_scale(v: i128, scale: i8) -> i32 {
+    let (mut v, mut s) = (v, i32::from(scale.max(0)));
     while s > 0 && v % 10 == 0 {
         v /= 10;
         s -= 1;
     }
     s
+}
+
+/// The decimals PostgreSQL shows of a numeric of type `numeric(p, scale)`: an unconstrained
+/// numeric shows those its value needs (Eddy stores it at a fixed scale).
+pub(crate) fn display_scale(v: i128, p: u8, scale: i8) -> i32 {
+    if (p, scale) == DEFAULT_NUMERIC {
+        min_scale(v, scale)
+    } else {
+        i32::from(scale.max(0))
+    }
 }
 
 fn pow10(n: u32) -> Option<i256> {
@@ -66,6 +72,18 @@ fn pow10(n: u32) -> Option<i256> {
 
 fn out_of_range() -> datafusion::error::DataFusionError {
     user_error(sqlstate::NUMERIC_VALUE_OUT_OF_RANGE, "value out of range: overflow".into())
+}
+
+/// `num / den` rounded half away from zero.
+fn div_round(num: i256, den: i256) -> DfResult<i256> {
+    let q = num.checked_div(den).ok_or_else(out_of_range)?;
+    let r = num.checked_rem(den).ok_or_else(out_of_range)?;
+    let twice = r.wrapping_abs().checked_mul(i256::from_i128(2)).ok_or_else(out_of_range)?;
+    if twice >= den.wrapping_abs() {
+        q.checked_add(num.signum() * den.signum()).ok_or_else(out_of_range)
+    } else {
+        Ok(q)
+    }
 }
 
 /// `a / b` (values at scales `sa`, `sb`; `da`, `db` their display scales) at
@@ -83,10 +101,7 @@ fn divide(a: i128, sa: i32, da: i32, b: i128, sb: i32, db: i32) -> DfResult<i128
     } else {
         den = den.checked_mul(pow10((-e) as u32).ok_or_else(out_of_range)?).ok_or_else(out_of_range)?;
     }
-    let q = num.checked_div(den).ok_or_else(out_of_range)?;
-    let r = num.checked_rem(den).ok_or_else(out_of_range)?;
-    let twice = r.wrapping_abs().checked_mul(i256::from_i128(2)).ok_or_else(out_of_range)?;
-    let q = if twice >= den.wrapping_abs() { q.checked_add(num.signum() * den.signum()).ok_or_else(out_of_range)? } else { q };
+    let q = div_round(num, den)?;
     let scaled = q.checked_mul(pow10((i32::from(QUOTIENT_SCALE) - rscale) as u32).ok_or_else(out_of_range)?).ok_or_else(out_of_range)?;
     let v = scaled.to_i128().ok_or_else(out_of_range)?;
     if v.unsigned_abs() >= 10u128.pow(u32::from(eddy_common::types::QUOTIENT_NUMERIC.0)) {
@@ -97,17 +112,15 @@ fn divide(a: i128, sa: i32, da: i32, b: i128, sb: i32, db: i32) -> DfResult<i128
 
 /// `eddy_numeric_div(a, b)` of two decimals (the analyzer rule rewrites `/` of numerics).
 pub fn numeric_div_udf() -> Arc<ScalarUDF> {
-    let body = |args: &[ColumnarValue], rows: usize| -> DfResult<ColumnarValue> {
-        let scalar = args.iter().all(|a| matches!(a, ColumnarValue::Scalar(_)));
-        let n = if scalar { 1 } else { rows };
-        let (a, b) = (args[0].to_array(n)?, args[1].to_array(n)?);
+    let f = |args: &[ArrayRef], n: usize| -> DfResult<ArrayRef> {
+        let (a, b) = (&args[0], &args[1]);
         let decimal = |x: &ArrayRef| -> DfResult<(ArrayRef, u8, i8)> {
             Ok(match x.data_type() {
                 DataType::Decimal128(p, s) => (x.clone(), *p, *s),
                 _ => (arrow::compute::cast(x, &DataType::Decimal128(38, 0))?, 38, 0),
             })
         };
-        let ((a, pa, sa), (b, pb, sb)) = (decimal(&a)?, decimal(&b)?);
+        let ((a, pa, sa), (b, pb, sb)) = (decimal(a)?, decimal(b)?);
         let (a, b) = (a.as_primitive::<Decimal128Type>(), b.as_primitive::<Decimal128Type>());
         let mut out = Vec::with_capacity(n);
         for i in 0..n {
@@ -118,9 +131,9 @@ pub fn numeric_div_udf() -> Arc<ScalarUDF> {
             let (x, y) = (a.value(i), b.value(i));
             out.push(Some(divide(x, i32::from(sa), display_scale(x, pa, sa), y, i32::from(sb), display_scale(y, pb, sb))?));
         }
-        let out: ArrayRef = Arc::new(Decimal128Array::from(out).with_precision_and_scale(eddy_common::types::QUOTIENT_NUMERIC.0, QUOTIENT_SCALE)?);
-        Ok(if scalar { ColumnarValue::Scalar(datafusion::scalar::ScalarValue::try_from_array(&out, 0)?) } else { ColumnarValue::Array(out) })
+        Ok(Arc::new(Decimal128Array::from(out).with_precision_and_scale(eddy_common::types::QUOTIENT_NUMERIC.0, QUOTIENT_SCALE)?) as ArrayRef)
     };
+    let body = move |args: &[ColumnarValue], rows: usize| columnar(args, rows, f);
     Arc::new(closure_udf("eddy_numeric_div", Signature::any(2, Volatility::Immutable), QUOTIENT, Arc::new(body)))
 }
 
@@ -131,16 +144,14 @@ pub const WIDE_PRODUCT: DataType = DataType::Decimal128(38, QUOTIENT_SCALE);
 /// quotient), which DataFusion refuses: the exact product rounded half away from zero to
 /// [`QUOTIENT_SCALE`] decimals (PostgreSQL keeps all of them).
 pub fn numeric_mul_udf() -> Arc<ScalarUDF> {
-    let body = |args: &[ColumnarValue], rows: usize| -> DfResult<ColumnarValue> {
-        let scalar = args.iter().all(|a| matches!(a, ColumnarValue::Scalar(_)));
-        let n = if scalar { 1 } else { rows };
-        let (a, b) = (args[0].to_array(n)?, args[1].to_array(n)?);
+    let f = |args: &[ArrayRef], n: usize| -> DfResult<ArrayRef> {
+        let (a, b) = (&args[0], &args[1]);
         let scale_of = |x: &ArrayRef| match x.data_type() {
             DataType::Decimal128(_, s) => i32::from(*s),
             _ => 0,
         };
-        let (sa, sb) = (scale_of(&a), scale_of(&b));
-        let (a, b) = (arrow::compute::cast(&a, &DataType::Decimal128(38, sa as i8))?, arrow::compute::cast(&b, &DataType::Decimal128(38, sb as i8))?);
+        let (sa, sb) = (scale_of(a), scale_of(b));
+        let (a, b) = (arrow::compute::cast(a, &DataType::Decimal128(38, sa as i8))?, arrow::compute::cast(b, &DataType::Decimal128(38, sb as i8))?);
         let (a, b) = (a.as_primitive::<Decimal128Type>(), b.as_primitive::<Decimal128Type>());
         let drop = (sa + sb - i32::from(QUOTIENT_SCALE)).max(0) as u32;
         let unit = pow10(drop).ok_or_else(out_of_range)?;
@@ -151,21 +162,25 @@ pub fn numeric_mul_udf() -> Arc<ScalarUDF> {
                 continue;
             }
             let p = i256::from_i128(a.value(i)).checked_mul(i256::from_i128(b.value(i))).ok_or_else(out_of_range)?;
-            let (q, r) = (p.checked_div(unit).ok_or_else(out_of_range)?, p.checked_rem(unit).ok_or_else(out_of_range)?);
-            let twice = r.wrapping_abs().checked_mul(i256::from_i128(2)).ok_or_else(out_of_range)?;
-            let q = if twice >= unit { q.checked_add(p.signum()).ok_or_else(out_of_range)? } else { q };
-            let v = q.to_i128().filter(|v| v.unsigned_abs() < 10u128.pow(38)).ok_or_else(out_of_range)?;
+            let v = div_round(p, unit)?.to_i128().filter(|v| v.unsigned_abs() < 10u128.pow(38)).ok_or_else(out_of_range)?;
             out.push(Some(v));
         }
-        let out: ArrayRef = Arc::new(Decimal128Array::from(out).with_precision_and_scale(38, QUOTIENT_SCALE)?);
-        Ok(if scalar { ColumnarValue::Scalar(datafusion::scalar::ScalarValue::try_from_array(&out, 0)?) } else { ColumnarValue::Array(out) })
+        Ok(Arc::new(Decimal128Array::from(out).with_precision_and_scale(38, QUOTIENT_SCALE)?) as ArrayRef)
     };
+    let body = move |args: &[ColumnarValue], rows: usize| columnar(args, rows, f);
     Arc::new(closure_udf("eddy_numeric_mul", Signature::any(2, Volatility::Immutable), WIDE_PRODUCT, Arc::new(body)))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn min_scale_counts_significant_decimals() {
+        assert_eq!(min_scale(12300, 4), 2);
+        assert_eq!(min_scale(1000, 3), 0);
+        assert_eq!(min_scale(-15, 1), 1);
+    }
 
     #[test]
     fn quotients_have_postgresql_digits() {

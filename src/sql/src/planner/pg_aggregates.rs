@@ -74,6 +74,24 @@ enum Rewritten {
     Average { sum: Expr, count: Expr },
 }
 
+/// The type `avg`'s argument of type `t` is summed as when `avg` is a sum divided by a count
+/// (integers and numerics), else `None`.
+fn avg_sum_type(t: &DataType) -> Option<DataType> {
+    match t {
+        DataType::Decimal128(_, s) if *s >= 0 => Some(DataType::Decimal128(38, *s)),
+        t if t.is_integer() => Some(DataType::Decimal128(38, 0)),
+        _ => None,
+    }
+}
+
+/// An expression without its alias, and the alias.
+fn unaliased(e: &Expr) -> (&Expr, Option<String>) {
+    match e {
+        Expr::Alias(al) => (al.expr.as_ref(), Some(al.name.clone())),
+        other => (other, None),
+    }
+}
+
 /// The rewritten form of an aggregate call, if it has one.
 fn rewrite_call(e: &Expr, input: &datafusion::common::DFSchema) -> DfResult<Option<Rewritten>> {
     let Expr::AggregateFunction(AggregateFunction { func, params }) = e else { return Ok(None) };
@@ -84,7 +102,6 @@ fn rewrite_call(e: &Expr, input: &datafusion::common::DFSchema) -> DfResult<Opti
     let name = func.name().to_ascii_lowercase();
     let arg = &params.args[0];
     let ty = arg.get_type(input)?;
-    let integer = matches!(ty, DataType::Int8 | DataType::Int16 | DataType::Int32 | DataType::Int64 | DataType::UInt8 | DataType::UInt16 | DataType::UInt32 | DataType::UInt64);
     let call = |f: Arc<datafusion::logical_expr::AggregateUDF>, arg: Expr| {
         let mut params = params.clone();
         params.args = vec![arg];
@@ -94,14 +111,10 @@ fn rewrite_call(e: &Expr, input: &datafusion::common::DFSchema) -> DfResult<Opti
         ("sum", DataType::Int64 | DataType::UInt64) => Ok(Some(Rewritten::Call(call(func.clone(), cast(arg.clone(), DataType::Decimal128(38, 0)))))),
         // PostgreSQL's avg of integers and numerics is their numeric sum divided by their
         // count (its digits: `numeric_div`).
-        ("avg" | "mean", DataType::Decimal128(_, s)) if *s >= 0 => {
-            let sum = call(datafusion::functions_aggregate::sum::sum_udaf(), cast(arg.clone(), DataType::Decimal128(38, *s)));
-            Ok(Some(Rewritten::Average { sum, count: call(datafusion::functions_aggregate::count::count_udaf(), arg.clone()) }))
-        }
-        ("avg" | "mean", _) if integer => {
-            let sum = call(datafusion::functions_aggregate::sum::sum_udaf(), cast(arg.clone(), DataType::Decimal128(38, 0)));
-            Ok(Some(Rewritten::Average { sum, count: call(datafusion::functions_aggregate::count::count_udaf(), arg.clone()) }))
-        }
+        ("avg" | "mean", _) => Ok(avg_sum_type(&ty).map(|t| {
+            let sum = call(datafusion::functions_aggregate::sum::sum_udaf(), cast(arg.clone(), t));
+            Rewritten::Average { sum, count: call(datafusion::functions_aggregate::count::count_udaf(), arg.clone()) }
+        })),
         _ => Ok(None),
     }
 }
@@ -114,10 +127,7 @@ fn rewrite_aggregate(a: Aggregate) -> DfResult<Transformed<LogicalPlan>> {
     let mut reads: Vec<Vec<usize>> = (0..groups).map(|g| vec![g]).collect();
     let mut exprs = Vec::with_capacity(a.aggr_expr.len());
     for (i, e) in a.aggr_expr.iter().enumerate() {
-        let (inner, alias) = match e {
-            Expr::Alias(al) => (al.expr.as_ref(), Some(al.name.clone())),
-            other => (other, None),
-        };
+        let (inner, alias) = unaliased(e);
         // Keep the output column's name: the plan above refers to it.
         let name = alias.unwrap_or_else(|| a.schema.field(groups + i).name().clone());
         let at = groups + exprs.len();
@@ -167,19 +177,12 @@ fn rewrite_window(w: datafusion::logical_expr::Window) -> DfResult<Transformed<L
     let mut reads: Vec<Vec<usize>> = (0..inputs).map(|i| vec![i]).collect();
     let mut exprs = Vec::with_capacity(w.window_expr.len());
     for (i, e) in w.window_expr.iter().enumerate() {
-        let (inner, alias) = match e {
-            Expr::Alias(al) => (al.expr.as_ref(), Some(al.name.clone())),
-            other => (other, None),
-        };
+        let (inner, alias) = unaliased(e);
         let at = inputs + exprs.len();
         let average = match inner {
             Expr::WindowFunction(f) => match &f.fun {
                 WindowFunctionDefinition::AggregateUDF(u) if matches!(u.name().to_ascii_lowercase().as_str(), "avg" | "mean") && f.params.args.len() == 1 => {
-                    match f.params.args[0].get_type(&input_schema)? {
-                        DataType::Decimal128(_, s) if s >= 0 => Some((f, DataType::Decimal128(38, s))),
-                        t if t.is_integer() => Some((f, DataType::Decimal128(38, 0))),
-                        _ => None,
-                    }
+                    avg_sum_type(&f.params.args[0].get_type(&input_schema)?).map(|t| (f, t))
                 }
                 _ => None,
             },

@@ -65,6 +65,20 @@ impl ScalarUDFImpl for FnUdf {
     }
 }
 
+/// Runs `f` over `args` as arrays of `rows` rows (one row if all are scalars) and returns a
+/// scalar if they all were: the body of a function that computes on whole arrays.
+pub(crate) fn columnar(
+    args: &[ColumnarValue],
+    rows: usize,
+    f: impl Fn(&[arrow::array::ArrayRef], usize) -> DfResult<arrow::array::ArrayRef>,
+) -> DfResult<ColumnarValue> {
+    let scalar = args.iter().all(|a| matches!(a, ColumnarValue::Scalar(_)));
+    let n = if scalar { 1 } else { rows };
+    let arrays = args.iter().map(|a| a.to_array(n)).collect::<DfResult<Vec<_>>>()?;
+    let out = f(&arrays, n)?;
+    Ok(if scalar { ColumnarValue::Scalar(ScalarValue::try_from_array(&out, 0)?) } else { ColumnarValue::Array(out) })
+}
+
 /// A user error (`code`, `msg`) raised inside a function, as DataFusion carries it; it reaches
 /// the client with its SQLSTATE.
 pub fn user_error(code: &'static str, msg: String) -> datafusion::error::DataFusionError {

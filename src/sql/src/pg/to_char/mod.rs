@@ -11,16 +11,16 @@ use std::sync::Arc;
 use arrow::array::{Array, ArrayRef, AsArray, StringBuilder};
 use arrow::datatypes::{DataType, Decimal128Type, Float64Type, Int64Type, IntervalMonthDayNanoType, IntervalUnit, TimeUnit, TimestampMicrosecondType};
 use datafusion::error::Result as DfResult;
-use datafusion::logical_expr::{ColumnarValue, Signature, Volatility};
+use datafusion::logical_expr::{Signature, Volatility};
 use datafusion::prelude::SessionContext;
 use eddy_common::error::sqlstate;
 
 use crate::pg::udf::user_error;
-use crate::planner::udf::register;
+use crate::planner::udf::{columnar, register};
 
 /// Registers `to_char` in place of DataFusion's.
 pub fn register_to_char(ctx: &SessionContext) {
-    register(ctx, "to_char", Signature::any(2, Volatility::Immutable), DataType::Utf8, Arc::new(to_char));
+    register(ctx, "to_char", Signature::any(2, Volatility::Immutable), DataType::Utf8, Arc::new(|args, rows| columnar(args, rows, to_char)));
 }
 
 /// Reads a template's double-quoted text (`rest` is after the opening quote; a backslash
@@ -103,13 +103,11 @@ fn c_exponent(value: f64, post: usize) -> String {
     }
 }
 
-fn to_char(args: &[ColumnarValue], rows: usize) -> DfResult<ColumnarValue> {
-    let scalar = args.iter().all(|a| matches!(a, ColumnarValue::Scalar(_)));
-    let n = if scalar { 1 } else { rows };
-    let values = args[0].to_array(n)?;
-    let templates = arrow::compute::cast(&args[1].to_array(n)?, &DataType::Utf8)?;
+fn to_char(args: &[ArrayRef], n: usize) -> DfResult<ArrayRef> {
+    let values = &args[0];
+    let templates = arrow::compute::cast(&args[1], &DataType::Utf8)?;
     let templates = templates.as_string::<i32>();
-    let input = input(&values)?;
+    let input = input(values)?;
     let mut out = StringBuilder::with_capacity(n, n * 16);
     // The template parsed for the row before (most are one constant).
     let mut parsed_date: Option<(String, Vec<datetime::Node>)> = None;
@@ -150,8 +148,7 @@ fn to_char(args: &[ColumnarValue], rows: usize) -> DfResult<ColumnarValue> {
         }
         out.append_value(&text);
     }
-    let array: ArrayRef = Arc::new(out.finish());
-    Ok(if scalar { ColumnarValue::Scalar(datafusion::scalar::ScalarValue::try_from_array(&array, 0)?) } else { ColumnarValue::Array(array) })
+    Ok(Arc::new(out.finish()))
 }
 
 fn format_number(input: &Input, row: usize, t: &number::Template, text: &mut String) {
