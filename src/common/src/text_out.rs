@@ -64,6 +64,7 @@ pub fn write_text(array: &ArrayRef, row: usize, field: &Field, out: &mut String)
             if tz.is_some() {
                 out.push_str("+00");
             }
+            write_timestamp_era(us, out);
         }
         DataType::Interval(_) | DataType::Duration(_) => {
             let (m, d, us) = interval_parts(array, row);
@@ -204,9 +205,26 @@ pub fn write_bytea(b: &[u8], out: &mut String) {
 pub fn write_date(days: i32, out: &mut String) {
     match NaiveDate::from_num_days_from_ce_opt(days + 719_163) {
         Some(d) => {
-            let _ = write!(out, "{}", d.format("%Y-%m-%d")); // writing to a String cannot fail
+            write_ymd(d, out);
+            write_era(d, out);
         }
         None => out.push_str("infinity"),
+    }
+}
+
+/// A date as PostgreSQL writes it: years before 1 AD counted back (year 0 is 1 BC) and
+/// marked ` BC` by the caller.
+fn write_ymd(d: NaiveDate, out: &mut String) {
+    use chrono::Datelike;
+    let y = d.year();
+    let shown = if y <= 0 { 1 - i64::from(y) } else { i64::from(y) };
+    let _ = write!(out, "{shown:04}-{:02}-{:02}", d.month(), d.day()); // writing to a String cannot fail
+}
+
+/// ` BC` after a date before 1 AD.
+fn write_era(d: NaiveDate, out: &mut String) {
+    if chrono::Datelike::year(&d) <= 0 {
+        out.push_str(" BC");
     }
 }
 
@@ -220,6 +238,11 @@ pub fn time_micros(array: &ArrayRef, row: usize) -> i64 {
 }
 
 pub fn write_time(us: i64, out: &mut String) {
+    // PostgreSQL's times run up to and including 24:00:00.
+    if us == 86_400_000_000 {
+        out.push_str("24:00:00");
+        return;
+    }
     let secs = us.div_euclid(1_000_000);
     let frac = us.rem_euclid(1_000_000);
     let t = NaiveTime::from_num_seconds_from_midnight_opt(secs as u32 % 86_400, 0).unwrap_or(NaiveTime::MIN);
@@ -249,10 +272,18 @@ pub fn write_timestamp(us: i64, out: &mut String) {
     let frac = us.rem_euclid(1_000_000);
     match DateTime::from_timestamp(secs, 0) {
         Some(dt) => {
-            let _ = write!(out, "{}", dt.naive_utc().format("%Y-%m-%d %H:%M:%S")); // writing to a String cannot fail
+            write_ymd(dt.date_naive(), out);
+            let _ = write!(out, " {}", dt.naive_utc().format("%H:%M:%S")); // writing to a String cannot fail
             write_fraction(frac, out);
         }
         None => out.push_str("infinity"),
+    }
+}
+
+/// ` BC` after a timestamp (and its zone) before 1 AD.
+pub fn write_timestamp_era(us: i64, out: &mut String) {
+    if let Some(dt) = DateTime::from_timestamp(us.div_euclid(1_000_000), 0) {
+        write_era(dt.date_naive(), out);
     }
 }
 

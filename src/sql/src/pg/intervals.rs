@@ -11,6 +11,7 @@
 //! * `real` with an integer or a numeric computes in double precision.
 //! * `time ± interval` is a time of day that wraps at midnight (DataFusion gave an interval:
 //!   `TIME '23:00' + INTERVAL '3 hours'` was `26:00:00`).
+//! * `date_trunc(unit, date)` is a timestamptz (the date cast), not a timestamp.
 //! * `timestamp - timestamp` is days and a time (`2 days 05:00:00`, PostgreSQL's
 //!   `justify_hours`), not hours only (`53:00:00`): [`JUSTIFY_HOURS`].
 
@@ -97,6 +98,18 @@ fn is_timestamp(e: &Expr, schema: &DFSchema) -> bool {
 
 fn rewrite_expr(e: Expr, schema: &DFSchema) -> DfResult<Transformed<Expr>> {
     let f = functions();
+    // date_trunc of a date is a timestamptz, as PostgreSQL casts the date (DataFusion gave a
+    // timestamp without time zone).
+    if let Expr::ScalarFunction(mut call) = e {
+        let date = |e: &Expr| matches!(e.get_type(schema), Ok(DataType::Date32 | DataType::Date64));
+        if call.func.name() == "date_trunc" && call.args.len() == 2 && date(&call.args[1]) {
+            let tz = DataType::Timestamp(arrow::datatypes::TimeUnit::Microsecond, Some(eddy_common::types::UTC.into()));
+            let d = call.args.pop().unwrap_or_else(|| unreachable!("two arguments"));
+            call.args.push(Expr::Cast(Cast::new(Box::new(d), tz)));
+            return Ok(Transformed::yes(Expr::ScalarFunction(call)));
+        }
+        return Ok(Transformed::no(Expr::ScalarFunction(call)));
+    }
     let Expr::BinaryExpr(b) = e else { return Ok(Transformed::no(e)) };
     let comparison = matches!(b.op, Operator::Eq | Operator::NotEq | Operator::Lt | Operator::LtEq | Operator::Gt | Operator::GtEq | Operator::IsDistinctFrom | Operator::IsNotDistinctFrom);
     if comparison {

@@ -406,6 +406,10 @@ fn rewrite_function(f: &mut Function) -> Option<Expr> {
             }
             None
         }
+        "make_interval" => {
+            scalars::positional_make_interval(f);
+            None
+        }
         "array_agg" => sorted_array_agg(f),
         "string_agg" => string_agg(f),
         "json_agg" | "jsonb_agg" if f.over.is_none() => json_agg(f, name == "jsonb_agg"),

@@ -67,6 +67,8 @@ pub fn register_session_functions(ctx: &SessionContext, info: &SessionInfo) {
     register_upper(ctx);
     super::to_char::register_to_char(ctx);
     super::scalar_fns::register_scalar_functions(ctx);
+    super::make_datetime::register_make_datetime(ctx);
+    super::jsonb_ops::register_jsonb_operators(ctx);
     super::extract::register(ctx);
     constant_text(ctx, "version", version_string());
     constant_text(ctx, "current_database", crate::catalog::DATABASE_NAME.to_string());

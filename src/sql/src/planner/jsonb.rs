@@ -224,6 +224,83 @@ pub fn set(doc: &str, path: &[String], new: &str, create_missing: bool) -> Resul
     Ok(Some(as_jsonb(&v)))
 }
 
+/// What `jsonb - x` deletes: a key (and string elements equal to it), keys, or an element.
+pub enum Deletion<'a> {
+    Key(&'a str),
+    Keys(&'a [String]),
+    Index(i64),
+}
+
+fn parse_doc(doc: &str) -> Result<Value> {
+    serde_json::from_str(doc).map_err(|e| user_err!(sqlstate::INVALID_TEXT_REPRESENTATION, "invalid input syntax for type json: {e}"))
+}
+
+/// An array position from PostgreSQL's index (negative counts from the end), if in range.
+fn position(len: usize, i: i64) -> Option<usize> {
+    let at = if i < 0 { len as i64 + i } else { i };
+    usize::try_from(at).ok().filter(|&at| at < len)
+}
+
+/// `doc - key`, `doc - keys` and `doc - index`, as PostgreSQL deletes (a scalar document, or
+/// an object with an index, is an error).
+pub fn delete(doc: &str, what: Deletion<'_>) -> Result<String> {
+    let mut v = parse_doc(doc)?;
+    let keys: Vec<&str> = match &what {
+        Deletion::Key(k) => vec![k],
+        Deletion::Keys(ks) => ks.iter().map(String::as_str).collect(),
+        Deletion::Index(_) => Vec::new(),
+    };
+    match (&mut v, what) {
+        (Value::Object(_), Deletion::Index(_)) => {
+            return Err(user_err!(sqlstate::INVALID_PARAMETER_VALUE, "cannot delete from object using integer index"));
+        }
+        (Value::Object(m), _) => m.retain(|k, _| !keys.contains(&k.as_str())),
+        (Value::Array(a), Deletion::Index(i)) => {
+            if let Some(at) = position(a.len(), i) {
+                a.remove(at);
+            }
+        }
+        (Value::Array(a), _) => a.retain(|x| !matches!(x, Value::String(s) if keys.contains(&s.as_str()))),
+        _ => return Err(user_err!(sqlstate::INVALID_PARAMETER_VALUE, "cannot delete from scalar")),
+    }
+    Ok(as_jsonb(&v))
+}
+
+/// `doc #- path`: the value at `path` removed (a missing step leaves `doc` as it is).
+pub fn delete_path(doc: &str, path: &[String]) -> Result<String> {
+    let mut v = parse_doc(doc)?;
+    if !v.is_object() && !v.is_array() {
+        return Err(user_err!(sqlstate::INVALID_PARAMETER_VALUE, "cannot delete path in scalar"));
+    }
+    let mut cur = &mut v;
+    for (n, step) in path.iter().enumerate() {
+        let last = n + 1 == path.len();
+        cur = match cur {
+            Value::Object(m) if last => {
+                m.remove(step);
+                break;
+            }
+            Value::Object(m) => match m.get_mut(step) {
+                Some(next) => next,
+                None => break,
+            },
+            Value::Array(a) => {
+                let i: i64 = step.trim().parse().map_err(|_| {
+                    user_err!(sqlstate::INVALID_TEXT_REPRESENTATION, "path element at position {} is not an integer: \"{step}\"", n + 1)
+                })?;
+                let Some(at) = position(a.len(), i) else { break };
+                if last {
+                    a.remove(at);
+                    break;
+                }
+                &mut a[at]
+            }
+            _ => break,
+        };
+    }
+    Ok(as_jsonb(&v))
+}
+
 /// `a @> b`: `b`'s structure is contained in `a` (PostgreSQL's jsonb containment).
 pub fn contains(a: &str, b: &str) -> Option<bool> {
     fn within(a: &Value, b: &Value, top: bool) -> bool {

@@ -4,7 +4,7 @@
 //! SQL's `%`, `_` and implicit anchoring are translated here).
 
 use datafusion::sql::sqlparser::ast::{
-    BinaryOperator, CastKind, DataType as SqlType, DateTimeField, ExactNumberInfo, Expr, Function, Ident, ObjectName, Value,
+    BinaryOperator, CastKind, DataType as SqlType, DateTimeField, ExactNumberInfo, Expr, Function, FunctionArg, FunctionArgExpr, FunctionArguments, Ident, ObjectName, Value,
     WindowType,
 };
 
@@ -260,4 +260,34 @@ mod tests {
         assert_eq!(super::pg_replacement("\\2 \\1 \\&"), "\\2 \\1 ${0}");
         assert_eq!(super::pg_replacement("$1 costs $"), "$$1 costs $$");
     }
+}
+
+/// `make_interval(days => 3, secs => 1.5)`: named arguments in their positions, the missing
+/// ones 0 (PostgreSQL's defaults), as the function takes them.
+pub(super) fn positional_make_interval(f: &mut Function) {
+    const NAMES: [&str; 7] = ["years", "months", "weeks", "days", "hours", "mins", "secs"];
+    let FunctionArguments::List(list) = &mut f.args else { return };
+    if !list.args.iter().any(|a| matches!(a, FunctionArg::Named { .. })) {
+        return;
+    }
+    let mut values: Vec<Option<Expr>> = vec![None; NAMES.len()];
+    for (i, a) in list.args.iter().enumerate() {
+        let (slot, value) = match a {
+            FunctionArg::Unnamed(FunctionArgExpr::Expr(e)) => (Some(i), e),
+            FunctionArg::Named { name, arg: FunctionArgExpr::Expr(e), .. } => {
+                (NAMES.iter().position(|n| name.value.eq_ignore_ascii_case(n)), e)
+            }
+            _ => (None, &Expr::Value(Value::Null.into())),
+        };
+        match slot.and_then(|k| values.get_mut(k)) {
+            Some(v) => *v = Some(value.clone()),
+            // An unknown name: left for the function's own error.
+            None => return,
+        }
+    }
+    let last = values.iter().rposition(Option::is_some).map_or(0, |k| k + 1);
+    list.args = values[..last]
+        .iter()
+        .map(|v| FunctionArg::Unnamed(FunctionArgExpr::Expr(v.clone().unwrap_or_else(|| Expr::value(Value::Number("0".into(), false))))))
+        .collect();
 }
