@@ -41,6 +41,10 @@ pub fn write_text(array: &ArrayRef, row: usize, field: &Field, out: &mut String)
                 out.push_str(trim_decimal(&text));
             } else if (*p, *s) == crate::types::QUOTIENT_NUMERIC {
                 out.push_str(trim_quotient(&text));
+            } else if (*p, *s) == crate::types::VARIANCE_NUMERIC {
+                out.push_str(trim_variance(&text));
+            } else if (*p, *s) == crate::types::ROOT_QUOTIENT_NUMERIC {
+                out.push_str(trim_root_quotient(&text));
             } else {
                 out.push_str(&text);
             }
@@ -174,7 +178,14 @@ pub fn trim_decimal(s: &str) -> &str {
 /// of exactly 1 (shown with 20 decimals here too), and for some others below 2 (`1.5 / 1.2`
 /// shows 20 decimals there, 16 here).
 pub fn trim_quotient(s: &str) -> &str {
-    let Some(dot) = s.find('.') else { return s };
+    trim_to_weight(s, quotient_weight(s))
+}
+
+/// The base-10000 weight of the quotient `s` (a decimal's text) as PostgreSQL's division
+/// chooses its scale: that of its first significant group, and -1 for exactly 1 (equal
+/// operands' leading groups tie).
+fn quotient_weight(s: &str) -> i32 {
+    let Some(dot) = s.find('.') else { return 0 };
     let int = s[..dot].trim_start_matches('-');
     let weight = if int.trim_start_matches('0').is_empty() {
         // Below 1: the first nonzero decimal's group (0.0001..0.9999 is weight -1).
@@ -187,7 +198,37 @@ pub fn trim_quotient(s: &str) -> &str {
     };
     // A quotient of exactly 1 has equal operands, whose leading groups tie: all 20 decimals.
     let one = int.trim_start_matches('0') == "1" && s[dot + 1..].bytes().all(|b| b == b'0');
-    let weight = if one { -1 } else { weight };
+    if one {
+        -1
+    } else {
+        weight
+    }
+}
+
+/// A standard deviation's text (numeric `ROOT_QUOTIENT_NUMERIC`) with PostgreSQL's decimals:
+/// it takes the square root at the scale of the variance, a quotient, so the decimals follow
+/// the weight of its square.
+pub fn trim_root_quotient(s: &str) -> &str {
+    let square = s.parse::<f64>().map(|v| v * v).unwrap_or(0.0);
+    if square <= 0.0 {
+        return trim_decimal(s);
+    }
+    let weight = if quotient_weight(s) == -1 && square == 1.0 { -1 } else { (square.log10().floor() as i32).div_euclid(4) };
+    trim_to_weight(s, weight)
+}
+
+/// A variance's text (numeric `VARIANCE_NUMERIC`): a quotient's decimals, and `0` for zero
+/// (PostgreSQL's variance of equal values is a plain zero, not a zero quotient).
+pub fn trim_variance(s: &str) -> &str {
+    if s.trim_start_matches('-').bytes().all(|b| b == b'0' || b == b'.') {
+        return trim_decimal(s);
+    }
+    trim_quotient(s)
+}
+
+/// `s` without the zeros past `16 - 4 * weight` decimals.
+fn trim_to_weight(s: &str, weight: i32) -> &str {
+    let Some(dot) = s.find('.') else { return s };
     let keep = (16 - 4 * weight).clamp(0, (s.len() - dot - 1) as i32) as usize;
     let min_end = dot + 1 + keep;
     let trimmed = s.trim_end_matches('0').len().max(min_end);

@@ -68,6 +68,14 @@ pub const DEFAULT_NUMERIC: (u8, i8) = (38, 10);
 /// decimals PostgreSQL's division would for its magnitude (see `text_out::trim_quotient`).
 /// A column declared `numeric(37, 20)` prints so too.
 pub const QUOTIENT_NUMERIC: (u8, i8) = (37, 20);
+/// Precision and scale of a numeric variance (a quotient, or 0 when the values are all equal,
+/// which PostgreSQL shows as `0`): see `text_out::trim_variance`. A column declared
+/// `numeric(35, 20)` prints so too.
+pub const VARIANCE_NUMERIC: (u8, i8) = (35, 20);
+/// Precision and scale of a numeric standard deviation (the square root of a quotient): its
+/// text shows the decimals PostgreSQL's would, chosen by the magnitude of its square (see
+/// `text_out::trim_root_quotient`). A column declared `numeric(36, 20)` prints so too.
+pub const ROOT_QUOTIENT_NUMERIC: (u8, i8) = (36, 20);
 
 impl ColumnType {
     /// The Arrow type values of this column are stored and computed as.

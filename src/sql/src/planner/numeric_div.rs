@@ -89,10 +89,22 @@ fn div_round(num: i256, den: i256) -> DfResult<i256> {
 /// `a / b` (values at scales `sa`, `sb`; `da`, `db` their display scales) at
 /// [`QUOTIENT_SCALE`], rounded to PostgreSQL's scale for these operands.
 fn divide(a: i128, sa: i32, da: i32, b: i128, sb: i32, db: i32) -> DfResult<i128> {
-    let (wb, fb) = weight_and_first_digit(b, sb).ok_or_else(|| user_error(sqlstate::DIVISION_BY_ZERO, "division by zero".into()))?;
-    let Some((wa, fa)) = weight_and_first_digit(a, sa) else { return Ok(0) };
+    let Some(rscale) = div_scale(i256::from_i128(a), sa, da, i256::from_i128(b), sb, db)? else { return Ok(0) };
+    quotient_at(a, sa, b, sb, rscale)
+}
+
+/// PostgreSQL's `select_div_scale` for `a / b` (at scales `sa`, `sb`, display scales `da`,
+/// `db`), capped at [`QUOTIENT_SCALE`]; `None` when `a` is zero.
+fn div_scale(a: i256, sa: i32, da: i32, b: i256, sb: i32, db: i32) -> DfResult<Option<i32>> {
+    let narrow = |v: i256| v.to_i128().ok_or_else(out_of_range);
+    let (wb, fb) = weight_and_first_digit(narrow(b)?, sb).ok_or_else(|| user_error(sqlstate::DIVISION_BY_ZERO, "division by zero".into()))?;
+    let Some((wa, fa)) = weight_and_first_digit(narrow(a)?, sa) else { return Ok(None) };
     let qweight = wa - wb - i32::from(fa <= fb);
-    let rscale = (16 - 4 * qweight).max(da).max(db).clamp(0, i32::from(QUOTIENT_SCALE));
+    Ok(Some((16 - 4 * qweight).max(da).max(db).clamp(0, i32::from(QUOTIENT_SCALE))))
+}
+
+/// `a / b` rounded half away from zero at `rscale` decimals, stored at [`QUOTIENT_SCALE`].
+fn quotient_at(a: i128, sa: i32, b: i128, sb: i32, rscale: i32) -> DfResult<i128> {
     // q = a * 10^(rscale + sb - sa) / b, rounded half away from zero.
     let e = rscale + sb - sa;
     let (mut num, mut den) = (i256::from_i128(a), i256::from_i128(b));
@@ -135,6 +147,88 @@ pub fn numeric_div_udf() -> Arc<ScalarUDF> {
     };
     let body = move |args: &[ColumnarValue], rows: usize| columnar(args, rows, f);
     Arc::new(closure_udf("eddy_numeric_div", Signature::any(2, Volatility::Immutable), QUOTIENT, Arc::new(body)))
+}
+
+/// The type of a numeric variance, and of a numeric standard deviation.
+pub const VARIANCE: DataType = DataType::Decimal128(eddy_common::types::VARIANCE_NUMERIC.0, eddy_common::types::VARIANCE_NUMERIC.1);
+pub const STDDEV: DataType = DataType::Decimal128(eddy_common::types::ROOT_QUOTIENT_NUMERIC.0, eddy_common::types::ROOT_QUOTIENT_NUMERIC.1);
+
+/// The integer square root of `n >= 0` (Newton's method from a power of two above it).
+fn isqrt(n: i256) -> i256 {
+    if n <= i256::ZERO {
+        return i256::ZERO;
+    }
+    let bits = 256 - n.leading_zeros();
+    let two = i256::from_i128(2);
+    let mut x = two.wrapping_pow(bits.div_ceil(2));
+    loop {
+        let y = x.wrapping_add(n.wrapping_div(x)).wrapping_div(two);
+        if y >= x {
+            return x;
+        }
+        x = y;
+    }
+}
+
+/// `eddy_numeric_var_samp/var_pop/stddev_samp/stddev_pop(count, sum, sum_of_squares)`: a
+/// variance (or its square root) of integers or numerics from the three sums, as PostgreSQL's
+/// `numeric_stddev_internal` computes it: `(n * sumsq - sum^2) / (n * (n - 1))` (or `n * n`)
+/// at the scale `select_div_scale` picks for those operands, 0 when that numerator is not
+/// positive, and the square root at the same scale. The sums are exact, so a view's
+/// retractions leave no error behind.
+pub fn numeric_variance_udf(sample: bool, root: bool) -> Arc<ScalarUDF> {
+    let f = move |args: &[ArrayRef], n: usize| -> DfResult<ArrayRef> {
+        let count = arrow::compute::cast(&args[0], &DataType::Int64)?;
+        let count = count.as_primitive::<arrow::datatypes::Int64Type>();
+        let scale = |x: &ArrayRef| match x.data_type() {
+            DataType::Decimal128(_, s) => i32::from(*s),
+            _ => 0,
+        };
+        let (s, sq) = (scale(&args[1]), scale(&args[2]));
+        let sum = arrow::compute::cast(&args[1], &DataType::Decimal128(38, s as i8))?;
+        let sumsq = arrow::compute::cast(&args[2], &DataType::Decimal128(38, sq as i8))?;
+        let (sum, sumsq) = (sum.as_primitive::<Decimal128Type>(), sumsq.as_primitive::<Decimal128Type>());
+        let wide = |v: i128| i256::from_i128(v);
+        let mut out = Vec::with_capacity(n);
+        for i in 0..n {
+            let k = if count.is_null(i) { 0 } else { count.value(i) };
+            if k == 0 || (sample && k == 1) || sum.is_null(i) || sumsq.is_null(i) {
+                out.push(None);
+                continue;
+            }
+            // n * sumsq - sum^2, at scale 2s (sumsq brought to it).
+            let to_2s = pow10((2 * s - sq).max(0) as u32).ok_or_else(out_of_range)?;
+            let nsq = wide(sumsq.value(i)).checked_mul(to_2s).and_then(|v| v.checked_mul(wide(i128::from(k)))).ok_or_else(out_of_range)?;
+            let num = nsq.checked_sub(wide(sum.value(i)).checked_mul(wide(sum.value(i))).ok_or_else(out_of_range)?).ok_or_else(out_of_range)?;
+            if num <= i256::ZERO {
+                out.push(Some(0));
+                continue;
+            }
+            let den = i128::from(k) * i128::from(if sample { k - 1 } else { k });
+            let rscale = div_scale(num, 2 * s, 2 * s, wide(den), 0, 0)?.unwrap_or(0);
+            // The variance at rscale decimals, rounded half away from zero.
+            let var = div_round(num.checked_mul(pow10((rscale - 2 * s).max(0) as u32).ok_or_else(out_of_range)?).ok_or_else(out_of_range)?, wide(den))?;
+            let value = if root {
+                // sqrt(var / 10^r) * 10^r = sqrt(var * 10^r), one more digit for rounding.
+                let r = isqrt(var.checked_mul(pow10(rscale as u32 + 2).ok_or_else(out_of_range)?).ok_or_else(out_of_range)?);
+                r.wrapping_add(i256::from_i128(5)).wrapping_div(i256::from_i128(10))
+            } else {
+                var
+            };
+            let scaled = value.checked_mul(pow10((i32::from(QUOTIENT_SCALE) - rscale) as u32).ok_or_else(out_of_range)?).ok_or_else(out_of_range)?;
+            out.push(Some(scaled.to_i128().filter(|v| v.unsigned_abs() < 10u128.pow(35)).ok_or_else(out_of_range)?));
+        }
+        let (p, sc) = if root { eddy_common::types::ROOT_QUOTIENT_NUMERIC } else { eddy_common::types::VARIANCE_NUMERIC };
+        Ok(Arc::new(Decimal128Array::from(out).with_precision_and_scale(p, sc)?) as ArrayRef)
+    };
+    let name = match (sample, root) {
+        (true, false) => "eddy_numeric_var_samp",
+        (false, false) => "eddy_numeric_var_pop",
+        (true, true) => "eddy_numeric_stddev_samp",
+        (false, true) => "eddy_numeric_stddev_pop",
+    };
+    let body = move |args: &[ColumnarValue], rows: usize| columnar(args, rows, f);
+    Arc::new(closure_udf(name, Signature::any(3, Volatility::Immutable), if root { STDDEV } else { VARIANCE }, Arc::new(body)))
 }
 
 /// Type of a product too wide for DataFusion's decimal multiply.
@@ -194,5 +288,13 @@ mod tests {
         assert_eq!(divide(1, 6, 6, 3, 0, 0).unwrap(), 33_333_333_333_333);
         assert_eq!(divide(2, 0, 0, 3, 0, 0).unwrap(), 66_666_666_666_666_666_667);
         assert!(divide(1, 0, 0, 0, 0, 0).is_err());
+    }
+
+    #[test]
+    fn integer_square_roots_are_floors() {
+        for n in [0i128, 1, 2, 3, 4, 15, 16, 17, 10_i128.pow(30), 10_i128.pow(30) - 1, i128::MAX] {
+            let r = isqrt(i256::from_i128(n)).to_i128().unwrap();
+            assert!(r * r <= n && (r + 1).checked_mul(r + 1).is_none_or(|x| x > n), "{n}");
+        }
     }
 }

@@ -1,4 +1,5 @@
-//! PostgreSQL's result types for `sum` and `avg`, for queries and views alike:
+//! PostgreSQL's result types for `sum`, `avg`, variances and standard deviations, for queries
+//! and views alike:
 //!
 //! * `sum(bigint)` is `numeric` (DataFusion's is a `bigint` that wraps around on overflow): the
 //!   argument is summed as `numeric(38,0)`.
@@ -6,6 +7,9 @@
 //!   PostgreSQL: `sum` and `count` aggregate, and a projection above divides them with
 //!   PostgreSQL's digits ([`super::numeric_div`]: 16 significant digits, more below 1, rounded
 //!   half away from zero; DataFusion's is a `double`, or a truncated decimal).
+//!
+//! * `var_samp`/`var_pop`/`stddev_samp`/`stddev_pop` of integers and numerics are numerics
+//!   combined from the count, sum and sum of squares (exact, so retractable in views).
 //!
 //! * `sum(interval)` and `avg(interval)`, which DataFusion lacks: `sum` and `avg` are
 //!   registered as [`SumAvg`], DataFusion's own for every other type; over intervals, field-wise
@@ -72,6 +76,18 @@ enum Rewritten {
     Call(Expr),
     /// `avg`: the sum and the count of its argument, divided above the aggregation.
     Average { sum: Expr, count: Expr },
+    /// `var_*`/`stddev_*`: the count, sum and sum of squares of its argument, combined above
+    /// the aggregation by `combine` ([`super::numeric_div::numeric_variance_udf`]).
+    Variance { count: Expr, sum: Expr, squares: Expr, combine: Arc<datafusion::logical_expr::ScalarUDF> },
+}
+
+/// How a column of the old aggregation is read from the new one.
+enum Read {
+    Column(usize),
+    /// An average: sum and count.
+    Average(usize, usize),
+    /// A variance: count, sum and sum of squares, and the function combining them.
+    Variance([usize; 3], Arc<datafusion::logical_expr::ScalarUDF>),
 }
 
 /// The type `avg`'s argument of type `t` is summed as when `avg` is a sum divided by a count
@@ -115,6 +131,25 @@ fn rewrite_call(e: &Expr, input: &datafusion::common::DFSchema) -> DfResult<Opti
             let sum = call(datafusion::functions_aggregate::sum::sum_udaf(), cast(arg.clone(), t));
             Rewritten::Average { sum, count: call(datafusion::functions_aggregate::count::count_udaf(), arg.clone()) }
         })),
+        // PostgreSQL's variance and standard deviation of integers and numerics are numerics
+        // computed from exact sums (DataFusion's are doubles: 4.333333333333333 for
+        // 4.3333333333333333). Not DISTINCT: the squares of distinct values need not be
+        // distinct. Numerics wider than 18 digits keep DataFusion's (their squares would not
+        // fit).
+        ("var" | "var_samp" | "var_sample" | "var_pop" | "var_population" | "stddev" | "stddev_samp" | "stddev_pop", _) if !params.distinct => {
+            let Some(t) = avg_sum_type(&ty).filter(|_| matches!(ty, DataType::Decimal128(p, _) if p <= 18) || ty.is_integer()) else {
+                return Ok(None);
+            };
+            let x = cast(arg.clone(), t);
+            let sum = datafusion::functions_aggregate::sum::sum_udaf();
+            let sample = !name.ends_with("pop") && !name.ends_with("population");
+            Ok(Some(Rewritten::Variance {
+                count: call(datafusion::functions_aggregate::count::count_udaf(), arg.clone()),
+                sum: call(sum.clone(), x.clone()),
+                squares: call(sum, x.clone() * x),
+                combine: super::numeric_div::numeric_variance_udf(sample, name.starts_with("stddev")),
+            }))
+        }
         _ => Ok(None),
     }
 }
@@ -124,7 +159,7 @@ fn rewrite_aggregate(a: Aggregate) -> DfResult<Transformed<LogicalPlan>> {
     let groups = a.group_expr.len();
     let mut changed = false;
     // For each output column of the old aggregation: the new column(s) it is read from.
-    let mut reads: Vec<Vec<usize>> = (0..groups).map(|g| vec![g]).collect();
+    let mut reads: Vec<Read> = (0..groups).map(Read::Column).collect();
     let mut exprs = Vec::with_capacity(a.aggr_expr.len());
     for (i, e) in a.aggr_expr.iter().enumerate() {
         let (inner, alias) = unaliased(e);
@@ -135,17 +170,24 @@ fn rewrite_aggregate(a: Aggregate) -> DfResult<Transformed<LogicalPlan>> {
             Some(Rewritten::Call(new)) => {
                 changed = true;
                 exprs.push(new.alias(name));
-                reads.push(vec![at]);
+                reads.push(Read::Column(at));
             }
             Some(Rewritten::Average { sum, count }) => {
                 changed = true;
                 exprs.push(sum.alias(format!("{name} (sum)")));
                 exprs.push(count.alias(format!("{name} (count)")));
-                reads.push(vec![at, at + 1]);
+                reads.push(Read::Average(at, at + 1));
+            }
+            Some(Rewritten::Variance { count, sum, squares, combine }) => {
+                changed = true;
+                exprs.push(count.alias(format!("{name} (count)")));
+                exprs.push(sum.alias(format!("{name} (sum)")));
+                exprs.push(squares.alias(format!("{name} (squares)")));
+                reads.push(Read::Variance([at, at + 1, at + 2], combine));
             }
             None => {
                 exprs.push(e.clone());
-                reads.push(vec![at]);
+                reads.push(Read::Column(at));
             }
         }
     }
@@ -159,7 +201,7 @@ fn rewrite_aggregate(a: Aggregate) -> DfResult<Transformed<LogicalPlan>> {
         return Ok(Transformed::no(LogicalPlan::Aggregate(a)));
     };
     let agg = LogicalPlan::Aggregate(new);
-    if reads.iter().all(|r| r.len() == 1) && agg.schema().fields().len() == old_schema.fields().len() {
+    if reads.iter().all(|r| matches!(r, Read::Column(_))) && agg.schema().fields().len() == old_schema.fields().len() {
         return Ok(Transformed::yes(agg));
     }
     // Divide the averages, keeping every column's qualifier and name.
@@ -174,7 +216,7 @@ fn rewrite_window(w: datafusion::logical_expr::Window) -> DfResult<Transformed<L
     let input_schema = w.input.schema().clone();
     let inputs = input_schema.fields().len();
     let mut changed = false;
-    let mut reads: Vec<Vec<usize>> = (0..inputs).map(|i| vec![i]).collect();
+    let mut reads: Vec<Read> = (0..inputs).map(Read::Column).collect();
     let mut exprs = Vec::with_capacity(w.window_expr.len());
     for (i, e) in w.window_expr.iter().enumerate() {
         let (inner, alias) = unaliased(e);
@@ -200,11 +242,11 @@ fn rewrite_window(w: datafusion::logical_expr::Window) -> DfResult<Transformed<L
                 let arg = f.params.args[0].clone();
                 exprs.push(over(datafusion::functions_aggregate::sum::sum_udaf(), cast(arg.clone(), sum_type)).alias(format!("{name} (sum)")));
                 exprs.push(over(datafusion::functions_aggregate::count::count_udaf(), arg).alias(format!("{name} (count)")));
-                reads.push(vec![at, at + 1]);
+                reads.push(Read::Average(at, at + 1));
             }
             None => {
                 exprs.push(e.clone());
-                reads.push(vec![at]);
+                reads.push(Read::Column(at));
             }
         }
     }
@@ -217,8 +259,8 @@ fn rewrite_window(w: datafusion::logical_expr::Window) -> DfResult<Transformed<L
 }
 
 /// A projection over `plan` giving `old_schema`'s columns: each read from one of `plan`'s
-/// columns, or (two) an average divided from its sum and count.
-fn divide_averages(plan: LogicalPlan, old_schema: &datafusion::common::DFSchema, reads: &[Vec<usize>]) -> DfResult<LogicalPlan> {
+/// columns, or combined from several (an average, a variance).
+fn divide_averages(plan: LogicalPlan, old_schema: &datafusion::common::DFSchema, reads: &[Read]) -> DfResult<LogicalPlan> {
     let new_schema = plan.schema().clone();
     let column = |i: usize| {
         let (q, f) = new_schema.qualified_field(i);
@@ -229,9 +271,10 @@ fn divide_averages(plan: LogicalPlan, old_schema: &datafusion::common::DFSchema,
         .iter()
         .zip(old_schema.iter())
         .map(|(r, (old_q, old_f))| {
-            let e = match r.as_slice() {
-                [sum, count] => divide.call(vec![column(*sum), column(*count)]),
-                _ => column(r[0]),
+            let e = match r {
+                Read::Average(sum, count) => divide.call(vec![column(*sum), column(*count)]),
+                Read::Variance(cols, combine) => combine.call(cols.iter().map(|c| column(*c)).collect()),
+                Read::Column(c) => column(*c),
             };
             e.alias_qualified(old_q.cloned(), old_f.name())
         })
