@@ -11,6 +11,7 @@
 //! * `real` with an integer or a numeric computes in double precision.
 //! * `time ± interval` is a time of day that wraps at midnight (DataFusion gave an interval:
 //!   `TIME '23:00' + INTERVAL '3 hours'` was `26:00:00`).
+//! * `trunc(numeric, n)` and `round(numeric, n)` have `n` decimals.
 //! * `date_trunc(unit, date)` is a timestamptz (the date cast), not a timestamp.
 //! * `timestamp - timestamp` is days and a time (`2 days 05:00:00`, PostgreSQL's
 //!   `justify_hours`), not hours only (`53:00:00`): [`JUSTIFY_HOURS`].
@@ -108,6 +109,9 @@ fn rewrite_expr(e: Expr, schema: &DFSchema) -> DfResult<Transformed<Expr>> {
             call.args.push(Expr::Cast(Cast::new(Box::new(d), tz)));
             return Ok(Transformed::yes(Expr::ScalarFunction(call)));
         }
+        if let Some(out) = numeric_rounding(&call, schema) {
+            return Ok(Transformed::yes(out));
+        }
         return Ok(Transformed::no(Expr::ScalarFunction(call)));
     }
     let Expr::BinaryExpr(b) = e else { return Ok(Transformed::no(e)) };
@@ -172,6 +176,41 @@ fn rewrite_expr(e: Expr, schema: &DFSchema) -> DfResult<Transformed<Expr>> {
         return Ok(Transformed::yes(call(&f.justify, Expr::BinaryExpr(b))));
     }
     Ok(Transformed::no(Expr::BinaryExpr(b)))
+}
+
+/// `trunc(x [, n])` and `round(x, n)` of a numeric with a constant `n`, typed with `max(n, 0)`
+/// decimals as PostgreSQL's are (`trunc(20.00, 1)` is `20.0`, `round(5.25, 3)` is `5.250`;
+/// DataFusion's `trunc` of a numeric was a double and its `round` kept the argument's scale
+/// when `n` was larger).
+fn numeric_rounding(call: &datafusion::logical_expr::expr::ScalarFunction, schema: &DFSchema) -> Option<Expr> {
+    let name = call.func.name();
+    let mut x = call.args.first()?.clone();
+    let (p, s) = match x.get_type(schema).ok()? {
+        DataType::Decimal128(p, s) => (p, s),
+        // An integer with decimals to keep is a numeric (`trunc(7, 1)` is 7.0).
+        t if t.is_integer() && call.args.len() == 2 => {
+            x = Expr::Cast(Cast::new(Box::new(x), DataType::Decimal128(20, 0)));
+            (20, 0)
+        }
+        _ => return None,
+    };
+    let n = match (name, call.args.as_slice()) {
+        ("trunc", [_]) => 0,
+        ("trunc" | "round", [_, Expr::Literal(v, _)]) => i32::try_from(v.cast_to(&DataType::Int64).ok().and_then(|v| match v {
+            datafusion::scalar::ScalarValue::Int64(Some(n)) => Some(n),
+            _ => None,
+        })?)
+        .ok()?
+        .clamp(-38, 38),
+        _ => return None,
+    };
+    if n >= i32::from(s) {
+        let to = n.min(38);
+        let precision = (i32::from(p) - i32::from(s) + to).clamp(1, 38) as u8;
+        return Some(Expr::Cast(Cast::new(Box::new(x), DataType::Decimal128(precision, to as i8))));
+    }
+    let n_arg = Expr::Literal(datafusion::scalar::ScalarValue::Int32(Some(n)), None);
+    (name == "trunc").then(|| Arc::new(crate::planner::numeric_div::numeric_trunc_udf(p, s, n)).call(vec![x, n_arg]))
 }
 
 /// The plan pass (see the module docs).

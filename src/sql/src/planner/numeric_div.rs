@@ -231,6 +231,24 @@ pub fn numeric_variance_udf(sample: bool, root: bool) -> Arc<ScalarUDF> {
     Arc::new(closure_udf(name, Signature::any(3, Volatility::Immutable), if root { STDDEV } else { VARIANCE }, Arc::new(body)))
 }
 
+/// `trunc(x, n)` of a decimal at `scale` to `n` decimals (`n` below `scale`; a negative `n`
+/// zeroes integer digits), typed with `max(n, 0)` decimals as PostgreSQL's result is
+/// (DataFusion's `trunc` of a numeric was a double).
+pub fn numeric_trunc_udf(precision: u8, scale: i8, n: i32) -> ScalarUDF {
+    let to = n.max(0) as i8;
+    let out_precision = (i32::from(precision) - i32::from(scale) + i32::from(to)).clamp(1, 38) as u8;
+    let f = move |args: &[ArrayRef], rows: usize| -> DfResult<ArrayRef> {
+        let x = args[0].as_primitive::<Decimal128Type>();
+        let cut = 10i128.checked_pow((i32::from(scale) - n) as u32).ok_or_else(out_of_range)?;
+        let back = 10i128.pow((i32::from(to) - n) as u32);
+        let out: Decimal128Array = (0..rows).map(|i| x.is_valid(i).then(|| x.value(i) / cut * back)).collect();
+        Ok(Arc::new(out.with_precision_and_scale(out_precision, to)?) as ArrayRef)
+    };
+    let body = move |args: &[ColumnarValue], rows: usize| columnar(args, rows, f);
+    // Called with `n` as a second argument, so calls with different `n` differ.
+    closure_udf("eddy_numeric_trunc", Signature::any(2, Volatility::Immutable), DataType::Decimal128(out_precision, to), Arc::new(body))
+}
+
 /// Type of a product too wide for DataFusion's decimal multiply.
 pub const WIDE_PRODUCT: DataType = DataType::Decimal128(38, QUOTIENT_SCALE);
 
