@@ -685,6 +685,7 @@ impl VisitorMut for PgRewriter {
     fn pre_visit_select(&mut self, select: &mut Select) -> ControlFlow<()> {
         super::colnames::assign(select, self.depth <= 1);
         super::subquery::bound_lateral_series(select);
+        aggregates::grouping_set_positions(select);
         ControlFlow::Continue(())
     }
 

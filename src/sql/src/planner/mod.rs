@@ -5,6 +5,7 @@
 
 pub mod arbitrary;
 pub mod enums;
+pub mod grouping_sets;
 pub mod interval_join;
 pub mod jsonb;
 pub mod to_json;

@@ -156,11 +156,24 @@ fn rewrite_call(e: &Expr, input: &datafusion::common::DFSchema) -> DfResult<Opti
 
 fn rewrite_aggregate(a: Aggregate) -> DfResult<Transformed<LogicalPlan>> {
     let input_schema = a.input.schema().clone();
-    let groups = a.group_expr.len();
+    // Output columns before the aggregates: the group expressions (of grouping sets: each
+    // distinct one, and the grouping id).
+    let groups = a.schema.fields().len() - a.aggr_expr.len();
     let mut changed = false;
     // For each output column of the old aggregation: the new column(s) it is read from.
     let mut reads: Vec<Read> = (0..groups).map(Read::Column).collect();
-    let mut exprs = Vec::with_capacity(a.aggr_expr.len());
+    let mut exprs: Vec<Expr> = Vec::with_capacity(a.aggr_expr.len());
+    // The column of a new call: an equal one already there is read again (`avg(x)` and
+    // `stddev(x)` both count x), so the aggregation computes no call twice.
+    let column_of = |exprs: &mut Vec<Expr>, call: Expr, name: String| -> usize {
+        match exprs.iter().position(|e| unaliased(e).0 == &call) {
+            Some(k) => groups + k,
+            None => {
+                exprs.push(call.alias(name));
+                groups + exprs.len() - 1
+            }
+        }
+    };
     for (i, e) in a.aggr_expr.iter().enumerate() {
         let (inner, alias) = unaliased(e);
         // Keep the output column's name: the plan above refers to it.
@@ -174,16 +187,16 @@ fn rewrite_aggregate(a: Aggregate) -> DfResult<Transformed<LogicalPlan>> {
             }
             Some(Rewritten::Average { sum, count }) => {
                 changed = true;
-                exprs.push(sum.alias(format!("{name} (sum)")));
-                exprs.push(count.alias(format!("{name} (count)")));
-                reads.push(Read::Average(at, at + 1));
+                let sum = column_of(&mut exprs, sum, format!("{name} (sum)"));
+                let count = column_of(&mut exprs, count, format!("{name} (count)"));
+                reads.push(Read::Average(sum, count));
             }
             Some(Rewritten::Variance { count, sum, squares, combine }) => {
                 changed = true;
-                exprs.push(count.alias(format!("{name} (count)")));
-                exprs.push(sum.alias(format!("{name} (sum)")));
-                exprs.push(squares.alias(format!("{name} (squares)")));
-                reads.push(Read::Variance([at, at + 1, at + 2], combine));
+                let count = column_of(&mut exprs, count, format!("{name} (count)"));
+                let sum = column_of(&mut exprs, sum, format!("{name} (sum)"));
+                let squares = column_of(&mut exprs, squares, format!("{name} (squares)"));
+                reads.push(Read::Variance([count, sum, squares], combine));
             }
             None => {
                 exprs.push(e.clone());

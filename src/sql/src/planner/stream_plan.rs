@@ -276,6 +276,8 @@ fn node_name(plan: &LogicalPlan) -> String {
 /// state from `restore` (recovery) or initializing it (new view). `parallel`: for parallel
 /// actors (see [`PlanCtx::parallel`]; a view must be planned the same way at recovery).
 pub async fn plan_view(plan: &LogicalPlan, ids: &mut TableIds<'_>, restore: Option<&ReadSnapshot>, emit_on_window_close: bool, parallel: bool) -> Result<PlannedView> {
+    let expanded = super::grouping_sets::expand_grouping_sets(plan.clone())?;
+    let plan = &expanded;
     // Without an aggregation to close, the whole query's rows are held until closed.
     let target = eowc_target(plan).filter(|_| emit_on_window_close);
     let eowc = target.map(|t| t as *const LogicalPlan as usize);

@@ -66,3 +66,34 @@ pub(super) fn string_agg(f: &Function) -> Option<Expr> {
         _ => None,
     }
 }
+
+/// `GROUP BY CUBE (1, 2)` (and `ROLLUP`, `GROUPING SETS`): the positions read the select
+/// list's expressions, as PostgreSQL reads them (DataFusion resolves positions only at the top
+/// of GROUP BY, and grouped by the constants).
+pub(super) fn grouping_set_positions(select: &mut datafusion::sql::sqlparser::ast::Select) {
+    use datafusion::sql::sqlparser::ast::{Expr, GroupByExpr, SelectItem, Value};
+    let items: Vec<Option<Expr>> = select
+        .projection
+        .iter()
+        .map(|p| match p {
+            SelectItem::UnnamedExpr(e) | SelectItem::ExprWithAlias { expr: e, .. } => Some(e.clone()),
+            _ => None,
+        })
+        .collect();
+    let resolve = |e: &mut Expr| {
+        if let Expr::Value(v) = e {
+            if let Value::Number(n, _) = &v.value {
+                if let Some(Some(item)) = n.parse::<usize>().ok().and_then(|k| k.checked_sub(1)).and_then(|k| items.get(k)) {
+                    *e = item.clone();
+                }
+            }
+        }
+    };
+    let GroupByExpr::Expressions(exprs, _) = &mut select.group_by else { return };
+    for g in exprs {
+        match g {
+            Expr::Rollup(sets) | Expr::Cube(sets) | Expr::GroupingSets(sets) => sets.iter_mut().flatten().for_each(resolve),
+            _ => {}
+        }
+    }
+}
