@@ -357,7 +357,13 @@ pub fn write_interval(months: i32, days: i32, us: i64, out: &mut String) {
     let mut parts: Vec<String> = Vec::new();
     let years = months / 12;
     let mons = months % 12;
-    let unit = |n: i64, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
+    // A positive field after a negative one shows its sign (`-1 days +02:00:00`).
+    let mut after_negative = false;
+    let mut unit = |n: i64, one: &str, many: &str| {
+        let sign = if after_negative && n > 0 { "+" } else { "" };
+        after_negative = n < 0;
+        format!("{sign}{n} {}", if n == 1 { one } else { many })
+    };
     if years != 0 {
         parts.push(unit(i64::from(years), "year", "years"));
     }
@@ -371,7 +377,8 @@ pub fn write_interval(months: i32, days: i32, us: i64, out: &mut String) {
         let neg = us < 0;
         let a = us.unsigned_abs() as i64;
         let (h, m, s, f) = (a / 3_600_000_000, (a / 60_000_000) % 60, (a / 1_000_000) % 60, a % 1_000_000);
-        let mut t = format!("{}{:02}:{:02}:{:02}", if neg { "-" } else { "" }, h, m, s);
+        let sign = if neg { "-" } else if after_negative { "+" } else { "" };
+        let mut t = format!("{sign}{h:02}:{m:02}:{s:02}");
         write_fraction(f, &mut t);
         parts.push(t);
     }

@@ -112,6 +112,22 @@ fn rewrite_expr(e: Expr, schema: &DFSchema) -> DfResult<Transformed<Expr>> {
         if let Some(out) = numeric_rounding(&call, schema) {
             return Ok(Transformed::yes(out));
         }
+        // ceil/floor of a numeric may need one more integer digit than the argument has
+        // (`ceil(0.5)`, numeric(1,1), is 1; DataFusion failed with "Decimal overflow").
+        if matches!(call.func.name(), "ceil" | "floor") && call.args.len() == 1 {
+            if let Ok(DataType::Decimal128(p, s)) = call.args[0].get_type(schema) {
+                if s > 0 && p < 38 {
+                    let x = call.args.pop().unwrap_or_else(|| unreachable!("one argument"));
+                    call.args.push(Expr::Cast(Cast::new(Box::new(x), DataType::Decimal128(p + 1, s))));
+                    return Ok(Transformed::yes(Expr::ScalarFunction(call)));
+                }
+            }
+        }
+        // atan2 of integers is double precision (DataFusion's was real).
+        if call.func.name() == "atan2" && call.args.iter().any(|a| a.get_type(schema).is_ok_and(|t| t.is_integer())) {
+            call.args = call.args.into_iter().map(|a| Expr::Cast(Cast::new(Box::new(a), DataType::Float64))).collect();
+            return Ok(Transformed::yes(Expr::ScalarFunction(call)));
+        }
         return Ok(Transformed::no(Expr::ScalarFunction(call)));
     }
     let Expr::BinaryExpr(b) = e else { return Ok(Transformed::no(e)) };

@@ -1,5 +1,5 @@
 //! jsonb's deletion operators: `doc - key`, `doc - keys` (a text array), `doc - index` and
-//! `doc #- path` (PostgreSQL's). DataFusion has no `#-` and refuses `-` of text; an
+//! `doc #- path` (PostgreSQL's), and the key tests `doc ?| keys` and `doc ?& keys`. DataFusion has no `#-` and refuses `-` of text; an
 //! `ExprPlanner` sees the operands' types while the SQL is planned, so `-` of a jsonb value
 //! becomes [`DELETE`] and `#-` [`DELETE_PATH`].
 
@@ -14,13 +14,22 @@ use datafusion::logical_expr::{ExprSchemable, ScalarUDF, Signature, Volatility};
 use datafusion::prelude::SessionContext;
 use datafusion::sql::sqlparser::ast::BinaryOperator;
 
-use crate::planner::jsonb::{self, Deletion};
+use crate::planner::jsonb::{self, Deletion, Listing};
 use crate::planner::udf::{columnar, jsonb_closure_udf};
 
 /// `doc - key | keys | index`.
 pub const DELETE: &str = "eddy_jsonb_delete";
 /// `doc #- path`.
 pub const DELETE_PATH: &str = "eddy_jsonb_delete_path";
+/// `jsonb_array_elements(doc)` as a list (the SQL rewrite unnests it), and the `_text` and
+/// `jsonb_object_keys` lists.
+pub const ELEMENTS: &str = "eddy_jsonb_elements";
+pub const ELEMENTS_TEXT: &str = "eddy_jsonb_elements_text";
+pub const KEYS: &str = "eddy_jsonb_keys";
+/// `doc ?| keys`: any of the keys is a top-level key (or string element).
+pub const EXISTS_ANY: &str = "eddy_jsonb_exists_any";
+/// `doc ?& keys`: all of them are.
+pub const EXISTS_ALL: &str = "eddy_jsonb_exists_all";
 
 fn external(e: eddy_common::EddyError) -> DataFusionError {
     DataFusionError::External(Box::new(e))
@@ -83,6 +92,44 @@ fn delete_path(a: &[ArrayRef], n: usize) -> DfResult<ArrayRef> {
     Ok(Arc::new(out))
 }
 
+/// `doc ?| keys` (`all`: `?&`), keys given as a text array or its literal.
+fn exists_keys(a: &[ArrayRef], n: usize, all: bool) -> DfResult<ArrayRef> {
+    let doc = texts(&a[0])?;
+    let keys = &a[1];
+    let out = (0..n)
+        .map(|i| {
+            if doc.is_null(i) || keys.is_null(i) {
+                return Ok(None);
+            }
+            let listed = match keys.data_type() {
+                DataType::List(_) => items(keys, i)?,
+                _ => eddy_common::text::parse_array_text(texts(keys)?.value(i)).map_err(external)?.into_iter().flatten().collect(),
+            };
+            let has = |k: &String| jsonb::has_key(doc.value(i), k) == Some(true);
+            Ok(Some(if all { listed.iter().all(has) } else { listed.iter().any(has) }))
+        })
+        .collect::<DfResult<arrow::array::BooleanArray>>()?;
+    Ok(Arc::new(out))
+}
+
+/// The list [`ELEMENTS`], [`ELEMENTS_TEXT`] or [`KEYS`] of each document.
+fn listing(a: &[ArrayRef], n: usize, what: Listing) -> DfResult<ArrayRef> {
+    use arrow::array::{ListBuilder, StringBuilder};
+    let doc = texts(&a[0])?;
+    let mut out = ListBuilder::new(StringBuilder::new());
+    for i in 0..n {
+        if doc.is_null(i) {
+            out.append_null();
+            continue;
+        }
+        for item in jsonb::list(doc.value(i), what).map_err(external)? {
+            out.values().append_option(item);
+        }
+        out.append(true);
+    }
+    Ok(Arc::new(out.finish()))
+}
+
 /// Plans `jsonb - x` and `jsonb #- path` (see the module docs).
 #[derive(Debug)]
 struct JsonbOperators {
@@ -110,6 +157,15 @@ pub fn register_jsonb_operators(ctx: &SessionContext) {
     };
     let planner = JsonbOperators { delete: udf(DELETE, delete), delete_path: udf(DELETE_PATH, delete_path) };
     ctx.register_udf(planner.delete.as_ref().clone());
+    let text_list = DataType::List(Arc::new(arrow::datatypes::Field::new("item", DataType::Utf8, true)));
+    for (name, what) in [(ELEMENTS, Listing::Elements), (ELEMENTS_TEXT, Listing::ElementsText), (KEYS, Listing::Keys)] {
+        let body = move |args: &[datafusion::logical_expr::ColumnarValue], rows: usize| columnar(args, rows, |a, n| listing(a, n, what));
+        crate::planner::udf::register(ctx, name, Signature::any(1, Volatility::Immutable), text_list.clone(), Arc::new(body));
+    }
+    for (name, all) in [(EXISTS_ANY, false), (EXISTS_ALL, true)] {
+        let body = move |args: &[datafusion::logical_expr::ColumnarValue], rows: usize| columnar(args, rows, |a, n| exists_keys(a, n, all));
+        crate::planner::udf::register(ctx, name, Signature::any(2, Volatility::Immutable), DataType::Boolean, Arc::new(body));
+    }
     ctx.register_udf(planner.delete_path.as_ref().clone());
     if let Err(e) = datafusion::execution::FunctionRegistry::register_expr_planner(&mut *ctx.state_ref().write(), Arc::new(planner)) {
         tracing::warn!("jsonb operators are not planned: {e}");

@@ -28,7 +28,7 @@ pub mod rewrite;
 pub mod rows;
 mod scalar_fns;
 mod make_datetime;
-mod jsonb_ops;
+pub(crate) mod jsonb_ops;
 pub mod series;
 pub mod session_functions;
 pub mod subquery;

@@ -451,6 +451,7 @@ fn rewrite_function(f: &mut Function) -> Option<Expr> {
             };
             Some(call("unnest", vec![call("range", vec![Expr::value(Value::Number("1".into(), false)), upper])]))
         }
+        n if json::json_set_function(n).is_some() => json::json_set_call(f, n),
         _ => scalars::function(f, &name, &function_args(f)),
     }
 }
@@ -615,7 +616,7 @@ impl VisitorMut for PgRewriter {
                 let f = if *op == BinaryOperator::Multiply { "eddy_interval_mul" } else { "eddy_interval_div" };
                 Some(call(f, vec![iv.as_ref().clone(), n.as_ref().clone()]))
             }
-            Expr::BinaryOp { op: op @ (BinaryOperator::Arrow | BinaryOperator::LongArrow | BinaryOperator::HashArrow | BinaryOperator::HashLongArrow | BinaryOperator::AtArrow | BinaryOperator::ArrowAt | BinaryOperator::Question), left, right } => {
+            Expr::BinaryOp { op: op @ (BinaryOperator::Arrow | BinaryOperator::LongArrow | BinaryOperator::HashArrow | BinaryOperator::HashLongArrow | BinaryOperator::AtArrow | BinaryOperator::ArrowAt | BinaryOperator::Question | BinaryOperator::QuestionPipe | BinaryOperator::QuestionAnd), left, right } => {
                 let (f, args) = match op {
                     BinaryOperator::Arrow => ("eddy_jsonb_get", vec![left, right]),
                     BinaryOperator::LongArrow => ("eddy_jsonb_get_text", vec![left, right]),
@@ -623,10 +624,14 @@ impl VisitorMut for PgRewriter {
                     BinaryOperator::HashLongArrow => ("eddy_jsonb_path_text", vec![left, right]),
                     BinaryOperator::AtArrow => ("eddy_jsonb_contains", vec![left, right]),
                     BinaryOperator::ArrowAt => ("eddy_jsonb_contains", vec![right, left]),
+                    BinaryOperator::QuestionPipe => (super::jsonb_ops::EXISTS_ANY, vec![left, right]),
+                    BinaryOperator::QuestionAnd => (super::jsonb_ops::EXISTS_ALL, vec![left, right]),
                     _ => ("eddy_jsonb_exists", vec![left, right]),
                 };
                 Some(call(f, args.into_iter().map(|e| e.as_ref().clone()).collect()))
             }
+            // Arrays overlap: they have an element in common.
+            Expr::BinaryOp { op: BinaryOperator::PGOverlap, left, right } => Some(call("array_has_any", vec![left.as_ref().clone(), right.as_ref().clone()])),
             Expr::BinaryOp { op: BinaryOperator::PGExp, left, right } => {
                 // Computed in double precision (PostgreSQL keeps numeric for numeric operands).
                 let double = |e: &Expr| Expr::Cast {
@@ -719,6 +724,20 @@ impl VisitorMut for PgRewriter {
                             return ControlFlow::Break(());
                         }
                     }
+                    return ControlFlow::Continue(());
+                }
+                if let Some((list, column)) = json::json_set_function(&fname) {
+                    // FROM jsonb_array_elements(x) [AS e]: the unnested list, its column named
+                    // as PostgreSQL names it, or after the alias (which PostgreSQL reads as
+                    // the value too: `e ->> 'k'`).
+                    let named = alias.is_some();
+                    let mut a = alias.take().unwrap_or_else(|| TableAlias { explicit: true, name: Ident::new(fname.clone()), columns: vec![], at: None });
+                    if a.columns.is_empty() {
+                        let column = if named { a.name.value.clone() } else { column.to_string() };
+                        a.columns = vec![TableAliasColumnDef::from_name(column)];
+                    }
+                    let array_exprs = vec![call(list, unnamed_arg_exprs(args))];
+                    *t = TableFactor::UNNEST { alias: Some(a), array_exprs, with_offset: false, with_offset_alias: None, with_ordinality: false };
                     return ControlFlow::Continue(());
                 }
                 if fname == "unnest" {

@@ -301,6 +301,35 @@ pub fn delete_path(doc: &str, path: &[String]) -> Result<String> {
     Ok(as_jsonb(&v))
 }
 
+/// What a jsonb set-returning function lists of a document.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Listing {
+    /// `jsonb_array_elements`: the elements as jsonb.
+    Elements,
+    /// `jsonb_array_elements_text`: as `->>` gives them.
+    ElementsText,
+    /// `jsonb_object_keys`.
+    Keys,
+}
+
+/// The rows of `jsonb_array_elements[_text](doc)` or `jsonb_object_keys(doc)` (`None`: a JSON
+/// null element as text), or PostgreSQL's error for a document of the wrong kind.
+pub fn list(doc: &str, what: Listing) -> Result<Vec<Option<String>>> {
+    let v = parse_doc(doc)?;
+    let kind = |v: &Value| if v.is_object() { "an object" } else if v.is_array() { "an array" } else { "a scalar" };
+    match (what, &v) {
+        (Listing::Elements, Value::Array(a)) => Ok(a.iter().map(|x| Some(as_jsonb(x))).collect()),
+        (Listing::ElementsText, Value::Array(a)) => Ok(a.iter().map(as_text).collect()),
+        (Listing::Keys, Value::Object(m)) => {
+            let mut keys: Vec<&String> = m.keys().collect();
+            keys.sort_by(|a, b| key_order(a, b));
+            Ok(keys.into_iter().map(|k| Some(k.clone())).collect())
+        }
+        (Listing::Keys, other) => Err(user_err!(sqlstate::INVALID_PARAMETER_VALUE, "cannot call jsonb_object_keys on {}", kind(other))),
+        (_, other) => Err(user_err!(sqlstate::INVALID_PARAMETER_VALUE, "cannot extract elements from {}", kind(other))),
+    }
+}
+
 /// `a @> b`: `b`'s structure is contained in `a` (PostgreSQL's jsonb containment).
 pub fn contains(a: &str, b: &str) -> Option<bool> {
     fn within(a: &Value, b: &Value, top: bool) -> bool {

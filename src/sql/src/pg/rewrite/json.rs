@@ -49,3 +49,31 @@ pub(super) fn json_object_agg(f: &Function, jsonb: bool) -> Option<Expr> {
     }
     Some(call(if jsonb { "eddy_jsonb_object_agg" } else { "eddy_json_object_agg" }, vec![Expr::Function(pairs)]))
 }
+
+/// The list function and the column name of a jsonb set-returning function (the rewrite
+/// unnests the list: in the select list, and in FROM).
+pub(super) fn json_set_function(name: &str) -> Option<(&'static str, &'static str)> {
+    Some(match name {
+        "jsonb_array_elements" | "json_array_elements" => (crate::pg::jsonb_ops::ELEMENTS, "value"),
+        "jsonb_array_elements_text" | "json_array_elements_text" => (crate::pg::jsonb_ops::ELEMENTS_TEXT, "value"),
+        "jsonb_object_keys" | "json_object_keys" => (crate::pg::jsonb_ops::KEYS, name_of_keys(name)),
+        _ => return None,
+    })
+}
+
+fn name_of_keys(name: &str) -> &'static str {
+    if name.starts_with("jsonb") {
+        "jsonb_object_keys"
+    } else {
+        "json_object_keys"
+    }
+}
+
+/// `jsonb_array_elements(x)` (and the others of [`json_set_function`]) in a select list:
+/// `unnest` of the list, one row per element as in PostgreSQL.
+pub(super) fn json_set_call(f: &Function, name: &str) -> Option<Expr> {
+    let (list, _) = json_set_function(name)?;
+    let FunctionArguments::List(l) = &f.args else { return None };
+    let [FunctionArg::Unnamed(FunctionArgExpr::Expr(x))] = l.args.as_slice() else { return None };
+    Some(call("unnest", vec![call(list, vec![x.clone()])]))
+}
