@@ -26,6 +26,12 @@ pub const DELETE_PATH: &str = "eddy_jsonb_delete_path";
 pub const ELEMENTS: &str = "eddy_jsonb_elements";
 pub const ELEMENTS_TEXT: &str = "eddy_jsonb_elements_text";
 pub const KEYS: &str = "eddy_jsonb_keys";
+/// The values of `jsonb_each` and `jsonb_each_text`, in [`KEYS`]'s order.
+pub const VALUES: &str = "eddy_jsonb_values";
+/// The keys of `jsonb_each` and `jsonb_each_text` (their errors).
+pub const EACH_KEYS: &str = "eddy_jsonb_each_keys";
+pub const EACH_KEYS_TEXT: &str = "eddy_jsonb_each_keys_text";
+pub const VALUES_TEXT: &str = "eddy_jsonb_values_text";
 /// `doc ?| keys`: any of the keys is a top-level key (or string element).
 pub const EXISTS_ANY: &str = "eddy_jsonb_exists_any";
 /// `doc ?& keys`: all of them are.
@@ -158,7 +164,7 @@ pub fn register_jsonb_operators(ctx: &SessionContext) {
     let planner = JsonbOperators { delete: udf(DELETE, delete), delete_path: udf(DELETE_PATH, delete_path) };
     ctx.register_udf(planner.delete.as_ref().clone());
     let text_list = DataType::List(Arc::new(arrow::datatypes::Field::new("item", DataType::Utf8, true)));
-    for (name, what) in [(ELEMENTS, Listing::Elements), (ELEMENTS_TEXT, Listing::ElementsText), (KEYS, Listing::Keys)] {
+    for (name, what) in [(ELEMENTS, Listing::Elements), (ELEMENTS_TEXT, Listing::ElementsText), (KEYS, Listing::Keys), (VALUES, Listing::Values), (VALUES_TEXT, Listing::ValuesText), (EACH_KEYS, Listing::EachKeys(false)), (EACH_KEYS_TEXT, Listing::EachKeys(true))] {
         let body = move |args: &[datafusion::logical_expr::ColumnarValue], rows: usize| columnar(args, rows, |a, n| listing(a, n, what));
         crate::planner::udf::register(ctx, name, Signature::any(1, Volatility::Immutable), text_list.clone(), Arc::new(body));
     }

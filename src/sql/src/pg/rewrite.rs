@@ -45,6 +45,7 @@ pub(crate) mod ast;
 mod aggregates;
 mod datetime;
 mod json;
+mod lateral;
 mod quantified;
 mod scalars;
 mod time_windows;
@@ -97,7 +98,6 @@ impl Reg {
         }
     }
 }
-
 
 fn is_system_qualified(name: &ObjectName) -> bool {
     name.0.len() == 2
@@ -160,7 +160,6 @@ fn is_text_type(t: &SqlType) -> bool {
         _ => false,
     }
 }
-
 
 fn function_args(f: &Function) -> Vec<Expr> {
     match &f.args {
@@ -456,7 +455,6 @@ fn rewrite_function(f: &mut Function) -> Option<Expr> {
     }
 }
 
-
 fn rewrite_cast(expr: &Expr, data_type: &SqlType) -> Option<Expr> {
     // An explicit cast to `varchar(n)` truncates to n characters (assignment to a varchar(n)
     // column instead fails when too long, as in PostgreSQL).
@@ -547,6 +545,7 @@ impl VisitorMut for PgRewriter {
         name_recursive_cte_columns(q);
         fetch_as_limit(q);
         using_joins::merge_outer_using(q);
+        lateral::lateral_set_functions(q);
         ControlFlow::Continue(())
     }
 
@@ -761,8 +760,6 @@ impl VisitorMut for PgRewriter {
         ControlFlow::Continue(())
     }
 }
-
-
 
 /// `FETCH FIRST n ROWS ONLY` (SQL standard) → `LIMIT n`, keeping an OFFSET.
 fn fetch_as_limit(q: &mut Query) {

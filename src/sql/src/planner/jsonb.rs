@@ -310,6 +310,11 @@ pub enum Listing {
     ElementsText,
     /// `jsonb_object_keys`.
     Keys,
+    /// The keys of `jsonb_each` (`true`: `jsonb_each_text`), with its error for a non-object.
+    EachKeys(bool),
+    /// The values of `jsonb_each` (as jsonb) and `jsonb_each_text` (as text), in the keys' order.
+    Values,
+    ValuesText,
 }
 
 /// The rows of `jsonb_array_elements[_text](doc)` or `jsonb_object_keys(doc)` (`None`: a JSON
@@ -320,11 +325,20 @@ pub fn list(doc: &str, what: Listing) -> Result<Vec<Option<String>>> {
     match (what, &v) {
         (Listing::Elements, Value::Array(a)) => Ok(a.iter().map(|x| Some(as_jsonb(x))).collect()),
         (Listing::ElementsText, Value::Array(a)) => Ok(a.iter().map(as_text).collect()),
-        (Listing::Keys, Value::Object(m)) => {
+        (Listing::Keys | Listing::EachKeys(_) | Listing::Values | Listing::ValuesText, Value::Object(m)) => {
             let mut keys: Vec<&String> = m.keys().collect();
             keys.sort_by(|a, b| key_order(a, b));
-            Ok(keys.into_iter().map(|k| Some(k.clone())).collect())
+            Ok(keys
+                .into_iter()
+                .map(|k| match what {
+                    Listing::Values => Some(as_jsonb(&m[k.as_str()])),
+                    Listing::ValuesText => as_text(&m[k.as_str()]),
+                    _ => Some(k.clone()),
+                })
+                .collect())
         }
+        (Listing::EachKeys(true) | Listing::ValuesText, _) => Err(user_err!(sqlstate::INVALID_PARAMETER_VALUE, "cannot call jsonb_each_text on a non-object")),
+        (Listing::EachKeys(false) | Listing::Values, _) => Err(user_err!(sqlstate::INVALID_PARAMETER_VALUE, "cannot call jsonb_each on a non-object")),
         (Listing::Keys, other) => Err(user_err!(sqlstate::INVALID_PARAMETER_VALUE, "cannot call jsonb_object_keys on {}", kind(other))),
         (_, other) => Err(user_err!(sqlstate::INVALID_PARAMETER_VALUE, "cannot extract elements from {}", kind(other))),
     }

@@ -1,0 +1,192 @@
+//! Set-returning functions in FROM that read the relation before them, as PostgreSQL reads
+//! them (implicitly LATERAL): `FROM t, unnest(t.tags) AS tag`,
+//! `FROM t CROSS JOIN LATERAL jsonb_array_elements(t.doc -> 'items') AS item`,
+//! `FROM t, jsonb_each(t.attrs) AS a`. DataFusion cannot plan the outer reference in FROM, so
+//! the relation and the function become one derived table under the relation's name:
+//! `(SELECT t.*, unnest(t.tags) AS tag FROM t) AS t` — the select-list form of the function
+//! gives one row per element and drops a row whose list is empty or NULL, as the join does.
+//! A function's own qualified columns (`a.key`) read the derived table's (`t.key`).
+//!
+//! Only an inner (comma, `CROSS JOIN`, `JOIN ... ON true`) join of one table or aliased
+//! derived table with such functions is rewritten; other shapes are left to DataFusion.
+
+use std::ops::ControlFlow;
+
+use datafusion::sql::sqlparser::ast::{
+    ExcludeSelectItem, Expr, FunctionArg, FunctionArgExpr, Ident, JoinConstraint, JoinOperator, ObjectName, Query, SelectItem,
+    SelectItemQualifiedWildcardKind, SetExpr, TableAlias, TableFactor, TableWithJoins, Value, VisitMut,
+};
+
+use super::ast::{base_name, own_expressions};
+
+/// A set-returning function of FROM: its select-list columns (name, expression) and alias.
+struct SetFunction {
+    alias: Option<Ident>,
+    columns: Vec<(String, Expr)>,
+}
+
+fn args_of(args: &[FunctionArg]) -> Option<Vec<Expr>> {
+    args.iter()
+        .map(|a| match a {
+            FunctionArg::Unnamed(FunctionArgExpr::Expr(e)) => Some(e.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+fn call(name: &str, args: Vec<Expr>) -> Expr {
+    super::ast::call(name, args)
+}
+
+/// Does `args` read a column (as opposed to constants only)?
+fn reads_columns(args: &[Expr]) -> bool {
+    let mut found = false;
+    for a in args {
+        let mut a = a.clone();
+        let _ = a.visit(&mut own_expressions(|e: &mut Expr| {
+            found |= matches!(e, Expr::Identifier(_) | Expr::CompoundIdentifier(_));
+            ControlFlow::Continue(())
+        }));
+    }
+    found
+}
+
+/// `t` as a set-returning function, if it is one, and whether it reads columns.
+fn set_function(t: &TableFactor) -> Option<(SetFunction, bool)> {
+    let (name, args, alias) = match t {
+        TableFactor::Table { name, args: Some(args), alias, .. } => (base_name(name), args_of(&args.args)?, alias),
+        TableFactor::Function { name, args, alias, .. } => (base_name(name), args_of(args)?, alias),
+        TableFactor::UNNEST { array_exprs, alias, with_ordinality: false, with_offset: false, .. } => ("unnest".to_string(), array_exprs.clone(), alias),
+        _ => return None,
+    };
+    let reads = reads_columns(&args);
+    let alias_name = alias.as_ref().map(|a| a.name.clone());
+    let listed: Vec<String> = alias.as_ref().map(|a| a.columns.iter().map(|c| c.name.value.clone()).collect()).unwrap_or_default();
+    // One column: named as listed, else after the alias, else PostgreSQL's default.
+    let single = |default: &str| listed.first().cloned().or_else(|| alias_name.as_ref().map(|a| a.value.clone())).unwrap_or_else(|| default.to_string());
+    let columns = match name.as_str() {
+        "unnest" if args.len() == 1 => vec![(single("unnest"), call("unnest", args))],
+        "generate_series" => vec![(single("generate_series"), call("generate_series", args))],
+        "jsonb_array_elements" | "json_array_elements" | "jsonb_array_elements_text" | "json_array_elements_text" => {
+            vec![(single("value"), call(&name, args))]
+        }
+        "jsonb_object_keys" | "json_object_keys" => vec![(single(&name), call(&name, args))],
+        "jsonb_each" | "json_each" | "jsonb_each_text" | "json_each_text" => {
+            let (keys, values) = if name.ends_with("_text") {
+                (crate::pg::jsonb_ops::EACH_KEYS_TEXT, crate::pg::jsonb_ops::VALUES_TEXT)
+            } else {
+                (crate::pg::jsonb_ops::EACH_KEYS, crate::pg::jsonb_ops::VALUES)
+            };
+            let key = listed.first().cloned().unwrap_or_else(|| "key".into());
+            let value = listed.get(1).cloned().unwrap_or_else(|| "value".into());
+            vec![
+                (key, call("unnest", vec![call(keys, args.clone())])),
+                (value, call("unnest", vec![call(values, args)])),
+            ]
+        }
+        _ => return None,
+    };
+    Some((SetFunction { alias: alias_name, columns }, reads))
+}
+
+/// An inner join to a set function: comma, `CROSS JOIN`, or `JOIN ... ON true`.
+fn inner(op: &JoinOperator) -> bool {
+    match op {
+        JoinOperator::CrossJoin(_) => true,
+        JoinOperator::Join(JoinConstraint::On(Expr::Value(v))) | JoinOperator::Inner(JoinConstraint::On(Expr::Value(v))) => {
+            matches!(v.value, Value::Boolean(true))
+        }
+        _ => false,
+    }
+}
+
+/// The name the relation is read by.
+fn qualifier(t: &TableFactor) -> Option<Ident> {
+    match t {
+        TableFactor::Table { alias: Some(a), args: None, .. } | TableFactor::Derived { alias: Some(a), .. } if a.columns.is_empty() => Some(a.name.clone()),
+        TableFactor::Table { name, alias: None, args: None, .. } => name.0.last()?.as_ident().cloned(),
+        _ => None,
+    }
+}
+
+/// The rewrite of the module docs on `q`'s own SELECT.
+pub(super) fn lateral_set_functions(q: &mut Query) {
+    let SetExpr::Select(select) = q.body.as_mut() else { return };
+    // The FROM as one sequence: the relation, then the functions joined to it.
+    let [first, rest @ ..] = select.from.as_slice() else { return };
+    let mut factors: Vec<&TableFactor> = Vec::new();
+    for j in &first.joins {
+        if !inner(&j.join_operator) {
+            return;
+        }
+        factors.push(&j.relation);
+    }
+    for t in rest {
+        if t.joins.iter().any(|j| !inner(&j.join_operator)) {
+            return;
+        }
+        factors.push(&t.relation);
+        factors.extend(t.joins.iter().map(|j| &j.relation));
+    }
+    // `FROM jsonb_each(constant)` alone: its columns from a select without FROM.
+    if factors.is_empty() {
+        let Some((f, _)) = set_function(&first.relation).filter(|(f, _)| f.columns.len() > 1) else { return };
+        let items: Vec<String> = f.columns.iter().map(|(name, e)| format!("{e} AS {}", Ident::with_quote('"', name))).collect();
+        let Some(inner) = super::ast::parse_query(&format!("SELECT {}", items.join(", "))) else { return };
+        let name = f.alias.clone().unwrap_or_else(|| Ident::new("jsonb_each"));
+        select.from[0].relation = TableFactor::Derived {
+            lateral: false,
+            subquery: Box::new(inner),
+            alias: Some(TableAlias { explicit: true, name, columns: vec![], at: None }),
+            sample: None,
+        };
+        return;
+    }
+    let Some(q_name) = qualifier(&first.relation) else { return };
+    let functions: Option<Vec<(SetFunction, bool)>> = factors.iter().map(|f| set_function(f)).collect();
+    // At least one reads the relation (constant ones are joined as they are otherwise).
+    let Some(functions) = functions.filter(|f| f.iter().any(|(_, reads)| *reads)) else { return };
+    let functions: Vec<SetFunction> = functions.into_iter().map(|(f, _)| f).collect();
+    // Each function wraps what comes before it: one level per function, so two functions give
+    // their cross product, as two joins do.
+    let mut relation = first.relation.clone();
+    for f in &functions {
+        let items: Vec<String> = f.columns.iter().map(|(name, e)| format!("{e} AS {}", Ident::with_quote('"', name))).collect();
+        let sql = format!("SELECT {q_name}.*, {} FROM {relation}", items.join(", "));
+        let Some(inner) = super::ast::parse_query(&sql) else { return };
+        relation = TableFactor::Derived {
+            lateral: false,
+            subquery: Box::new(inner),
+            alias: Some(TableAlias { explicit: true, name: q_name.clone(), columns: vec![], at: None }),
+            sample: None,
+        };
+    }
+    select.from = vec![TableWithJoins { relation, joins: vec![] }];
+    // `t.*` lists the relation's own columns, not the functions'.
+    let added: Vec<ObjectName> = functions.iter().flat_map(|f| f.columns.iter().map(|(n, _)| ObjectName::from(vec![Ident::with_quote('"', n)]))).collect();
+    for item in &mut select.projection {
+        if let SelectItem::QualifiedWildcard(SelectItemQualifiedWildcardKind::ObjectName(n), options) = item {
+            if n.0.len() == 1 && n.0[0].as_ident().is_some_and(|i| i.value == q_name.value) && options.opt_exclude.is_none() {
+                options.opt_exclude = Some(ExcludeSelectItem::Multiple(added.clone()));
+            }
+        }
+    }
+    // A function's qualified columns are the derived table's now; a one-column function's
+    // `alias.anything` is its value (`e.value` of `jsonb_array_elements(..) e`).
+    let requalify = |e: &mut Expr| {
+        if let Expr::CompoundIdentifier(parts) = e {
+            if let (2, Some(f)) = (parts.len(), functions.iter().find(|f| f.alias.as_ref().is_some_and(|a| a.value == parts[0].value))) {
+                *e = match f.columns.as_slice() {
+                    [(name, _)] => Expr::Identifier(Ident::with_quote('"', name)),
+                    _ => Expr::CompoundIdentifier(vec![q_name.clone(), parts[1].clone()]),
+                };
+            }
+        }
+        ControlFlow::Continue(())
+    };
+    let mut visitor = own_expressions(requalify);
+    let _ = q.body.visit(&mut visitor);
+    if let Some(order_by) = q.order_by.as_mut() {
+        let _ = order_by.visit(&mut visitor);
+    }
+}
