@@ -56,7 +56,9 @@ fn set_function(t: &TableFactor) -> Option<(SetFunction, bool)> {
     let (name, args, alias) = match t {
         TableFactor::Table { name, args: Some(args), alias, .. } => (base_name(name), args_of(&args.args)?, alias),
         TableFactor::Function { name, args, alias, .. } => (base_name(name), args_of(args)?, alias),
-        TableFactor::UNNEST { array_exprs, alias, with_ordinality: false, with_offset: false, .. } => ("unnest".to_string(), array_exprs.clone(), alias),
+        TableFactor::UNNEST { array_exprs, alias, with_ordinality, with_offset: false, .. } => {
+            (if *with_ordinality { "unnest with ordinality" } else { "unnest" }.to_string(), array_exprs.clone(), alias)
+        }
         _ => return None,
     };
     let reads = reads_columns(&args);
@@ -66,6 +68,14 @@ fn set_function(t: &TableFactor) -> Option<(SetFunction, bool)> {
     let single = |default: &str| listed.first().cloned().or_else(|| alias_name.as_ref().map(|a| a.value.clone())).unwrap_or_else(|| default.to_string());
     let columns = match name.as_str() {
         "unnest" if args.len() == 1 => vec![(single("unnest"), call("unnest", args))],
+        // The element and its position, 1 up: two lists unnested side by side.
+        "unnest with ordinality" if args.len() == 1 => {
+            let value = listed.first().cloned().or_else(|| alias_name.as_ref().map(|a| a.value.clone())).unwrap_or_else(|| "unnest".into());
+            let position = listed.get(1).cloned().unwrap_or_else(|| "ordinality".into());
+            let length = call("cardinality", args.clone());
+            let positions = call("generate_series", vec![Expr::value(Value::Number("1".into(), false)), length]);
+            vec![(value, call("unnest", args)), (position, positions)]
+        }
         "generate_series" => vec![(single("generate_series"), call("generate_series", args))],
         "jsonb_array_elements" | "json_array_elements" | "jsonb_array_elements_text" | "json_array_elements_text" => {
             vec![(single("value"), call(&name, args))]
@@ -87,6 +97,14 @@ fn set_function(t: &TableFactor) -> Option<(SetFunction, bool)> {
         _ => return None,
     };
     Some((SetFunction { alias: alias_name, columns }, reads))
+}
+
+/// The function's name of a FROM item (the default name of its derived table).
+fn base_name_of(t: &TableFactor) -> String {
+    match t {
+        TableFactor::Table { name, .. } | TableFactor::Function { name, .. } => base_name(name),
+        _ => "unnest".into(),
+    }
 }
 
 /// An inner join to a set function: comma, `CROSS JOIN`, or `JOIN ... ON true`.
@@ -128,12 +146,13 @@ pub(super) fn lateral_set_functions(q: &mut Query) {
         factors.push(&t.relation);
         factors.extend(t.joins.iter().map(|j| &j.relation));
     }
-    // `FROM jsonb_each(constant)` alone: its columns from a select without FROM.
+    // `FROM jsonb_each(constant)` (or `unnest(..) WITH ORDINALITY`) alone: its columns from
+    // a select without FROM.
     if factors.is_empty() {
         let Some((f, _)) = set_function(&first.relation).filter(|(f, _)| f.columns.len() > 1) else { return };
         let items: Vec<String> = f.columns.iter().map(|(name, e)| format!("{e} AS {}", Ident::with_quote('"', name))).collect();
         let Some(inner) = super::ast::parse_query(&format!("SELECT {}", items.join(", "))) else { return };
-        let name = f.alias.clone().unwrap_or_else(|| Ident::new("jsonb_each"));
+        let name = f.alias.clone().unwrap_or_else(|| Ident::new(base_name_of(&first.relation)));
         select.from[0].relation = TableFactor::Derived {
             lateral: false,
             subquery: Box::new(inner),
