@@ -552,7 +552,7 @@ impl VisitorMut for PgRewriter {
     fn pre_visit_expr(&mut self, e: &mut Expr) -> ControlFlow<()> {
         // Before the children are visited: the subquery of `x op ANY/ALL (subquery)` is a set,
         // not a scalar subquery to decorrelate.
-        if let Some(r) = quantified_subquery(e).or_else(|| row_in_subquery(e)).or_else(|| scalars::distinct_from_precedence(e)).or_else(|| scalars::negative_subscript(e)) {
+        if let Some(r) = quantified_subquery(e).or_else(|| row_in_subquery(e)).or_else(|| scalars::distinct_from_precedence(e)).or_else(|| scalars::negative_subscript(e)).or_else(|| scalars::substring_pattern(e)) {
             *e = r;
         }
         ControlFlow::Continue(())

@@ -291,3 +291,20 @@ pub(super) fn positional_make_interval(f: &mut Function) {
         .map(|v| FunctionArg::Unnamed(FunctionArgExpr::Expr(v.clone().unwrap_or_else(|| Expr::value(Value::Number("0".into(), false))))))
         .collect();
 }
+
+/// `substring(x FROM 'pattern')` (a text pattern, no FOR): the first match of the POSIX
+/// regular expression, or of its first parenthesized group, as PostgreSQL reads it; NULL
+/// without a match (DataFusion took the pattern for a start position).
+pub(super) fn substring_pattern(e: &Expr) -> Option<Expr> {
+    let Expr::Substring { expr, substring_from: Some(from), substring_for: None, .. } = e else { return None };
+    let Expr::Value(v) = from.as_ref() else { return None };
+    let Value::SingleQuotedString(pattern) = &v.value else { return None };
+    // A whole-match group when the pattern has none of its own (`\(` is a literal parenthesis).
+    let grouped = pattern.replace("\\(", "").contains('(');
+    let pattern = if grouped { pattern.clone() } else { format!("({pattern})") };
+    let matched = call("regexp_match", vec![expr.as_ref().clone(), string_lit(&pattern)]);
+    Some(Expr::CompoundFieldAccess {
+        root: Box::new(Expr::Nested(Box::new(matched))),
+        access_chain: vec![datafusion::sql::sqlparser::ast::AccessExpr::Subscript(datafusion::sql::sqlparser::ast::Subscript::Index { index: number("1") })],
+    })
+}
