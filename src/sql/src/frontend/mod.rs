@@ -31,5 +31,6 @@ pub mod subscribe;
 pub mod transaction;
 pub mod users;
 pub mod view;
+pub mod whole_row;
 pub mod with_options;
 pub mod writer_update;

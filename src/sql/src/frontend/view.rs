@@ -34,6 +34,7 @@ impl Session {
     pub(crate) fn expand_views(&self, q: &mut Query) -> Result<Vec<u32>> {
         let mut direct = Vec::new();
         self.expand_query(q, &[], 0, Some(&mut direct))?;
+        self.expand_whole_rows(q);
         direct.sort_unstable();
         direct.dedup();
         Ok(direct)

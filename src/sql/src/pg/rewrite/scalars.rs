@@ -60,6 +60,11 @@ pub(super) fn function(f: &mut Function, name: &str, args: &[Expr]) -> Option<Ex
             let empty = Expr::BinaryOp { left: Box::new(call("cardinality", vec![a.clone()])), op: BinaryOperator::Eq, right: Box::new(number("0")) };
             Some(null_when(empty, Expr::Function(f.clone())))
         }
+        // A record's JSON object (a whole-row reference is a struct: frontend::whole_row).
+        ("row_to_json", [_]) => {
+            f.name = ObjectName::from(vec![Ident::new("to_json")]);
+            None
+        }
         ("sign", [_]) => {
             f.name = ObjectName::from(vec![Ident::new("signum")]);
             None

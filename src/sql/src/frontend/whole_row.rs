@@ -1,0 +1,123 @@
+//! Whole-row references: a FROM item's name used as a value (`SELECT row_to_json(t) FROM t`,
+//! `json_agg(o ORDER BY o.id)`, `SELECT t FROM t`) is the row as a record, as in PostgreSQL.
+//! DataFusion reads a bare name only as a column, so each such reference becomes
+//! `named_struct('c1', t.c1, ...)` of the item's columns (from the catalog for a table, the
+//! alias list for an expanded view, the select list for a derived table). A name that is also
+//! a column of a FROM item stays the column, as PostgreSQL resolves it.
+
+use std::collections::HashSet;
+use std::ops::ControlFlow;
+
+use datafusion::sql::sqlparser::ast::{Expr, Ident, Query, SelectItem, SetExpr, TableFactor, Value, VisitMut, VisitorMut};
+
+use crate::frontend::names::resolve_name;
+use crate::frontend::session::Session;
+use crate::pg::rewrite::ast::own_expressions;
+
+/// A FROM item's name and columns.
+struct Item {
+    name: Ident,
+    columns: Vec<String>,
+}
+
+fn same(a: &Ident, b: &Ident) -> bool {
+    match (a.quote_style, b.quote_style) {
+        (None, None) => a.value.eq_ignore_ascii_case(&b.value),
+        _ => a.value == b.value,
+    }
+}
+
+impl Session {
+    /// The columns a derived table's query shows, when its select list names them all.
+    fn derived_columns(q: &Query) -> Option<Vec<String>> {
+        let SetExpr::Select(s) = q.body.as_ref() else { return None };
+        s.projection
+            .iter()
+            .map(|p| match p {
+                SelectItem::ExprWithAlias { alias, .. } => Some(alias.value.clone()),
+                SelectItem::UnnamedExpr(Expr::Identifier(i)) => Some(i.value.clone()),
+                SelectItem::UnnamedExpr(Expr::CompoundIdentifier(parts)) => parts.last().map(|i| i.value.clone()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// The name and columns of a FROM item, when both are known.
+    fn from_item(&self, t: &TableFactor, out: &mut Vec<Item>) {
+        match t {
+            TableFactor::Table { name, alias, args: None, .. } => {
+                let listed = alias.as_ref().filter(|a| !a.columns.is_empty()).map(|a| a.columns.iter().map(|c| c.name.value.clone()).collect());
+                let columns = listed.or_else(|| {
+                    let (schema, rel) = resolve_name(self, name).ok()?;
+                    let cat = self.engine.catalog();
+                    let table = cat.table(&schema, &rel)?;
+                    Some(table.columns.iter().filter(|c| !c.hidden).map(|c| c.name.clone()).collect())
+                });
+                let shown = alias.as_ref().map(|a| a.name.clone()).or_else(|| name.0.last().and_then(|p| p.as_ident().cloned()));
+                if let (Some(name), Some(columns)) = (shown, columns) {
+                    out.push(Item { name, columns });
+                }
+            }
+            TableFactor::Derived { subquery, alias: Some(a), .. } => {
+                let columns = if a.columns.is_empty() { Self::derived_columns(subquery) } else { Some(a.columns.iter().map(|c| c.name.value.clone()).collect()) };
+                if let Some(columns) = columns {
+                    out.push(Item { name: a.name.clone(), columns });
+                }
+            }
+            TableFactor::NestedJoin { table_with_joins, .. } => {
+                self.from_item(&table_with_joins.relation, out);
+                for j in &table_with_joins.joins {
+                    self.from_item(&j.relation, out);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// The rewrite of the module docs, on every query of `q`.
+    pub(crate) fn expand_whole_rows(&self, q: &mut Query) {
+        struct Queries<'a>(&'a Session);
+        impl VisitorMut for Queries<'_> {
+            type Break = ();
+            fn pre_visit_query(&mut self, q: &mut Query) -> ControlFlow<()> {
+                self.0.whole_rows_of(q);
+                ControlFlow::Continue(())
+            }
+        }
+        let _ = q.visit(&mut Queries(self));
+    }
+
+    fn whole_rows_of(&self, q: &mut Query) {
+        let SetExpr::Select(select) = q.body.as_mut() else { return };
+        let mut items = Vec::new();
+        for t in &select.from {
+            self.from_item(&t.relation, &mut items);
+            for j in &t.joins {
+                self.from_item(&j.relation, &mut items);
+            }
+        }
+        if items.is_empty() {
+            return;
+        }
+        let columns: HashSet<String> = items.iter().flat_map(|i| i.columns.iter().map(|c| c.to_lowercase())).collect();
+        let mut rewrite = |e: &mut Expr| {
+            if let Expr::Identifier(id) = e {
+                let found: Vec<&Item> = items.iter().filter(|i| same(&i.name, id)).collect();
+                if let ([item], false) = (found.as_slice(), columns.contains(&id.value.to_lowercase())) {
+                    let mut args = Vec::with_capacity(item.columns.len() * 2);
+                    for c in &item.columns {
+                        args.push(Expr::value(Value::SingleQuotedString(c.clone())));
+                        args.push(Expr::CompoundIdentifier(vec![item.name.clone(), Ident::with_quote('"', c.clone())]));
+                    }
+                    *e = crate::pg::rewrite::call("named_struct", args);
+                }
+            }
+            ControlFlow::Continue(())
+        };
+        let mut own = own_expressions(&mut rewrite);
+        let _ = select.projection.visit(&mut own);
+        let _ = select.selection.visit(&mut own);
+        let _ = select.having.visit(&mut own);
+        let _ = select.group_by.visit(&mut own);
+    }
+}
