@@ -4,11 +4,15 @@
 //! `named_struct('c1', t.c1, ...)` of the item's columns (from the catalog for a table, the
 //! alias list for an expanded view, the select list for a derived table). A name that is also
 //! a column of a FROM item stays the column, as PostgreSQL resolves it.
+//!
+//! With the same column lists, `NATURAL` joins become `USING` joins on their common columns,
+//! so the PostgreSQL rewrite merges the key of a `NATURAL FULL` or `RIGHT JOIN` as it does for
+//! `USING` (DataFusion's merged column read the left side only).
 
 use std::collections::HashSet;
 use std::ops::ControlFlow;
 
-use datafusion::sql::sqlparser::ast::{Expr, Ident, Query, SelectItem, SetExpr, TableFactor, Value, VisitMut, VisitorMut};
+use datafusion::sql::sqlparser::ast::{Expr, Ident, JoinConstraint, JoinOperator, ObjectName, Query, SelectItem, SetExpr, TableFactor, TableWithJoins, Value, VisitMut, VisitorMut};
 
 use crate::frontend::names::resolve_name;
 use crate::frontend::session::Session;
@@ -87,8 +91,48 @@ impl Session {
         let _ = q.visit(&mut Queries(self));
     }
 
+    /// `a NATURAL [kind] JOIN b` as `a [kind] JOIN b USING (common columns)`, when both sides'
+    /// columns are known (left to right along the chain).
+    fn natural_as_using(&self, t: &mut TableWithJoins) {
+        let mut left = Vec::new();
+        self.from_item(&t.relation, &mut left);
+        let mut known = left.len() == 1;
+        let mut columns: Vec<String> = left.into_iter().flat_map(|i| i.columns).collect();
+        for j in &mut t.joins {
+            let mut right = Vec::new();
+            self.from_item(&j.relation, &mut right);
+            known &= right.len() == 1;
+            let right: Vec<String> = right.into_iter().flat_map(|i| i.columns).collect();
+            let constraint = match &mut j.join_operator {
+                JoinOperator::Join(c)
+                | JoinOperator::Inner(c)
+                | JoinOperator::Left(c)
+                | JoinOperator::LeftOuter(c)
+                | JoinOperator::Right(c)
+                | JoinOperator::RightOuter(c)
+                | JoinOperator::FullOuter(c) => Some(c),
+                _ => None,
+            };
+            if let (true, Some(c @ JoinConstraint::Natural)) = (known, constraint) {
+                let common: Vec<ObjectName> =
+                    columns.iter().filter(|c| right.contains(c)).map(|c| ObjectName::from(vec![Ident::with_quote('"', c.clone())])).collect();
+                if !common.is_empty() {
+                    *c = JoinConstraint::Using(common);
+                }
+            }
+            for c in right {
+                if !columns.contains(&c) {
+                    columns.push(c);
+                }
+            }
+        }
+    }
+
     fn whole_rows_of(&self, q: &mut Query) {
         let SetExpr::Select(select) = q.body.as_mut() else { return };
+        for t in select.from.iter_mut() {
+            self.natural_as_using(t);
+        }
         let mut items = Vec::new();
         for t in &select.from {
             self.from_item(&t.relation, &mut items);
