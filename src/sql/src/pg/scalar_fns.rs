@@ -267,6 +267,28 @@ impl datafusion::logical_expr::planner::ExprPlanner for IntervalArithmetic {
         use datafusion::sql::sqlparser::ast::BinaryOperator;
         let interval = |e: &datafusion::logical_expr::Expr| matches!(e.get_type(schema), Ok(DataType::Interval(_)));
         let number = |e: &datafusion::logical_expr::Expr| e.get_type(schema).is_ok_and(|t| t.is_numeric());
+        // A quoted literal beside a number in arithmetic takes the number's type, as PostgreSQL
+        // resolves an unknown-type operand (`x - '31.5'`; DataFusion refused text arithmetic).
+        let text = |e: &datafusion::logical_expr::Expr| matches!(e, datafusion::logical_expr::Expr::Literal(datafusion::scalar::ScalarValue::Utf8(Some(_)), _));
+        let arithmetic = matches!(expr.op, BinaryOperator::Plus | BinaryOperator::Minus | BinaryOperator::Multiply | BinaryOperator::Divide | BinaryOperator::Modulo);
+        if arithmetic && (text(&expr.left) && number(&expr.right) || number(&expr.left) && text(&expr.right)) {
+            let mut expr = expr;
+            let (lit, other) = if text(&expr.left) { (&mut expr.left, &expr.right) } else { (&mut expr.right, &expr.left) };
+            // Beside a numeric, a numeric of the literal's own decimals (the column's scale would
+            // round it; PostgreSQL's numeric keeps the digits written).
+            let to = match other.get_type(schema)? {
+                DataType::Decimal128(..) | DataType::Decimal256(..) => {
+                    let written = match &*lit {
+                        datafusion::logical_expr::Expr::Literal(datafusion::scalar::ScalarValue::Utf8(Some(t)), _) => t.trim().split_once('.').map_or(0, |(_, d)| d.len()),
+                        _ => 0,
+                    };
+                    DataType::Decimal128(38, written.min(30) as i8)
+                }
+                t => t,
+            };
+            *lit = datafusion::logical_expr::Expr::Cast(datafusion::logical_expr::Cast::new(Box::new(lit.clone()), to));
+            return Ok(PlannerResult::Original(expr));
+        }
         let planned = match expr.op {
             BinaryOperator::Multiply if interval(&expr.left) && number(&expr.right) => self.mul.call(vec![expr.left, expr.right]),
             BinaryOperator::Multiply if number(&expr.left) && interval(&expr.right) => self.mul.call(vec![expr.right, expr.left]),

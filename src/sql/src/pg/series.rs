@@ -65,10 +65,26 @@ fn len_to(start: i64, stop: i128, step: i64) -> u64 {
     (span / step + 1).min(i128::from(u64::MAX)) as u64
 }
 
+/// An argument as the series read it: any integer as a bigint (`'2'::INT`), a timestamp in
+/// nanoseconds (DataFusion's series takes only those; Eddy's timestamps are microseconds).
+fn widened(e: &Expr) -> Expr {
+    let Expr::Literal(v, meta) = e else { return e.clone() };
+    let to = match v.data_type() {
+        t if t.is_integer() && t != DataType::Int64 => DataType::Int64,
+        DataType::Timestamp(unit, tz) if unit != arrow::datatypes::TimeUnit::Nanosecond => DataType::Timestamp(arrow::datatypes::TimeUnit::Nanosecond, tz),
+        _ => return e.clone(),
+    };
+    match v.cast_to(&to) {
+        Ok(w) => Expr::Literal(w, meta.clone()),
+        Err(_) => e.clone(),
+    }
+}
+
 impl TableFunctionImpl for GenerateSeries {
     fn call_with_args(&self, args: TableFunctionArgs) -> DfResult<Arc<dyn TableProvider>> {
-        let exprs = args.exprs();
-        let Some(values) = int_args(exprs) else { return self.fallback.call_with_args(args) };
+        let widened: Vec<Expr> = args.exprs().iter().map(widened).collect();
+        let exprs = widened.as_slice();
+        let Some(values) = int_args(exprs) else { return self.fallback.call_with_args(TableFunctionArgs::new(exprs, args.session())) };
         let (start, stop, step) = match values.as_slice() {
             [stop] => (Some(0), *stop, Some(1)),
             [start, stop] => (*start, *stop, Some(1)),

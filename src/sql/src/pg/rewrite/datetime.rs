@@ -68,6 +68,11 @@ pub fn pg_datetime_pattern(pg: &str) -> String {
         }
         rest = &rest[c.len_utf8()..];
     }
+    // A 12-hour field without an AM/PM marker reads the hour as written (PostgreSQL takes it
+    // as AM); chrono cannot resolve `%I` without `%p` and dropped the time.
+    if !out.contains("%p") && !out.contains("%P") {
+        out = out.replace("%-I", "%-H").replace("%I", "%H");
+    }
     out
 }
 

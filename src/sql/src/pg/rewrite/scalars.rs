@@ -33,7 +33,26 @@ fn micros(e: Expr) -> Expr {
 }
 
 /// A rewrite of the call `f` (named `name`, lower case) with arguments `args`, if it needs one.
+/// Math functions of double precision arguments.
+const MATH: [&str; 24] = [
+    "sqrt", "cbrt", "exp", "ln", "log", "log10", "log2", "power", "pow", "sin", "cos", "tan", "asin", "acos", "atan", "atan2", "sinh",
+    "cosh", "tanh", "degrees", "radians", "cot", "asinh", "acosh",
+];
+
 pub(super) fn function(f: &mut Function, name: &str, args: &[Expr]) -> Option<Expr> {
+    // A quoted literal given to a math function is a double, as PostgreSQL resolves an
+    // unknown-type argument (`sqrt('1004.3')`; DataFusion found no signature for text).
+    if MATH.contains(&name) {
+        if let datafusion::sql::sqlparser::ast::FunctionArguments::List(list) = &mut f.args {
+            for a in list.args.iter_mut() {
+                if let datafusion::sql::sqlparser::ast::FunctionArg::Unnamed(datafusion::sql::sqlparser::ast::FunctionArgExpr::Expr(e)) = a {
+                    if matches!(e, Expr::Value(v) if matches!(v.value, Value::SingleQuotedString(_))) {
+                        *e = cast(e.clone(), SqlType::DoublePrecision);
+                    }
+                }
+            }
+        }
+    }
     match (name, args) {
         ("mod", [a, b]) => Some(Expr::Nested(Box::new(Expr::BinaryOp { left: Box::new(a.clone()), op: BinaryOperator::Modulo, right: Box::new(b.clone()) }))),
         // PostgreSQL removes and replaces every occurrence (DataFusion's: the first only).
