@@ -31,7 +31,7 @@
 use std::ops::ControlFlow;
 
 use datafusion::sql::sqlparser::ast::{
-    visit_expressions_mut, AccessExpr, ArrayElemTypeDef, BinaryOperator, DataType as SqlType, ExactNumberInfo, Expr,
+    visit_expressions_mut, AccessExpr, BinaryOperator, DataType as SqlType, Expr,
     Function, FunctionArg, FunctionArgExpr, FunctionArgumentClause, FunctionArguments, GroupByExpr,
     Ident, LambdaFunction, LambdaFunctionParameter, LambdaSyntax, ObjectName, ObjectNamePart, OneOrManyWithParens,
     OrderByKind, Query, Select, SelectItem, SetExpr, Statement, TableAlias, TableAliasColumnDef, TableFactor, Value,
@@ -45,6 +45,8 @@ pub(crate) mod ast;
 mod aggregates;
 mod datetime;
 mod json;
+mod types;
+use types::plain_type;
 mod lateral;
 mod quantified;
 mod scalars;
@@ -123,32 +125,6 @@ fn reg_of(t: &SqlType) -> Option<Reg> {
         "regnamespace" => Some(Reg::Namespace),
         "regrole" => Some(Reg::Role),
         "regproc" | "regprocedure" => Some(Reg::Proc),
-        _ => None,
-    }
-}
-
-/// A DataFusion-plannable spelling of a PostgreSQL type name, if it needs one.
-fn plain_type(t: &SqlType) -> Option<SqlType> {
-    match t {
-        SqlType::Custom(n, mods) if mods.is_empty() => Some(match base_name(n).as_str() {
-            "oid" => SqlType::IntUnsigned(None),
-            "xid" | "cid" | "int4" => SqlType::Int(None),
-            "int2" => SqlType::SmallInt(None),
-            "int8" => SqlType::BigInt(None),
-            "text" | "name" | "char" | "bpchar" | "pg_node_tree" | "aclitem" | "json" | "jsonb" => SqlType::Text,
-            "varchar" => SqlType::Varchar(None),
-            "bool" => SqlType::Boolean,
-            "float4" => SqlType::Real,
-            "float8" => SqlType::DoublePrecision,
-            "numeric" => SqlType::Numeric(ExactNumberInfo::None),
-            "int2vector" => SqlType::Array(ArrayElemTypeDef::SquareBracket(Box::new(SqlType::SmallInt(None)), None)),
-            "oidvector" => SqlType::Array(ArrayElemTypeDef::SquareBracket(Box::new(SqlType::Int(None)), None)),
-            _ => return None,
-        }),
-        SqlType::JSON | SqlType::JSONB => Some(SqlType::Text),
-        SqlType::Array(ArrayElemTypeDef::SquareBracket(inner, size)) => {
-            plain_type(inner).map(|i| SqlType::Array(ArrayElemTypeDef::SquareBracket(Box::new(i), *size)))
-        }
         _ => None,
     }
 }
@@ -552,7 +528,7 @@ impl VisitorMut for PgRewriter {
     fn pre_visit_expr(&mut self, e: &mut Expr) -> ControlFlow<()> {
         // Before the children are visited: the subquery of `x op ANY/ALL (subquery)` is a set,
         // not a scalar subquery to decorrelate.
-        if let Some(r) = quantified_subquery(e).or_else(|| row_in_subquery(e)).or_else(|| scalars::distinct_from_precedence(e)).or_else(|| scalars::negative_subscript(e)).or_else(|| scalars::substring_pattern(e)) {
+        if let Some(r) = quantified_subquery(e).or_else(|| row_in_subquery(e)).or_else(|| scalars::distinct_from_precedence(e)).or_else(|| scalars::negative_subscript(e)).or_else(|| scalars::substring_pattern(e)).or_else(|| scalars::unary_minus_power(e)) {
             *e = r;
         }
         ControlFlow::Continue(())

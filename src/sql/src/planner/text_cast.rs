@@ -275,7 +275,7 @@ fn rewrite(e: Expr, schema: &DFSchema, udf: &Arc<ScalarUDF>, div: &Arc<ScalarUDF
             if let Some(out) = text_function(f, schema, udf) {
                 return Ok(Transformed::yes(out));
             }
-            if f.name() == "round" && f.args.len() == 1 && f.args[0].get_type(schema).is_ok_and(|t| t == DataType::Float64) {
+            if f.name() == "round" && f.args.len() == 1 && f.args[0].get_type(schema).is_ok_and(|t| matches!(t, DataType::Float64 | DataType::Float32)) {
                 return Ok(Transformed::yes(rint.call(f.args.clone())));
             }
             // ceil/floor of a numeric are integral numerics: scale 0, as PostgreSQL prints them.

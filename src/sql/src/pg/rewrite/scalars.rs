@@ -332,3 +332,13 @@ pub(super) fn substring_pattern(e: &Expr) -> Option<Expr> {
         access_chain: vec![datafusion::sql::sqlparser::ast::AccessExpr::Subscript(datafusion::sql::sqlparser::ast::Subscript::Index { index: number("1") })],
     })
 }
+
+/// `-x ^ y` is `(-x) ^ y` in PostgreSQL, whose unary minus binds tighter than `^` (the
+/// parser read `-(x ^ y)`: `-3 ^ 2` gave -9, not 9).
+pub(super) fn unary_minus_power(e: &Expr) -> Option<Expr> {
+    use datafusion::sql::sqlparser::ast::UnaryOperator;
+    let Expr::UnaryOp { op: UnaryOperator::Minus, expr } = e else { return None };
+    let Expr::BinaryOp { left, op: BinaryOperator::PGExp, right } = expr.as_ref() else { return None };
+    let negated = Expr::UnaryOp { op: UnaryOperator::Minus, expr: left.clone() };
+    Some(Expr::BinaryOp { left: Box::new(negated), op: BinaryOperator::PGExp, right: right.clone() })
+}
