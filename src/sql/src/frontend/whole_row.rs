@@ -12,11 +12,11 @@
 use std::collections::HashSet;
 use std::ops::ControlFlow;
 
-use datafusion::sql::sqlparser::ast::{Expr, Ident, JoinConstraint, JoinOperator, ObjectName, Query, SelectItem, SetExpr, TableFactor, TableWithJoins, Value, VisitMut, VisitorMut};
+use datafusion::sql::sqlparser::ast::{Expr, Ident, JoinConstraint, ObjectName, Query, SelectItem, SetExpr, TableFactor, TableWithJoins, Value, VisitMut, VisitorMut};
 
 use crate::frontend::names::resolve_name;
 use crate::frontend::session::Session;
-use crate::pg::rewrite::ast::own_expressions;
+use crate::pg::rewrite::ast::{constraint_mut, own_expressions};
 
 /// A FROM item's name and columns.
 struct Item {
@@ -46,8 +46,9 @@ impl Session {
             .collect()
     }
 
-    /// The name and columns of a FROM item, when both are known.
-    fn from_item(&self, t: &TableFactor, out: &mut Vec<Item>) {
+    /// The name and columns of a FROM item (of each item of a nested join) into `out`; false
+    /// when one is not known (a CTE, a table function, a derived table with `*`).
+    fn from_item(&self, t: &TableFactor, out: &mut Vec<Item>) -> bool {
         match t {
             TableFactor::Table { name, alias, args: None, .. } => {
                 let listed = alias.as_ref().filter(|a| !a.columns.is_empty()).map(|a| a.columns.iter().map(|c| c.name.value.clone()).collect());
@@ -58,23 +59,24 @@ impl Session {
                     Some(table.columns.iter().filter(|c| !c.hidden).map(|c| c.name.clone()).collect())
                 });
                 let shown = alias.as_ref().map(|a| a.name.clone()).or_else(|| name.0.last().and_then(|p| p.as_ident().cloned()));
-                if let (Some(name), Some(columns)) = (shown, columns) {
-                    out.push(Item { name, columns });
-                }
+                let (Some(name), Some(columns)) = (shown, columns) else { return false };
+                out.push(Item { name, columns });
+                true
             }
             TableFactor::Derived { subquery, alias: Some(a), .. } => {
                 let columns = if a.columns.is_empty() { Self::derived_columns(subquery) } else { Some(a.columns.iter().map(|c| c.name.value.clone()).collect()) };
-                if let Some(columns) = columns {
-                    out.push(Item { name: a.name.clone(), columns });
-                }
+                let Some(columns) = columns else { return false };
+                out.push(Item { name: a.name.clone(), columns });
+                true
             }
             TableFactor::NestedJoin { table_with_joins, .. } => {
-                self.from_item(&table_with_joins.relation, out);
+                let mut known = self.from_item(&table_with_joins.relation, out);
                 for j in &table_with_joins.joins {
-                    self.from_item(&j.relation, out);
+                    known &= self.from_item(&j.relation, out);
                 }
+                known
             }
-            _ => {}
+            _ => false,
         }
     }
 
@@ -95,24 +97,13 @@ impl Session {
     /// columns are known (left to right along the chain).
     fn natural_as_using(&self, t: &mut TableWithJoins) {
         let mut left = Vec::new();
-        self.from_item(&t.relation, &mut left);
-        let mut known = left.len() == 1;
+        let mut known = self.from_item(&t.relation, &mut left) && left.len() == 1;
         let mut columns: Vec<String> = left.into_iter().flat_map(|i| i.columns).collect();
         for j in &mut t.joins {
             let mut right = Vec::new();
-            self.from_item(&j.relation, &mut right);
-            known &= right.len() == 1;
+            known &= self.from_item(&j.relation, &mut right) && right.len() == 1;
             let right: Vec<String> = right.into_iter().flat_map(|i| i.columns).collect();
-            let constraint = match &mut j.join_operator {
-                JoinOperator::Join(c)
-                | JoinOperator::Inner(c)
-                | JoinOperator::Left(c)
-                | JoinOperator::LeftOuter(c)
-                | JoinOperator::Right(c)
-                | JoinOperator::RightOuter(c)
-                | JoinOperator::FullOuter(c) => Some(c),
-                _ => None,
-            };
+            let constraint = constraint_mut(&mut j.join_operator);
             if let (true, Some(c @ JoinConstraint::Natural)) = (known, constraint) {
                 let common: Vec<ObjectName> =
                     columns.iter().filter(|c| right.contains(c)).map(|c| ObjectName::from(vec![Ident::with_quote('"', c.clone())])).collect();
@@ -133,14 +124,16 @@ impl Session {
         for t in select.from.iter_mut() {
             self.natural_as_using(t);
         }
+        // Only when every FROM item's columns are known: a name could be a column of another.
         let mut items = Vec::new();
+        let mut known = true;
         for t in &select.from {
-            self.from_item(&t.relation, &mut items);
+            known &= self.from_item(&t.relation, &mut items);
             for j in &t.joins {
-                self.from_item(&j.relation, &mut items);
+                known &= self.from_item(&j.relation, &mut items);
             }
         }
-        if items.is_empty() {
+        if items.is_empty() || !known {
             return;
         }
         let columns: HashSet<String> = items.iter().flat_map(|i| i.columns.iter().map(|c| c.to_lowercase())).collect();

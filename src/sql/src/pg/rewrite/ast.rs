@@ -142,3 +142,12 @@ pub(crate) fn unnamed_arg_exprs(args: &TableFunctionArgs) -> Vec<Expr> {
         })
         .collect()
 }
+
+/// `op`'s constraint, for the joins with one (inner, left, right, full).
+pub(crate) fn constraint_mut(op: &mut datafusion::sql::sqlparser::ast::JoinOperator) -> Option<&mut datafusion::sql::sqlparser::ast::JoinConstraint> {
+    use datafusion::sql::sqlparser::ast::JoinOperator as Op;
+    match op {
+        Op::Join(c) | Op::Inner(c) | Op::Left(c) | Op::LeftOuter(c) | Op::Right(c) | Op::RightOuter(c) | Op::FullOuter(c) => Some(c),
+        _ => None,
+    }
+}

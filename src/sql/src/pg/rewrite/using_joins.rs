@@ -20,7 +20,7 @@ use datafusion::sql::sqlparser::ast::{
     WildcardAdditionalOptions,
 };
 
-use super::ast::{call, own_expressions};
+use super::ast::{call, constraint_mut, own_expressions};
 
 /// One part of a FROM item's output, in `*` order.
 #[derive(Clone)]
@@ -102,20 +102,6 @@ fn kind(op: &JoinOperator) -> Option<(Kind, &JoinConstraint)> {
         JoinOperator::FullOuter(c) => (Kind::Full, c),
         _ => return None,
     })
-}
-
-/// `op`'s constraint, for the joins of [`kind`].
-fn constraint_mut(op: &mut JoinOperator) -> Option<&mut JoinConstraint> {
-    match op {
-        JoinOperator::Join(c)
-        | JoinOperator::Inner(c)
-        | JoinOperator::Left(c)
-        | JoinOperator::LeftOuter(c)
-        | JoinOperator::Right(c)
-        | JoinOperator::RightOuter(c)
-        | JoinOperator::FullOuter(c) => Some(c),
-        _ => None,
-    }
 }
 
 /// Rewrites `t`'s `USING` joins into `ON` joins (see the module docs): the output items, or
