@@ -65,6 +65,7 @@ impl Gen {
             2 => format!("CASE WHEN {c} > {} THEN {c} ELSE 0 END", self.rng.gen_range(0..5)),
             3 => format!("{c} % 3"),
             4 => format!("{c} / {}.0", self.rng.gen_range(1..8)),
+            5 if self.rng.gen_bool(0.5) => format!("trunc({c} / 3.0, {})", self.rng.gen_range(0..3)),
             5 => format!("round({c} / 3.0, {})", self.rng.gen_range(0..3)),
             6 => format!("abs({c} - {d})"),
             7 => format!("greatest({c}, {d})"),
@@ -200,6 +201,9 @@ impl Gen {
                     "bool_and({v} > 1)",
                     "string_agg({v}::text, ',' ORDER BY {v})",
                     "sum(DISTINCT {v})",
+                    "stddev({v})",
+                    "var_pop({v})",
+                    "stddev_pop({v})",
                 ];
                 let n = self.rng.gen_range(1..4);
                 let list: Vec<String> =
@@ -207,6 +211,9 @@ impl Gen {
                 let having = if self.rng.gen_bool(0.3) { " HAVING count(*) > 1".to_string() } else { String::new() };
                 if self.rng.gen_bool(0.2) {
                     format!("SELECT {} FROM {}{filter}", list.join(", "), from.sql)
+                } else if self.rng.gen_bool(0.15) && !g.starts_with('(') {
+                    // (sqlparser cannot read a parenthesized expression first in ROLLUP's list)
+                    format!("SELECT {g} AS g, {} FROM {}{filter} GROUP BY ROLLUP ({g}){having}", list.join(", "), from.sql)
                 } else {
                     format!("SELECT {g} AS g, {} FROM {}{filter} GROUP BY {g}{having}", list.join(", "), from.sql)
                 }

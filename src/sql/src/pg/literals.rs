@@ -187,6 +187,9 @@ pub fn rewrite_plan(plan: LogicalPlan) -> Result<LogicalPlan> {
         // Keep the names upper nodes refer to (`count(Int64(1))`) when an expression changes.
         let names = NamePreserver::new(&node);
         let t = node.map_expressions(|e| {
+            if let Expr::GroupingSet(set) = e {
+                return crate::planner::names::map_grouping_set(set, |x| x.transform_up(|e| rewrite_expr(e, narrow_ints)));
+            }
             let saved = names.save(&e);
             let t = e.transform_up(|e| rewrite_expr(e, narrow_ints))?;
             Ok(if t.transformed { Transformed::yes(saved.restore(t.data)) } else { t })
