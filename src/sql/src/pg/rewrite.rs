@@ -635,7 +635,7 @@ impl VisitorMut for PgRewriter {
                 if let Some(arr) = array_literal(inner) {
                     **right = arr;
                 }
-                None
+                scalars::any_with_nulls(e)
             }
             Expr::CompoundFieldAccess { root, access_chain } if !matches!(root.as_ref(), Expr::Identifier(_)) => {
                 let mut out = root.as_ref().clone();

@@ -342,3 +342,29 @@ pub(super) fn unary_minus_power(e: &Expr) -> Option<Expr> {
     let negated = Expr::UnaryOp { op: UnaryOperator::Minus, expr: left.clone() };
     Some(Expr::BinaryOp { left: Box::new(negated), op: BinaryOperator::PGExp, right: right.clone() })
 }
+
+/// `x op ANY (array)` with PostgreSQL's NULLs: true if an element compares true, else NULL if
+/// `x`, the array or an element is NULL (and the array is not empty), else false. DataFusion's
+/// skipped NULL elements (`1 = ANY(ARRAY[2, NULL])` was false, PostgreSQL says NULL).
+pub(super) fn any_with_nulls(e: &Expr) -> Option<Expr> {
+    let Expr::AnyOp { left, right, .. } = e else { return None };
+    if matches!(right.as_ref(), Expr::Subquery(_)) || matches!(right.as_ref(), Expr::Nested(n) if matches!(n.as_ref(), Expr::Subquery(_))) {
+        return None;
+    }
+    let arr = right.as_ref().clone();
+    let is_null = |x: Expr| Expr::IsNull(Box::new(x));
+    let null = Expr::value(Value::Null);
+    let empty = Expr::BinaryOp { left: Box::new(call("cardinality", vec![arr.clone()])), op: BinaryOperator::Eq, right: Box::new(number("0")) };
+    let null_element = Expr::IsNotNull(Box::new(call("array_position", vec![arr.clone(), null.clone()])));
+    let unknown = Expr::BinaryOp { left: Box::new(is_null(left.as_ref().clone())), op: BinaryOperator::Or, right: Box::new(null_element) };
+    let mut out = case_when(vec![
+        (Expr::Nested(Box::new(e.clone())), Expr::value(Value::Boolean(true))),
+        (is_null(arr), null.clone()),
+        (empty, Expr::value(Value::Boolean(false))),
+        (unknown, null),
+    ]);
+    if let Expr::Case { else_result, .. } = &mut out {
+        *else_result = Some(Box::new(Expr::value(Value::Boolean(false))));
+    }
+    Some(out)
+}
