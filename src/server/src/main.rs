@@ -2,6 +2,11 @@
 
 use std::path::PathBuf;
 
+/// mimalloc returns freed pages to the system within milliseconds and keeps per-thread heaps
+/// without glibc's per-arena fragmentation (see benches/README.md, "Allocator").
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use clap::{Parser, Subcommand};
 use eddy_server::config::{ConfigOverrides, ServerConfig};
 
