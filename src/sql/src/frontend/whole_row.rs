@@ -24,6 +24,15 @@ struct Item {
     columns: Vec<String>,
 }
 
+/// The column an identifier names: folded to lower case unless quoted.
+fn column_name(i: &Ident) -> String {
+    if i.quote_style.is_some() {
+        i.value.clone()
+    } else {
+        i.value.to_lowercase()
+    }
+}
+
 fn same(a: &Ident, b: &Ident) -> bool {
     match (a.quote_style, b.quote_style) {
         (None, None) => a.value.eq_ignore_ascii_case(&b.value),
@@ -38,9 +47,9 @@ impl Session {
         s.projection
             .iter()
             .map(|p| match p {
-                SelectItem::ExprWithAlias { alias, .. } => Some(alias.value.clone()),
-                SelectItem::UnnamedExpr(Expr::Identifier(i)) => Some(i.value.clone()),
-                SelectItem::UnnamedExpr(Expr::CompoundIdentifier(parts)) => parts.last().map(|i| i.value.clone()),
+                SelectItem::ExprWithAlias { alias, .. } => Some(column_name(alias)),
+                SelectItem::UnnamedExpr(Expr::Identifier(i)) => Some(column_name(i)),
+                SelectItem::UnnamedExpr(Expr::CompoundIdentifier(parts)) => parts.last().map(column_name),
                 _ => None,
             })
             .collect()
@@ -51,7 +60,7 @@ impl Session {
     fn from_item(&self, t: &TableFactor, out: &mut Vec<Item>) -> bool {
         match t {
             TableFactor::Table { name, alias, args: None, .. } => {
-                let listed = alias.as_ref().filter(|a| !a.columns.is_empty()).map(|a| a.columns.iter().map(|c| c.name.value.clone()).collect());
+                let listed = alias.as_ref().filter(|a| !a.columns.is_empty()).map(|a| a.columns.iter().map(|c| column_name(&c.name)).collect());
                 let columns = listed.or_else(|| {
                     let (schema, rel) = resolve_name(self, name).ok()?;
                     let cat = self.engine.catalog();
@@ -64,7 +73,7 @@ impl Session {
                 true
             }
             TableFactor::Derived { subquery, alias: Some(a), .. } => {
-                let columns = if a.columns.is_empty() { Self::derived_columns(subquery) } else { Some(a.columns.iter().map(|c| c.name.value.clone()).collect()) };
+                let columns = if a.columns.is_empty() { Self::derived_columns(subquery) } else { Some(a.columns.iter().map(|c| column_name(&c.name)).collect()) };
                 let Some(columns) = columns else { return false };
                 out.push(Item { name: a.name.clone(), columns });
                 true
@@ -137,7 +146,17 @@ impl Session {
             return;
         }
         let columns: HashSet<String> = items.iter().flat_map(|i| i.columns.iter().map(|c| c.to_lowercase())).collect();
+        // `t.c[1]` parses as an access chain on the bare name `t`: that name is a qualifier.
+        let mut qualifiers: HashSet<*const Expr> = HashSet::new();
         let mut rewrite = |e: &mut Expr| {
+            if let Expr::CompoundFieldAccess { root, access_chain } = e {
+                if matches!(access_chain.first(), Some(datafusion::sql::sqlparser::ast::AccessExpr::Dot(_))) {
+                    qualifiers.insert(root.as_ref() as *const Expr);
+                }
+            }
+            if qualifiers.contains(&(e as *const Expr)) {
+                return ControlFlow::Continue(());
+            }
             if let Expr::Identifier(id) = e {
                 let found: Vec<&Item> = items.iter().filter(|i| same(&i.name, id)).collect();
                 if let ([item], false) = (found.as_slice(), columns.contains(&id.value.to_lowercase())) {
