@@ -57,7 +57,7 @@ impl Session {
 
     /// The name and columns of a FROM item (of each item of a nested join) into `out`; false
     /// when one is not known (a CTE, a table function, a derived table with `*`).
-    fn from_item(&self, t: &TableFactor, out: &mut Vec<Item>) -> bool {
+    fn read_from_item(&self, t: &TableFactor, out: &mut Vec<Item>) -> bool {
         match t {
             TableFactor::Table { name, alias, args: None, .. } => {
                 let listed = alias.as_ref().filter(|a| !a.columns.is_empty()).map(|a| a.columns.iter().map(|c| column_name(&c.name)).collect());
@@ -79,9 +79,9 @@ impl Session {
                 true
             }
             TableFactor::NestedJoin { table_with_joins, .. } => {
-                let mut known = self.from_item(&table_with_joins.relation, out);
+                let mut known = self.read_from_item(&table_with_joins.relation, out);
                 for j in &table_with_joins.joins {
-                    known &= self.from_item(&j.relation, out);
+                    known &= self.read_from_item(&j.relation, out);
                 }
                 known
             }
@@ -106,11 +106,11 @@ impl Session {
     /// columns are known (left to right along the chain).
     fn natural_as_using(&self, t: &mut TableWithJoins) {
         let mut left = Vec::new();
-        let mut known = self.from_item(&t.relation, &mut left) && left.len() == 1;
+        let mut known = self.read_from_item(&t.relation, &mut left) && left.len() == 1;
         let mut columns: Vec<String> = left.into_iter().flat_map(|i| i.columns).collect();
         for j in &mut t.joins {
             let mut right = Vec::new();
-            known &= self.from_item(&j.relation, &mut right) && right.len() == 1;
+            known &= self.read_from_item(&j.relation, &mut right) && right.len() == 1;
             let right: Vec<String> = right.into_iter().flat_map(|i| i.columns).collect();
             let constraint = constraint_mut(&mut j.join_operator);
             if let (true, Some(c @ JoinConstraint::Natural)) = (known, constraint) {
@@ -137,9 +137,9 @@ impl Session {
         let mut items = Vec::new();
         let mut known = true;
         for t in &select.from {
-            known &= self.from_item(&t.relation, &mut items);
+            known &= self.read_from_item(&t.relation, &mut items);
             for j in &t.joins {
-                known &= self.from_item(&j.relation, &mut items);
+                known &= self.read_from_item(&j.relation, &mut items);
             }
         }
         if items.is_empty() || !known {

@@ -270,21 +270,6 @@ fn strip(e: &Expr) -> &Expr {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn similar_to_patterns_become_anchored_regexes() {
-        assert_eq!(super::similar_regex("a%"), "^(?:a.*)$");
-        assert_eq!(super::similar_regex("(a|b)_"), "^(?:(a|b).)$");
-        assert_eq!(super::similar_regex("a.b\\%[x-z]*"), "^(?:a\\.b\\%[x-z]*)$");
-    }
-
-    #[test]
-    fn postgres_replacements_become_regex_crate_ones() {
-        assert_eq!(super::pg_replacement("\\2 \\1 \\&"), "\\2 \\1 ${0}");
-        assert_eq!(super::pg_replacement("$1 costs $"), "$$1 costs $$");
-    }
-}
 
 /// `make_interval(days => 3, secs => 1.5)`: named arguments in their positions, the missing
 /// ones 0 (PostgreSQL's defaults), as the function takes them.
@@ -367,4 +352,20 @@ pub(super) fn any_with_nulls(e: &Expr) -> Option<Expr> {
         *else_result = Some(Box::new(Expr::value(Value::Boolean(false))));
     }
     Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn similar_to_patterns_become_anchored_regexes() {
+        assert_eq!(super::similar_regex("a%"), "^(?:a.*)$");
+        assert_eq!(super::similar_regex("(a|b)_"), "^(?:(a|b).)$");
+        assert_eq!(super::similar_regex("a.b\\%[x-z]*"), "^(?:a\\.b\\%[x-z]*)$");
+    }
+
+    #[test]
+    fn postgres_replacements_become_regex_crate_ones() {
+        assert_eq!(super::pg_replacement("\\2 \\1 \\&"), "\\2 \\1 ${0}");
+        assert_eq!(super::pg_replacement("$1 costs $"), "$$1 costs $$");
+    }
 }
