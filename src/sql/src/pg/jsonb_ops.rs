@@ -45,16 +45,30 @@ fn texts(a: &ArrayRef) -> DfResult<StringArray> {
     Ok(arrow::compute::cast(a, &DataType::Utf8)?.as_string::<i32>().clone())
 }
 
-/// The text items of row `i` of a list array.
-fn items(list: &ArrayRef, i: usize) -> DfResult<Vec<String>> {
-    let row = list.as_list::<i32>().value(i);
-    Ok(texts(&row)?.iter().map(|s| s.unwrap_or_default().to_string()).collect())
+/// Row `i` of a `text[]` argument, or of its `'{a,b}'` text (malformed text is PostgreSQL's
+/// "malformed array literal"); a NULL element is `None`.
+pub(crate) fn text_array_at(arr: &ArrayRef, i: usize) -> DfResult<Vec<Option<String>>> {
+    Ok(match arr.data_type() {
+        DataType::List(_) => texts(&arr.as_list::<i32>().value(i))?.iter().map(|s| s.map(str::to_string)).collect(),
+        _ => eddy_common::text::parse_array_text(texts(&arr.slice(i, 1))?.value(0)).map_err(external)?,
+    })
+}
+
+/// Row `i` of a path argument ([`text_array_at`]): a NULL step is an empty one.
+pub(crate) fn path_at(arr: &ArrayRef, i: usize) -> DfResult<Vec<String>> {
+    Ok(text_array_at(arr, i)?.into_iter().map(Option::unwrap_or_default).collect())
+}
+
+/// Row `i` of a keys argument ([`text_array_at`]): NULL keys are skipped, as PostgreSQL's
+/// `-`, `?|` and `?&` skip them.
+fn keys_at(arr: &ArrayRef, i: usize) -> DfResult<Vec<String>> {
+    Ok(text_array_at(arr, i)?.into_iter().flatten().collect())
 }
 
 fn delete(a: &[ArrayRef], n: usize) -> DfResult<ArrayRef> {
     let doc = texts(&a[0])?;
     let what = &a[1];
-    let keys = (!what.data_type().is_integer() && !matches!(what.data_type(), DataType::List(_))).then(|| texts(what)).transpose()?;
+    let key = (!what.data_type().is_integer() && !matches!(what.data_type(), DataType::List(_))).then(|| texts(what)).transpose()?;
     let index = what.data_type().is_integer().then(|| arrow::compute::cast(what, &DataType::Int64)).transpose()?;
     let out = (0..n)
         .map(|i| {
@@ -62,11 +76,11 @@ fn delete(a: &[ArrayRef], n: usize) -> DfResult<ArrayRef> {
                 return Ok(None);
             }
             let listed;
-            let deletion = match (&keys, &index) {
+            let deletion = match (&key, &index) {
                 (Some(k), _) => Deletion::Key(k.value(i)),
                 (_, Some(x)) => Deletion::Index(x.as_primitive::<Int64Type>().value(i)),
                 _ => {
-                    listed = items(what, i)?;
+                    listed = keys_at(what, i)?;
                     Deletion::Keys(&listed)
                 }
             };
@@ -84,14 +98,7 @@ fn delete_path(a: &[ArrayRef], n: usize) -> DfResult<ArrayRef> {
             if doc.is_null(i) || paths.is_null(i) {
                 return Ok(None);
             }
-            let path = match paths.data_type() {
-                DataType::List(_) => items(paths, i)?,
-                _ => eddy_common::text::parse_array_text(texts(paths)?.value(i))
-                    .map_err(external)?
-                    .into_iter()
-                    .map(Option::unwrap_or_default)
-                    .collect(),
-            };
+            let path = path_at(paths, i)?;
             jsonb::delete_path(doc.value(i), &path).map(Some).map_err(external)
         })
         .collect::<DfResult<StringArray>>()?;
@@ -107,10 +114,7 @@ fn exists_keys(a: &[ArrayRef], n: usize, all: bool) -> DfResult<ArrayRef> {
             if doc.is_null(i) || keys.is_null(i) {
                 return Ok(None);
             }
-            let listed = match keys.data_type() {
-                DataType::List(_) => items(keys, i)?,
-                _ => eddy_common::text::parse_array_text(texts(keys)?.value(i)).map_err(external)?.into_iter().flatten().collect(),
-            };
+            let listed = keys_at(keys, i)?;
             let has = |k: &String| jsonb::has_key(doc.value(i), k) == Some(true);
             Ok(Some(if all { listed.iter().all(has) } else { listed.iter().any(has) }))
         })
@@ -163,6 +167,7 @@ pub fn register_jsonb_operators(ctx: &SessionContext) {
     };
     let planner = JsonbOperators { delete: udf(DELETE, delete), delete_path: udf(DELETE_PATH, delete_path) };
     ctx.register_udf(planner.delete.as_ref().clone());
+    ctx.register_udf(planner.delete_path.as_ref().clone());
     let text_list = DataType::List(Arc::new(arrow::datatypes::Field::new("item", DataType::Utf8, true)));
     for (name, what) in [(ELEMENTS, Listing::Elements), (ELEMENTS_TEXT, Listing::ElementsText), (KEYS, Listing::Keys), (VALUES, Listing::Values), (VALUES_TEXT, Listing::ValuesText), (EACH_KEYS, Listing::EachKeys(false)), (EACH_KEYS_TEXT, Listing::EachKeys(true))] {
         let body = move |args: &[datafusion::logical_expr::ColumnarValue], rows: usize| columnar(args, rows, |a, n| listing(a, n, what));
@@ -172,7 +177,6 @@ pub fn register_jsonb_operators(ctx: &SessionContext) {
         let body = move |args: &[datafusion::logical_expr::ColumnarValue], rows: usize| columnar(args, rows, |a, n| exists_keys(a, n, all));
         crate::planner::udf::register(ctx, name, Signature::any(2, Volatility::Immutable), DataType::Boolean, Arc::new(body));
     }
-    ctx.register_udf(planner.delete_path.as_ref().clone());
     if let Err(e) = datafusion::execution::FunctionRegistry::register_expr_planner(&mut *ctx.state_ref().write(), Arc::new(planner)) {
         tracing::warn!("jsonb operators are not planned: {e}");
     }

@@ -296,7 +296,7 @@ fn register_jsonb(ctx: &SessionContext) {
                     if doc.is_null(i) || paths.is_null(i) {
                         return Ok(None);
                     }
-                    Ok(jsonb::get_path(doc.value(i), &path_at(&paths, i)?, text))
+                    Ok(jsonb::get_path(doc.value(i), &super::jsonb_ops::path_at(&paths, i)?, text))
                 })
                 .collect::<DfResult<_>>()?;
             Ok(ColumnarValue::Array(Arc::new(out)))
@@ -356,7 +356,7 @@ fn register_jsonb(ctx: &SessionContext) {
                     return Ok(None);
                 }
                 let create = create.as_ref().is_none_or(|c| c.value(i));
-                jsonb::set(doc.value(i), &path_at(&paths, i)?, new.value(i), create).map_err(|e| DataFusionError::External(Box::new(e)))
+                jsonb::set(doc.value(i), &super::jsonb_ops::path_at(&paths, i)?, new.value(i), create).map_err(|e| DataFusionError::External(Box::new(e)))
             })
             .collect::<DfResult<_>>()?;
         Ok(ColumnarValue::Array(Arc::new(out)))
@@ -386,27 +386,6 @@ fn register_jsonb(ctx: &SessionContext) {
         };
         register(ctx, name, Signature::any(1, Volatility::Immutable), DataType::Int64, Arc::new(body));
     }
-}
-
-/// Row `i` of a path argument: a `text[]` value or its `'{a,b}'` text (malformed text is an
-/// error, as in PostgreSQL's "malformed array literal").
-fn path_at(paths: &arrow::array::ArrayRef, i: usize) -> DfResult<Vec<String>> {
-    Ok(match paths.data_type() {
-        DataType::List(_) => {
-            let items = paths.as_list::<i32>().value(i);
-            let items = arrow::compute::cast(&items, &DataType::Utf8)?;
-            items.as_string::<i32>().iter().map(|s| s.unwrap_or_default().to_string()).collect()
-        }
-        _ => {
-            let text = arrow::compute::cast(&paths.slice(i, 1), &DataType::Utf8)?;
-            let t = text.as_string::<i32>().value(0).to_string();
-            eddy_common::text::parse_array_text(&t)
-                .map_err(|e| DataFusionError::External(Box::new(e)))?
-                .into_iter()
-                .map(|s| s.unwrap_or_default())
-                .collect()
-        }
-    })
 }
 
 /// `format(fmt, args...)`: `%s` (text; NULL is empty), `%I` (identifier, quoted when needed),
