@@ -254,15 +254,7 @@ pub fn pg_intervals(plan: LogicalPlan) -> DfResult<LogicalPlan> {
             }
             _ => return Ok(Transformed::no(node)),
         };
-        let names = datafusion::logical_expr::expr_rewriter::NamePreserver::new(&node);
-        let t = node.map_expressions(|e| {
-            if let Expr::GroupingSet(set) = e {
-                return crate::planner::names::map_grouping_set(set, |x| x.transform_up(|e| rewrite_expr(e, &schema)));
-            }
-            let saved = names.save(&e);
-            let t = e.transform_up(|e| rewrite_expr(e, &schema))?;
-            Ok(if t.transformed { Transformed::yes(saved.restore(t.data)) } else { t })
-        })?;
+        let t = crate::planner::names::map_expressions_keeping_names(node, |e| e.transform_up(|e| rewrite_expr(e, &schema)))?;
         if t.transformed {
             changed.set(true);
             Ok(Transformed::yes(t.data.recompute_schema()?))

@@ -13,7 +13,6 @@ use std::ops::ControlFlow;
 
 use arrow::datatypes::{DataType, IntervalUnit};
 use datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
-use datafusion::logical_expr::expr_rewriter::NamePreserver;
 use datafusion::logical_expr::{Cast, Expr, LogicalPlan};
 use datafusion::scalar::ScalarValue;
 use arrow::datatypes::IntervalMonthDayNano;
@@ -185,15 +184,7 @@ pub fn rewrite_plan(plan: LogicalPlan) -> Result<LogicalPlan> {
         // VALUES rows fix their own column types; only interval text is rewritten there.
         let narrow_ints = !recursive && !matches!(node, LogicalPlan::Values(_));
         // Keep the names upper nodes refer to (`count(Int64(1))`) when an expression changes.
-        let names = NamePreserver::new(&node);
-        let t = node.map_expressions(|e| {
-            if let Expr::GroupingSet(set) = e {
-                return crate::planner::names::map_grouping_set(set, |x| x.transform_up(|e| rewrite_expr(e, narrow_ints)));
-            }
-            let saved = names.save(&e);
-            let t = e.transform_up(|e| rewrite_expr(e, narrow_ints))?;
-            Ok(if t.transformed { Transformed::yes(saved.restore(t.data)) } else { t })
-        })?;
+        let t = crate::planner::names::map_expressions_keeping_names(node, |e| e.transform_up(|e| rewrite_expr(e, narrow_ints)))?;
         if t.transformed {
             let recomputed = t.data.recompute_schema()?;
             Ok(Transformed::yes(recomputed))

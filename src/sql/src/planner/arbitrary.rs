@@ -39,18 +39,15 @@ fn read_first_values(plan: LogicalPlan) -> Result<LogicalPlan> {
     // Nodes above a changed one see new column types: their schemas are recomputed.
     let mut changed = false;
     let out = plan.transform_up_with_subqueries(|node| {
-        let names = NamePreserver::new(&node);
-        let t = node.map_expressions(|e| {
-            let saved = names.save(&e);
-            let t = e.transform_up(|e| match e {
+        let t = crate::planner::names::map_expressions_keeping_names(node, |e| {
+            e.transform_up(|e| match e {
                 Expr::ScalarFunction(mut f) if f.name() == READ && f.args.len() == 1 => Ok(Transformed::yes(f.args.remove(0))),
                 Expr::AggregateFunction(mut f) if f.func.name() == NAME => {
                     f.func = datafusion::functions_aggregate::first_last::first_value_udaf();
                     Ok(Transformed::yes(Expr::AggregateFunction(f)))
                 }
                 other => Ok(Transformed::no(other)),
-            })?;
-            Ok(if t.transformed { Transformed::yes(saved.restore(t.data)) } else { t })
+            })
         })?;
         changed |= t.transformed;
         match changed {

@@ -375,12 +375,7 @@ impl AnalyzerRule for PgTextCasts {
                     Arc::new(s)
                 }
             };
-            let names = datafusion::logical_expr::expr_rewriter::NamePreserver::new(&node);
-            let t = node.map_expressions(|e| {
-                let saved = names.save(&e);
-                let t = rewrite(e, &schema, &udf, &div, &rem, &rint)?;
-                Ok(if t.transformed { Transformed::yes(saved.restore(t.data)) } else { t })
-            })?;
+            let t = crate::planner::names::map_expressions_keeping_names(node, |e| rewrite(e, &schema, &udf, &div, &rem, &rint))?;
             if t.transformed {
                 Ok(Transformed::yes(t.data.recompute_schema()?))
             } else {
