@@ -15,15 +15,15 @@ use datafusion::common::{DFSchema, TableReference};
 use datafusion::physical_expr::expressions::Column;
 use datafusion::physical_expr::PhysicalExpr;
 use datafusion::sql::sqlparser::ast::{
-    AssignmentTarget, ConflictTarget, Ident, OnConflict, OnConflictAction, OnInsert, Statement,
+    AssignmentTarget, ConflictTarget, OnConflict, OnConflictAction, OnInsert, Statement,
 };
 use eddy_common::error::sqlstate;
 use eddy_common::{not_supported, user_err, Result};
-
 use eddy_stream::{ConflictUpdate, OnConflict as Resolution};
 
 use crate::catalog::TableCatalog;
 use crate::frontend::session::Session;
+use crate::frontend::statement::ident_name;
 
 /// What an INSERT does on a key conflict, taken out of the statement (DataFusion plans the
 /// INSERT without it).
@@ -47,14 +47,6 @@ pub fn take_on_conflict(stmt: &Statement) -> Result<Option<(Statement, Conflict)
             Ok(Some((Statement::Insert(s), Conflict { clause: clause.clone(), alias })))
         }
         Some(_) => Err(not_supported!("ON DUPLICATE KEY UPDATE is MySQL syntax; use ON CONFLICT ... DO UPDATE")),
-    }
-}
-
-fn ident_name(i: &Ident) -> String {
-    if i.quote_style.is_some() {
-        i.value.clone()
-    } else {
-        i.value.to_lowercase()
     }
 }
 

@@ -15,29 +15,14 @@ use std::ops::ControlFlow;
 use datafusion::sql::sqlparser::ast::{Expr, Ident, JoinConstraint, ObjectName, Query, SelectItem, SetExpr, TableFactor, TableWithJoins, Value, VisitMut, VisitorMut};
 
 use crate::frontend::names::resolve_name;
+use crate::frontend::statement::ident_name;
 use crate::frontend::session::Session;
-use crate::pg::rewrite::ast::{constraint_mut, own_expressions};
+use crate::pg::rewrite::ast::{constraint_mut, own_expressions, same_ident as same};
 
 /// A FROM item's name and columns.
 struct Item {
     name: Ident,
     columns: Vec<String>,
-}
-
-/// The column an identifier names: folded to lower case unless quoted.
-fn column_name(i: &Ident) -> String {
-    if i.quote_style.is_some() {
-        i.value.clone()
-    } else {
-        i.value.to_lowercase()
-    }
-}
-
-fn same(a: &Ident, b: &Ident) -> bool {
-    match (a.quote_style, b.quote_style) {
-        (None, None) => a.value.eq_ignore_ascii_case(&b.value),
-        _ => a.value == b.value,
-    }
 }
 
 impl Session {
@@ -47,9 +32,9 @@ impl Session {
         s.projection
             .iter()
             .map(|p| match p {
-                SelectItem::ExprWithAlias { alias, .. } => Some(column_name(alias)),
-                SelectItem::UnnamedExpr(Expr::Identifier(i)) => Some(column_name(i)),
-                SelectItem::UnnamedExpr(Expr::CompoundIdentifier(parts)) => parts.last().map(column_name),
+                SelectItem::ExprWithAlias { alias, .. } => Some(ident_name(alias)),
+                SelectItem::UnnamedExpr(Expr::Identifier(i)) => Some(ident_name(i)),
+                SelectItem::UnnamedExpr(Expr::CompoundIdentifier(parts)) => parts.last().map(ident_name),
                 _ => None,
             })
             .collect()
@@ -60,7 +45,7 @@ impl Session {
     fn read_from_item(&self, t: &TableFactor, out: &mut Vec<Item>) -> bool {
         match t {
             TableFactor::Table { name, alias, args: None, .. } => {
-                let listed = alias.as_ref().filter(|a| !a.columns.is_empty()).map(|a| a.columns.iter().map(|c| column_name(&c.name)).collect());
+                let listed = alias.as_ref().filter(|a| !a.columns.is_empty()).map(|a| a.columns.iter().map(|c| ident_name(&c.name)).collect());
                 let columns = listed.or_else(|| {
                     let (schema, rel) = resolve_name(self, name).ok()?;
                     let cat = self.engine.catalog();
@@ -73,7 +58,7 @@ impl Session {
                 true
             }
             TableFactor::Derived { subquery, alias: Some(a), .. } => {
-                let columns = if a.columns.is_empty() { Self::derived_columns(subquery) } else { Some(a.columns.iter().map(|c| column_name(&c.name)).collect()) };
+                let columns = if a.columns.is_empty() { Self::derived_columns(subquery) } else { Some(a.columns.iter().map(|c| ident_name(&c.name)).collect()) };
                 let Some(columns) = columns else { return false };
                 out.push(Item { name: a.name.clone(), columns });
                 true
@@ -102,44 +87,26 @@ impl Session {
         let _ = q.visit(&mut Queries(self));
     }
 
-    /// `a NATURAL [kind] JOIN b` as `a [kind] JOIN b USING (common columns)`, when both sides'
-    /// columns are known (left to right along the chain).
-    fn natural_as_using(&self, t: &mut TableWithJoins) {
-        let mut left = Vec::new();
-        let mut known = self.read_from_item(&t.relation, &mut left) && left.len() == 1;
-        let mut columns: Vec<String> = left.into_iter().flat_map(|i| i.columns).collect();
-        for j in &mut t.joins {
-            let mut right = Vec::new();
-            known &= self.read_from_item(&j.relation, &mut right) && right.len() == 1;
-            let right: Vec<String> = right.into_iter().flat_map(|i| i.columns).collect();
-            let constraint = constraint_mut(&mut j.join_operator);
-            if let (true, Some(c @ JoinConstraint::Natural)) = (known, constraint) {
-                let common: Vec<ObjectName> =
-                    columns.iter().filter(|c| right.contains(c)).map(|c| ObjectName::from(vec![Ident::with_quote('"', c.clone())])).collect();
-                if !common.is_empty() {
-                    *c = JoinConstraint::Using(common);
-                }
-            }
-            for c in right {
-                if !columns.contains(&c) {
-                    columns.push(c);
-                }
-            }
-        }
-    }
-
     fn whole_rows_of(&self, q: &mut Query) {
         let SetExpr::Select(select) = q.body.as_mut() else { return };
-        for t in select.from.iter_mut() {
-            self.natural_as_using(t);
-        }
-        // Only when every FROM item's columns are known: a name could be a column of another.
+        // Each FROM item read once; whole rows only when every item's columns are known (a
+        // name could be a column of another).
         let mut items = Vec::new();
         let mut known = true;
-        for t in &select.from {
-            known &= self.read_from_item(&t.relation, &mut items);
-            for j in &t.joins {
-                known &= self.read_from_item(&j.relation, &mut items);
+        for t in select.from.iter_mut() {
+            let factors: Vec<Option<Vec<Item>>> = std::iter::once(&t.relation)
+                .chain(t.joins.iter().map(|j| &j.relation))
+                .map(|f| {
+                    let mut out = Vec::new();
+                    self.read_from_item(f, &mut out).then_some(out)
+                })
+                .collect();
+            natural_as_using(t, &factors);
+            for f in factors {
+                match f {
+                    Some(found) => items.extend(found),
+                    None => known = false,
+                }
             }
         }
         if items.is_empty() || !known {
@@ -175,5 +142,33 @@ impl Session {
         let _ = select.selection.visit(&mut own);
         let _ = select.having.visit(&mut own);
         let _ = select.group_by.visit(&mut own);
+    }
+}
+
+/// `a NATURAL [kind] JOIN b` as `a [kind] JOIN b USING (common columns)`, when both sides'
+/// columns are known (left to right along the chain; `factors`: each item's, as read).
+fn natural_as_using(t: &mut TableWithJoins, factors: &[Option<Vec<Item>>]) {
+    let single = |f: Option<&Option<Vec<Item>>>| match f {
+        Some(Some(found)) if found.len() == 1 => Some(found[0].columns.clone()),
+        _ => None,
+    };
+    let first = single(factors.first());
+    let mut known = first.is_some();
+    let mut columns = first.unwrap_or_default();
+    for (k, j) in t.joins.iter_mut().enumerate() {
+        let right = single(factors.get(k + 1));
+        known &= right.is_some();
+        let right = right.unwrap_or_default();
+        if let (true, Some(c @ JoinConstraint::Natural)) = (known, constraint_mut(&mut j.join_operator)) {
+            let common: Vec<ObjectName> = columns.iter().filter(|c| right.contains(c)).map(|c| ObjectName::from(vec![Ident::with_quote('"', c.clone())])).collect();
+            if !common.is_empty() {
+                *c = JoinConstraint::Using(common);
+            }
+        }
+        for c in right {
+            if !columns.contains(&c) {
+                columns.push(c);
+            }
+        }
     }
 }

@@ -66,6 +66,11 @@ pub(crate) fn display_scale(v: i128, p: u8, scale: i8) -> i32 {
     }
 }
 
+/// `v * 10^e`, or numeric overflow.
+fn shifted(v: i256, e: u32) -> DfResult<i256> {
+    pow10(e).and_then(|p| v.checked_mul(p)).ok_or_else(out_of_range)
+}
+
 fn pow10(n: u32) -> Option<i256> {
     i256::from_i128(10).checked_pow(n)
 }
@@ -109,12 +114,12 @@ fn quotient_at(a: i128, sa: i32, b: i128, sb: i32, rscale: i32) -> DfResult<i128
     let e = rscale + sb - sa;
     let (mut num, mut den) = (i256::from_i128(a), i256::from_i128(b));
     if e >= 0 {
-        num = num.checked_mul(pow10(e as u32).ok_or_else(out_of_range)?).ok_or_else(out_of_range)?;
+        num = shifted(num, e as u32)?;
     } else {
-        den = den.checked_mul(pow10((-e) as u32).ok_or_else(out_of_range)?).ok_or_else(out_of_range)?;
+        den = shifted(den, (-e) as u32)?;
     }
     let q = div_round(num, den)?;
-    let scaled = q.checked_mul(pow10((i32::from(QUOTIENT_SCALE) - rscale) as u32).ok_or_else(out_of_range)?).ok_or_else(out_of_range)?;
+    let scaled = shifted(q, (i32::from(QUOTIENT_SCALE) - rscale) as u32)?;
     let v = scaled.to_i128().ok_or_else(out_of_range)?;
     if v.unsigned_abs() >= 10u128.pow(u32::from(eddy_common::types::QUOTIENT_NUMERIC.0)) {
         return Err(out_of_range());
@@ -197,8 +202,7 @@ pub fn numeric_variance_udf(sample: bool, root: bool) -> Arc<ScalarUDF> {
                 continue;
             }
             // n * sumsq - sum^2, at scale 2s (sumsq brought to it).
-            let to_2s = pow10((2 * s - sq).max(0) as u32).ok_or_else(out_of_range)?;
-            let nsq = wide(sumsq.value(i)).checked_mul(to_2s).and_then(|v| v.checked_mul(wide(i128::from(k)))).ok_or_else(out_of_range)?;
+            let nsq = shifted(wide(sumsq.value(i)), (2 * s - sq).max(0) as u32)?.checked_mul(wide(i128::from(k))).ok_or_else(out_of_range)?;
             let num = nsq.checked_sub(wide(sum.value(i)).checked_mul(wide(sum.value(i))).ok_or_else(out_of_range)?).ok_or_else(out_of_range)?;
             if num <= i256::ZERO {
                 out.push(Some(0));
@@ -207,15 +211,15 @@ pub fn numeric_variance_udf(sample: bool, root: bool) -> Arc<ScalarUDF> {
             let den = i128::from(k) * i128::from(if sample { k - 1 } else { k });
             let rscale = div_scale(num, 2 * s, 2 * s, wide(den), 0, 0)?.unwrap_or(0);
             // The variance at rscale decimals, rounded half away from zero.
-            let var = div_round(num.checked_mul(pow10((rscale - 2 * s).max(0) as u32).ok_or_else(out_of_range)?).ok_or_else(out_of_range)?, wide(den))?;
+            let var = div_round(shifted(num, (rscale - 2 * s).max(0) as u32)?, wide(den))?;
             let value = if root {
                 // sqrt(var / 10^r) * 10^r = sqrt(var * 10^r), one more digit for rounding.
-                let r = isqrt(var.checked_mul(pow10(rscale as u32 + 2).ok_or_else(out_of_range)?).ok_or_else(out_of_range)?);
+                let r = isqrt(shifted(var, rscale as u32 + 2)?);
                 r.wrapping_add(i256::from_i128(5)).wrapping_div(i256::from_i128(10))
             } else {
                 var
             };
-            let scaled = value.checked_mul(pow10((i32::from(QUOTIENT_SCALE) - rscale) as u32).ok_or_else(out_of_range)?).ok_or_else(out_of_range)?;
+            let scaled = shifted(value, (i32::from(QUOTIENT_SCALE) - rscale) as u32)?;
             out.push(Some(scaled.to_i128().filter(|v| v.unsigned_abs() < 10u128.pow(35)).ok_or_else(out_of_range)?));
         }
         let (p, sc) = if root { eddy_common::types::ROOT_QUOTIENT_NUMERIC } else { eddy_common::types::VARIANCE_NUMERIC };

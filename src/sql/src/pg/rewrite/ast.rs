@@ -151,3 +151,11 @@ pub(crate) fn constraint_mut(op: &mut datafusion::sql::sqlparser::ast::JoinOpera
         _ => None,
     }
 }
+
+/// Two identifiers name the same thing: unquoted ones fold case, quoted ones match exactly.
+pub(crate) fn same_ident(a: &datafusion::sql::sqlparser::ast::Ident, b: &datafusion::sql::sqlparser::ast::Ident) -> bool {
+    match (a.quote_style, b.quote_style) {
+        (None, None) => a.value.eq_ignore_ascii_case(&b.value),
+        _ => a.value == b.value,
+    }
+}

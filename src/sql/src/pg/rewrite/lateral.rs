@@ -14,10 +14,10 @@ use std::ops::ControlFlow;
 
 use datafusion::sql::sqlparser::ast::{
     ExcludeSelectItem, Expr, FunctionArg, FunctionArgExpr, Ident, JoinConstraint, JoinOperator, ObjectName, Query, SelectItem,
-    SelectItemQualifiedWildcardKind, SetExpr, TableAlias, TableFactor, TableWithJoins, Value, VisitMut,
+    SelectItemQualifiedWildcardKind, SetExpr, TableAlias, TableFactor, TableWithJoins, Value, VisitMut, visit_expressions,
 };
 
-use super::ast::{base_name, own_expressions};
+use super::ast::{base_name, call, own_expressions};
 
 /// A set-returning function of FROM: its select-list columns (name, expression) and alias.
 struct SetFunction {
@@ -34,21 +34,12 @@ fn args_of(args: &[FunctionArg]) -> Option<Vec<Expr>> {
         .collect()
 }
 
-fn call(name: &str, args: Vec<Expr>) -> Expr {
-    super::ast::call(name, args)
-}
-
 /// Does `args` read a column (as opposed to constants only)?
 fn reads_columns(args: &[Expr]) -> bool {
-    let mut found = false;
-    for a in args {
-        let mut a = a.clone();
-        let _ = a.visit(&mut own_expressions(|e: &mut Expr| {
-            found |= matches!(e, Expr::Identifier(_) | Expr::CompoundIdentifier(_));
-            ControlFlow::Continue(())
-        }));
-    }
-    found
+    args.iter().any(|a| {
+        visit_expressions(a, |e| if matches!(e, Expr::Identifier(_) | Expr::CompoundIdentifier(_)) { ControlFlow::Break(()) } else { ControlFlow::Continue(()) })
+            .is_break()
+    })
 }
 
 /// `t` as a set-returning function, if it is one, and whether it reads columns.
@@ -70,7 +61,7 @@ fn set_function(t: &TableFactor) -> Option<(SetFunction, bool)> {
         "unnest" if args.len() == 1 => vec![(single("unnest"), call("unnest", args))],
         // The element and its position, 1 up: two lists unnested side by side.
         "unnest with ordinality" if args.len() == 1 => {
-            let value = listed.first().cloned().or_else(|| alias_name.as_ref().map(|a| a.value.clone())).unwrap_or_else(|| "unnest".into());
+            let value = single("unnest");
             let position = listed.get(1).cloned().unwrap_or_else(|| "ordinality".into());
             let length = call("cardinality", args.clone());
             let positions = call("generate_series", vec![Expr::value(Value::Number("1".into(), false)), length]);
@@ -127,6 +118,19 @@ fn qualifier(t: &TableFactor) -> Option<Ident> {
     }
 }
 
+/// `(SELECT {before}<f's columns>{from}) AS name`: a derived table giving `f`'s columns (after
+/// `before`, the relation's), `None` if the generated SQL does not parse.
+fn derived(f: &SetFunction, before: &str, from: &str, name: Ident) -> Option<TableFactor> {
+    let items: Vec<String> = f.columns.iter().map(|(column, e)| format!("{e} AS {}", Ident::with_quote('"', column))).collect();
+    let inner = super::ast::parse_query(&format!("SELECT {before}{}{from}", items.join(", ")))?;
+    Some(TableFactor::Derived {
+        lateral: false,
+        subquery: Box::new(inner),
+        alias: Some(TableAlias { explicit: true, name, columns: vec![], at: None }),
+        sample: None,
+    })
+}
+
 /// The rewrite of the module docs on `q`'s own SELECT.
 pub(super) fn lateral_set_functions(q: &mut Query) {
     let SetExpr::Select(select) = q.body.as_mut() else { return };
@@ -150,15 +154,10 @@ pub(super) fn lateral_set_functions(q: &mut Query) {
     // a select without FROM.
     if factors.is_empty() {
         let Some((f, _)) = set_function(&first.relation).filter(|(f, _)| f.columns.len() > 1) else { return };
-        let items: Vec<String> = f.columns.iter().map(|(name, e)| format!("{e} AS {}", Ident::with_quote('"', name))).collect();
-        let Some(inner) = super::ast::parse_query(&format!("SELECT {}", items.join(", "))) else { return };
         let name = f.alias.clone().unwrap_or_else(|| Ident::new(base_name_of(&first.relation)));
-        select.from[0].relation = TableFactor::Derived {
-            lateral: false,
-            subquery: Box::new(inner),
-            alias: Some(TableAlias { explicit: true, name, columns: vec![], at: None }),
-            sample: None,
-        };
+        if let Some(derived) = derived(&f, "", "", name) {
+            select.from[0].relation = derived;
+        }
         return;
     }
     let Some(q_name) = qualifier(&first.relation) else { return };
@@ -170,15 +169,8 @@ pub(super) fn lateral_set_functions(q: &mut Query) {
     // their cross product, as two joins do.
     let mut relation = first.relation.clone();
     for f in &functions {
-        let items: Vec<String> = f.columns.iter().map(|(name, e)| format!("{e} AS {}", Ident::with_quote('"', name))).collect();
-        let sql = format!("SELECT {q_name}.*, {} FROM {relation}", items.join(", "));
-        let Some(inner) = super::ast::parse_query(&sql) else { return };
-        relation = TableFactor::Derived {
-            lateral: false,
-            subquery: Box::new(inner),
-            alias: Some(TableAlias { explicit: true, name: q_name.clone(), columns: vec![], at: None }),
-            sample: None,
-        };
+        let Some(wrapped) = derived(f, &format!("{q_name}.*, "), &format!(" FROM {relation}"), q_name.clone()) else { return };
+        relation = wrapped;
     }
     select.from = vec![TableWithJoins { relation, joins: vec![] }];
     // `t.*` lists the relation's own columns, not the functions'.

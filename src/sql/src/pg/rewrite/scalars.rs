@@ -32,20 +32,20 @@ fn micros(e: Expr) -> Expr {
     call("date_part", vec![string_lit("microsecond"), e])
 }
 
-/// A rewrite of the call `f` (named `name`, lower case) with arguments `args`, if it needs one.
 /// Math functions of double precision arguments.
 const MATH: [&str; 24] = [
     "sqrt", "cbrt", "exp", "ln", "log", "log10", "log2", "power", "pow", "sin", "cos", "tan", "asin", "acos", "atan", "atan2", "sinh",
     "cosh", "tanh", "degrees", "radians", "cot", "asinh", "acosh",
 ];
 
+/// A rewrite of the call `f` (named `name`, lower case) with arguments `args`, if it needs one.
 pub(super) fn function(f: &mut Function, name: &str, args: &[Expr]) -> Option<Expr> {
     // A quoted literal given to a math function is a double, as PostgreSQL resolves an
     // unknown-type argument (`sqrt('1004.3')`; DataFusion found no signature for text).
     if MATH.contains(&name) {
-        if let datafusion::sql::sqlparser::ast::FunctionArguments::List(list) = &mut f.args {
+        if let FunctionArguments::List(list) = &mut f.args {
             for a in list.args.iter_mut() {
-                if let datafusion::sql::sqlparser::ast::FunctionArg::Unnamed(datafusion::sql::sqlparser::ast::FunctionArgExpr::Expr(e)) = a {
+                if let FunctionArg::Unnamed(FunctionArgExpr::Expr(e)) = a {
                     if matches!(e, Expr::Value(v) if matches!(v.value, Value::SingleQuotedString(_))) {
                         *e = cast(e.clone(), SqlType::DoublePrecision);
                     }
@@ -270,7 +270,6 @@ fn strip(e: &Expr) -> &Expr {
     }
 }
 
-
 /// `make_interval(days => 3, secs => 1.5)`: named arguments in their positions, the missing
 /// ones 0 (PostgreSQL's defaults), as the function takes them.
 pub(super) fn positional_make_interval(f: &mut Function) {
@@ -333,7 +332,7 @@ pub(super) fn unary_minus_power(e: &Expr) -> Option<Expr> {
 /// skipped NULL elements (`1 = ANY(ARRAY[2, NULL])` was false, PostgreSQL says NULL).
 pub(super) fn any_with_nulls(e: &Expr) -> Option<Expr> {
     let Expr::AnyOp { left, right, .. } = e else { return None };
-    if matches!(right.as_ref(), Expr::Subquery(_)) || matches!(right.as_ref(), Expr::Nested(n) if matches!(n.as_ref(), Expr::Subquery(_))) {
+    if matches!(strip(right), Expr::Subquery(_)) {
         return None;
     }
     let arr = right.as_ref().clone();

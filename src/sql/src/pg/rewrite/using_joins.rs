@@ -20,7 +20,7 @@ use datafusion::sql::sqlparser::ast::{
     WildcardAdditionalOptions,
 };
 
-use super::ast::{call, constraint_mut, own_expressions};
+use super::ast::{call, constraint_mut, own_expressions, same_ident as same};
 
 /// One part of a FROM item's output, in `*` order.
 #[derive(Clone)]
@@ -29,13 +29,6 @@ enum Item {
     Merged(Ident, Box<Expr>),
     /// A relation's columns (by qualifier) but the excluded (merged) ones.
     Rel(ObjectName, Vec<Ident>),
-}
-
-fn same(a: &Ident, b: &Ident) -> bool {
-    match (a.quote_style, b.quote_style) {
-        (None, None) => a.value.eq_ignore_ascii_case(&b.value),
-        _ => a.value == b.value,
-    }
 }
 
 fn qualifier(t: &TableFactor) -> Option<ObjectName> {
