@@ -39,7 +39,8 @@ struct Cli {
     #[arg(long, global = true)]
     block_cache_mb: Option<u64>,
     /// Memory budget of the state layers in MiB: operators' state caches get half, the block
-    /// cache a sixteenth, the rest is headroom. Default 1024.
+    /// cache and uncommitted writes a sixteenth each, SlateDB's write buffers a thirty-second;
+    /// the rest is headroom. Default 1024.
     #[arg(long, global = true)]
     memory_mb: Option<u64>,
     /// Largest message a client may send (query text, Parse, Bind, COPY data), in bytes;

@@ -92,6 +92,10 @@ pub struct StoreOptions {
     /// Bytes of uncommitted writes (epoch batches, staged statements) held in memory
     /// together before the largest spill to runs ([`EpochBatch::spill_if_over_budget`]).
     pub write_buffer_bytes: u64,
+    /// Bytes of writes SlateDB may hold before they reach L0 (memtables and the WAL queue;
+    /// writers wait beyond it). L0 SSTs are cut at half of it and compaction outputs at most
+    /// at it, so SlateDB's write-side memory follows this one figure ([`lsm_settings`]).
+    pub lsm_buffer_bytes: u64,
 }
 
 impl Default for StoreOptions {
@@ -103,6 +107,7 @@ impl Default for StoreOptions {
             tuning: StoreTuning::default(),
             operator_cache_bytes: 512 << 20,
             write_buffer_bytes: 64 << 20,
+            lsm_buffer_bytes: 32 << 20,
         }
     }
 }
@@ -210,6 +215,8 @@ pub struct StateStore {
     blocks: foyer::Cache<CachedKey, CachedEntry>,
     /// SlateDB's metrics (every incarnation records into it).
     lsm_metrics: Arc<slatedb_common::metrics::DefaultMetricsRecorder>,
+    /// [`StoreOptions::lsm_buffer_bytes`], for every incarnation.
+    lsm_buffer_bytes: usize,
 }
 
 impl StateStore {
@@ -254,7 +261,8 @@ impl StateStore {
             .build();
         let cache: Arc<dyn DbCache> = Arc::new(FoyerCache::new_with_cache(blocks.clone()));
         let lsm_metrics = Arc::new(slatedb_common::metrics::DefaultMetricsRecorder::new());
-        let opened = Self::open_incarnation(&object_store, &path, &cache, &lsm_metrics, &tuning)
+        let lsm_buffer_bytes = usize::try_from(options.lsm_buffer_bytes).unwrap_or(usize::MAX);
+        let opened = Self::open_incarnation(&object_store, &path, &cache, &lsm_metrics, &tuning, lsm_buffer_bytes)
             .await
             .map_err(|e| EddyError::external(format!("cannot open state store {description}: {}", e.message)))?;
         let snapshot = ReadSnapshot::new(
@@ -282,6 +290,7 @@ impl StateStore {
             object_stats,
             blocks,
             lsm_metrics,
+            lsm_buffer_bytes,
         });
         if store.tuning.background_maintenance {
             store.start_maintenance();
@@ -297,32 +306,9 @@ impl StateStore {
         cache: &Arc<dyn DbCache>,
         lsm_metrics: &Arc<slatedb_common::metrics::DefaultMetricsRecorder>,
         tuning: &StoreTuning,
+        lsm_buffer_bytes: usize,
     ) -> Result<Opened> {
-        // Memory: SlateDB's defaults let 1 GiB of writes wait in memtables and cut 64 MiB L0
-        // SSTs; Eddy's epochs are made durable by the commit's own flush, so much smaller
-        // buffers keep the server's memory flat under bulk loads without slowing commits.
-        let settings = Settings {
-            object_store_max_retries: tuning.object_store_max_retries,
-            max_unflushed_bytes: 32 << 20,
-            l0_sst_size_bytes: 16 << 20,
-            // One compaction at a time, in one piece: each holds SST builders and read-ahead
-            // blocks in memory, and a small machine has few cores to give them. SlateDB's
-            // embedded worker would otherwise run four jobs, each split four ways, each input
-            // SST read 8 MiB ahead, into outputs of up to 256 MiB.
-            compactor_options: Some(slatedb::config::CompactorOptions {
-                max_concurrent_compactions: 1,
-                worker: Some(slatedb::config::CompactionWorkerOptions {
-                    max_concurrent_compactions: 1,
-                    max_subcompactions: 1,
-                    max_sst_size: 32 << 20,
-                    max_fetch_tasks: 2,
-                    bytes_to_fetch: 1 << 20,
-                    ..Default::default()
-                }),
-                ..Default::default()
-            }),
-            ..Settings::default()
-        };
+        let settings = lsm_settings(tuning, lsm_buffer_bytes);
         let build = Db::builder(path.to_string(), object_store.clone())
             .with_settings(settings)
             .with_db_cache(cache.clone(), 1)
@@ -575,7 +561,8 @@ impl StateStore {
         // instance fences it anyway.
         Self::abandon(&old.db, &self.tuning).await;
         self.failed.store(true, Ordering::SeqCst);
-        let opened = Self::open_incarnation(&self.object_store, &self.path, &self.cache, &self.lsm_metrics, &self.tuning).await?;
+        let opened = Self::open_incarnation(&self.object_store, &self.path, &self.cache, &self.lsm_metrics, &self.tuning, self.lsm_buffer_bytes)
+            .await?;
         let snapshot =
             ReadSnapshot::new(opened.committed, opened.incarnation.db.snapshot().map_err(storage_err)?, opened.live.into());
         let generation = opened.incarnation.generation;
@@ -645,5 +632,43 @@ impl crate::runs::RunStore for StateStore {
 
     async fn discard_run(&self, run: RunId) -> Result<usize> {
         StateStore::discard_run(self, run).await
+    }
+}
+
+/// SlateDB's settings for a store whose writes may hold `buffer_bytes` before L0.
+///
+/// Memory: SlateDB's defaults let 512 MiB of writes wait in memtables, cut 64 MiB L0 SSTs,
+/// build four of them at once and compact into outputs of up to 1 GiB, each held in memory
+/// until uploaded. Eddy's epochs are made durable by the commit's own flush, so far smaller
+/// buffers keep the server's memory flat under bulk loads; all of them scale with the one
+/// figure the memory budget gives (see benches/README.md, "SlateDB's buffers").
+fn lsm_settings(tuning: &StoreTuning, buffer_bytes: usize) -> Settings {
+    let buffer_bytes = buffer_bytes.max(4 << 20);
+    Settings {
+        object_store_max_retries: tuning.object_store_max_retries,
+        max_unflushed_bytes: buffer_bytes,
+        // Not smaller: more, smaller L0 SSTs reach `l0_max_ssts` sooner, and then writers wait
+        // for compaction (a quarter halved the COPY's speed; benches/README.md).
+        l0_sst_size_bytes: buffer_bytes / 2,
+        // Two L0 SSTs built and uploaded at once (each held whole in memory until its upload
+        // completes); SlateDB's four are meant for slow object stores under large buffers.
+        l0_flush_parallelism: 2,
+        // One compaction at a time, in one piece: each holds SST builders and read-ahead
+        // blocks in memory, and a small machine has few cores to give them. SlateDB's
+        // embedded worker would otherwise run four jobs, each split four ways, each input
+        // SST read 8 MiB ahead, into outputs of up to 1 GiB.
+        compactor_options: Some(slatedb::config::CompactorOptions {
+            max_concurrent_compactions: 1,
+            worker: Some(slatedb::config::CompactionWorkerOptions {
+                max_concurrent_compactions: 1,
+                max_subcompactions: 1,
+                max_sst_size: buffer_bytes.clamp(8 << 20, 32 << 20),
+                max_fetch_tasks: 2,
+                bytes_to_fetch: 1 << 20,
+                ..Default::default()
+            }),
+            ..Default::default()
+        }),
+        ..Settings::default()
     }
 }
