@@ -35,6 +35,7 @@ pub mod subquery;
 pub mod table;
 pub mod timestamps;
 mod to_char;
+mod to_number;
 pub mod types;
 pub mod udf;
 pub mod view_status;

@@ -715,6 +715,10 @@ impl VisitorMut for PgRewriter {
                     *t = TableFactor::UNNEST { alias: Some(a), array_exprs, with_offset: false, with_offset_alias: None, with_ordinality: false };
                     return ControlFlow::Continue(());
                 }
+                if let Some(derived) = lateral::scalar_function_in_from(&fname, &args.args, alias) {
+                    *t = derived;
+                    return ControlFlow::Continue(());
+                }
                 if fname == "unnest" {
                     let array_exprs: Vec<Expr> = unnamed_arg_exprs(args);
                     *t = TableFactor::UNNEST {

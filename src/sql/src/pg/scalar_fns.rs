@@ -392,6 +392,8 @@ pub fn register_scalar_functions(ctx: &SessionContext) {
     }
     add(ctx, "div", 2, NUMERIC, div);
     add(ctx, "encode", 2, DataType::Utf8, encode);
+    add(ctx, "decode", 2, DataType::Binary, super::to_number::decode);
+    add(ctx, "to_number", 2, NUMERIC, super::to_number::to_number);
     let text_array = DataType::List(Arc::new(arrow::datatypes::Field::new("item", DataType::Utf8, true)));
     register(ctx, "regexp_split_to_array", Signature::variadic_any(Volatility::Immutable), text_array, Arc::new(|a, rows| columnar(a, rows, regexp_split_to_array)));
     add(ctx, "width_bucket", 4, DataType::Int32, width_bucket);

@@ -90,6 +90,32 @@ fn set_function(t: &TableFactor) -> Option<(SetFunction, bool)> {
     Some((SetFunction { alias: alias_name, columns }, reads))
 }
 
+/// Table functions (Eddy's, DataFusion's, and those the rewrites turn into lists) that
+/// [`scalar_function_in_from`] leaves alone.
+const TABLE_FUNCTIONS: &[&str] = &["generate_series", "range", "unnest", "generate_subscripts", "pg_get_keywords", "tumble", "hop", "regexp_matches"];
+
+/// `FROM f(constants) [AS a[(c)]]` with a scalar `f`: PostgreSQL reads it as a one-row table
+/// whose one column is named after the column alias, else the table alias, else the function
+/// (`SELECT * FROM abs(-3)` is `abs = 3`). Becomes `(SELECT f(..) AS c) AS a`. A function
+/// reading columns of the relation before it is left alone.
+pub(super) fn scalar_function_in_from(name: &str, args: &[FunctionArg], alias: &Option<TableAlias>) -> Option<TableFactor> {
+    if TABLE_FUNCTIONS.contains(&name) || super::json::json_set_function(name).is_some() {
+        return None;
+    }
+    let args = args_of(args)?;
+    if reads_columns(&args) {
+        return None;
+    }
+    let table = alias.as_ref().map_or_else(|| Ident::new(name), |a| a.name.clone());
+    let column = match alias {
+        Some(a) if a.columns.len() > 1 => return None,
+        Some(a) => a.columns.first().map_or_else(|| a.name.value.clone(), |c| c.name.value.clone()),
+        None => name.to_string(),
+    };
+    let f = SetFunction { alias: None, columns: vec![(column, call(name, args))] };
+    derived(&f, "", "", table)
+}
+
 /// The function's name of a FROM item (the default name of its derived table).
 fn base_name_of(t: &TableFactor) -> String {
     match t {

@@ -84,6 +84,15 @@ pub(super) fn function(f: &mut Function, name: &str, args: &[Expr]) -> Option<Ex
             f.name = ObjectName::from(vec![Ident::new("to_json")]);
             None
         }
+        // How many arguments are (not) NULL, an integer: a sum of one per argument.
+        ("num_nulls" | "num_nonnulls", [_, ..]) => {
+            let counted = args.iter().map(|a| {
+                let test = if name == "num_nulls" { Expr::IsNull(Box::new(a.clone())) } else { Expr::IsNotNull(Box::new(a.clone())) };
+                cast(Expr::Nested(Box::new(test)), SqlType::Int(None))
+            });
+            let sum = counted.reduce(|l, r| Expr::BinaryOp { left: Box::new(l), op: BinaryOperator::Plus, right: Box::new(r) })?;
+            Some(Expr::Nested(Box::new(sum)))
+        }
         ("sign", [_]) => {
             f.name = ObjectName::from(vec![Ident::new("signum")]);
             None
