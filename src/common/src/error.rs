@@ -157,6 +157,34 @@ macro_rules! not_supported {
     ($($arg:tt)*) => { $crate::error::EddyError::not_supported(format!($($arg)*)) };
 }
 
+/// Arrow's "Cannot cast string 'abc' to value of Int32 type" in PostgreSQL's words:
+/// `invalid input syntax for type integer: "abc"`.
+fn invalid_input_message(m: &str) -> Option<String> {
+    if let Some(rest) = m.strip_prefix("Error parsing timestamp from '") {
+        let (text, _) = rest.rsplit_once("': ")?;
+        return Some(format!("invalid input syntax for type timestamp: \"{text}\""));
+    }
+    let rest = m.strip_prefix("Cannot cast string '").or_else(|| m.strip_prefix("Cannot cast value '"))?;
+    let (text, arrow_type) = rest.rsplit_once("' to value of ")?;
+    let arrow_type = arrow_type.strip_suffix(" type")?;
+    let pg_type = match arrow_type {
+        "Int16" => "smallint",
+        "Int32" => "integer",
+        "Int64" => "bigint",
+        "Float32" => "real",
+        "Float64" => "double precision",
+        "Date32" | "Date64" => "date",
+        "Boolean" => "boolean",
+        t if t.starts_with("Decimal") => "numeric",
+        t if t.starts_with("Timestamp") && t.contains(", Some(") => "timestamp with time zone",
+        t if t.starts_with("Timestamp") => "timestamp",
+        t if t.starts_with("Time") => "time without time zone",
+        t if t.starts_with("Interval") => "interval",
+        _ => return None,
+    };
+    Some(format!("invalid input syntax for type {pg_type}: \"{text}\""))
+}
+
 impl From<arrow::error::ArrowError> for EddyError {
     fn from(e: arrow::error::ArrowError) -> Self {
         use arrow::error::ArrowError as A;
@@ -167,7 +195,7 @@ impl From<arrow::error::ArrowError> for EddyError {
                 EddyError::user(sqlstate::NUMERIC_VALUE_OUT_OF_RANGE, m.clone())
             }
             A::CastError(m) | A::ParseError(m) => {
-                EddyError::user(sqlstate::INVALID_TEXT_REPRESENTATION, m.clone())
+                EddyError::user(sqlstate::INVALID_TEXT_REPRESENTATION, invalid_input_message(m).unwrap_or_else(|| m.clone()))
             }
             A::DivideByZero => EddyError::user(sqlstate::DIVISION_BY_ZERO, "division by zero"),
             A::ArithmeticOverflow(m) => EddyError::user(sqlstate::NUMERIC_VALUE_OUT_OF_RANGE, m.clone()),

@@ -607,6 +607,7 @@ impl VisitorMut for PgRewriter {
             }
             // Arrays overlap: they have an element in common.
             Expr::BinaryOp { op: BinaryOperator::PGOverlap, left, right } => Some(call("array_has_any", vec![left.as_ref().clone(), right.as_ref().clone()])),
+            Expr::BinaryOp { op: BinaryOperator::PGStartsWith, left, right } => Some(call("starts_with", vec![left.as_ref().clone(), right.as_ref().clone()])),
             Expr::BinaryOp { op: BinaryOperator::PGExp, left, right } => {
                 // Computed in double precision (PostgreSQL keeps numeric for numeric operands).
                 let double = |e: &Expr| Expr::Cast {

@@ -97,6 +97,15 @@ pub(super) fn function(f: &mut Function, name: &str, args: &[Expr]) -> Option<Ex
             f.name = ObjectName::from(vec![Ident::new("signum")]);
             None
         }
+        ("date_part", [Expr::Value(v), x]) if matches!(&v.value, Value::SingleQuotedString(p) if ["century", "millennium", "decade"].contains(&p.to_ascii_lowercase().as_str())) => {
+            let Value::SingleQuotedString(p) = &v.value else { return None };
+            let field = match p.to_ascii_lowercase().as_str() {
+                "century" => DateTimeField::Century,
+                "decade" => DateTimeField::Decade,
+                _ => DateTimeField::Millennium,
+            };
+            extract(&field, x)
+        }
         // date_part('second', x) is double precision with the fraction (56.789).
         ("date_part", [Expr::Value(v), x]) if matches!(&v.value, Value::SingleQuotedString(p) if p.eq_ignore_ascii_case("second") || p.eq_ignore_ascii_case("seconds")) => {
             let seconds = cast(micros(x.clone()), SqlType::DoublePrecision);
@@ -149,6 +158,21 @@ pub(super) fn extract(field: &DateTimeField, x: &Expr) -> Option<Expr> {
         DateTimeField::Epoch => return Some(call(crate::pg::extract::EXTRACT_EPOCH, vec![x.clone()])),
         DateTimeField::Millisecond | DateTimeField::Milliseconds => return Some(call(crate::pg::extract::EXTRACT_MILLISECOND, vec![x.clone()])),
         DateTimeField::Second | DateTimeField::Seconds => {}
+        // From the year, as PostgreSQL counts them: the 21st century starts in 2001, year 1 BC
+        // (-1) is in century -1.
+        DateTimeField::Century | DateTimeField::Millennium | DateTimeField::Millenium | DateTimeField::Decade => {
+            let y = format!("CAST(extract(year FROM {x}) AS BIGINT)");
+            // (divisor, rounding up of AD years, of BC years)
+            let (n, ad, bc) = match field {
+                DateTimeField::Century => (100, 99, 99),
+                DateTimeField::Decade => (10, 0, 9),
+                _ => (1000, 999, 999),
+            };
+            let sql = format!("SELECT CASE WHEN {y} > 0 THEN ({y} + {ad}) / {n} ELSE -(({bc} - {y}) / {n}) END");
+            let datafusion::sql::sqlparser::ast::SetExpr::Select(select) = *super::ast::parse_query(&sql)?.body else { return None };
+            let Some(datafusion::sql::sqlparser::ast::SelectItem::UnnamedExpr(e)) = select.projection.into_iter().next() else { return None };
+            return Some(Expr::Nested(Box::new(e)));
+        }
         _ => return None,
     }
     let whole = cast(micros(x.clone()), SqlType::Decimal(ExactNumberInfo::PrecisionAndScale(20, 0)));
