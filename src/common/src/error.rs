@@ -199,6 +199,10 @@ impl From<arrow::error::ArrowError> for EddyError {
             }
             A::DivideByZero => EddyError::user(sqlstate::DIVISION_BY_ZERO, "division by zero"),
             A::ArithmeticOverflow(m) => EddyError::user(sqlstate::NUMERIC_VALUE_OUT_OF_RANGE, m.clone()),
+            // A value wider than a numeric(p, s) column, in PostgreSQL's words.
+            A::ComputeError(m) | A::InvalidArgumentError(m) if m.contains("is too large to store in a Decimal128 of precision") => {
+                EddyError::user(sqlstate::NUMERIC_VALUE_OUT_OF_RANGE, format!("numeric field overflow: {m}"))
+            }
             A::ComputeError(m) | A::InvalidArgumentError(m) => {
                 EddyError::user(sqlstate::DATA_EXCEPTION, m.clone())
             }

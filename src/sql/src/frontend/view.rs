@@ -274,24 +274,27 @@ impl Session {
             .await
     }
 
-    /// Refuses writes to anything but a table, naming what it is.
-    /// PostgreSQL's `INSERT INTO t VALUES (...)` with fewer values than `t` has columns: the
-    /// values go to the first columns and the rest get their defaults. The statement with that
-    /// column list, when it applies.
+    /// PostgreSQL's `INSERT INTO t VALUES (...)` (or `INSERT INTO t SELECT ...`) with fewer
+    /// values than `t` has columns: the values go to the first columns and the rest get their
+    /// defaults. The statement with that column list, when it applies.
     pub(crate) fn with_leading_insert_columns(&self, stmt: &Statement) -> Result<Option<Statement>> {
         use datafusion::sql::sqlparser::ast::{Ident, SetExpr, TableObject};
         let Statement::Insert(ins) = stmt else { return Ok(None) };
         let (TableObject::TableName(name), true) = (&ins.table, ins.columns.is_empty()) else { return Ok(None) };
-        let Some(SetExpr::Values(values)) = ins.source.as_ref().map(|q| q.body.as_ref()) else { return Ok(None) };
-        let Some(n) = values.rows.first().map(|r| r.len()) else { return Ok(None) };
+        let Some(body) = ins.source.as_ref().map(|q| q.body.as_ref()) else { return Ok(None) };
+        let (n, rows) = match body {
+            SetExpr::Values(values) => (values.rows.first().map(|r| r.len()), values.rows.iter().map(|r| r.len()).collect()),
+            other => (output_width(other), Vec::new()),
+        };
+        let Some(n) = n else { return Ok(None) };
         let (schema, rel_name) = resolve_name(self, name)?;
         let catalog = self.engine.catalog();
         let Some(rel) = catalog.table(&schema, &rel_name) else { return Ok(None) };
         let visible: Vec<&str> = rel.columns.iter().filter(|c| !c.hidden).map(|c| c.name.as_str()).collect();
-        if values.rows.iter().any(|r| r.len() > visible.len()) {
+        if n > visible.len() || rows.iter().any(|&len| len > visible.len()) {
             return Err(user_err!(sqlstate::SYNTAX_ERROR, "INSERT has more expressions than target columns"));
         }
-        if n >= visible.len() || values.rows.iter().any(|r| r.len() != n) {
+        if n >= visible.len() || rows.iter().any(|&len| len != n) {
             return Ok(None);
         }
         let mut ins = ins.clone();
@@ -325,6 +328,7 @@ impl Session {
         }
     }
 
+    /// Refuses writes to anything but a table, naming what it is.
     pub(crate) fn require_table(&self, name: &ObjectName) -> Result<()> {
         let (schema, rel_name) = resolve_name(self, name)?;
         match self.engine.catalog().table(&schema, &rel_name) {
@@ -475,5 +479,20 @@ impl Session {
                 Ok((vec![CatalogChange::DropTable(t)], EpochBatch::default()))
             })
             .await
+    }
+}
+
+/// How many columns a query body gives, when its text says so (no `*`).
+fn output_width(body: &datafusion::sql::sqlparser::ast::SetExpr) -> Option<usize> {
+    use datafusion::sql::sqlparser::ast::{SelectItem, SetExpr};
+    match body {
+        SetExpr::Select(s) => {
+            let wildcard = s.projection.iter().any(|i| matches!(i, SelectItem::Wildcard(_) | SelectItem::QualifiedWildcard(..)));
+            (!wildcard).then_some(s.projection.len())
+        }
+        SetExpr::SetOperation { left, .. } => output_width(left),
+        SetExpr::Query(q) => output_width(&q.body),
+        SetExpr::Values(v) => v.rows.first().map(|r| r.len()),
+        _ => None,
     }
 }
