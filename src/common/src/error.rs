@@ -50,6 +50,7 @@ pub mod sqlstate {
     pub const DEPENDENT_OBJECTS_STILL_EXIST: &str = "2BP01";
     pub const FEATURE_NOT_SUPPORTED: &str = "0A000";
     pub const NOT_NULL_VIOLATION: &str = "23502";
+    pub const CHECK_VIOLATION: &str = "23514";
     pub const UNIQUE_VIOLATION: &str = "23505";
     pub const SERIALIZATION_FAILURE: &str = "40001";
     pub const INVALID_TEXT_REPRESENTATION: &str = "22P02";

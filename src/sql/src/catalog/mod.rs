@@ -149,10 +149,22 @@ pub struct TableCatalog {
     /// A materialized view's actors per fragment (0 or 1: one actor runs the whole view).
     #[serde(default)]
     pub parallelism: u32,
+    /// For tables: `CHECK` constraints, in declaration order.
+    #[serde(default)]
+    pub checks: Vec<CheckDef>,
     /// What is derived from this entry and worth building once (entries are immutable: a DDL
     /// change replaces the whole entry, and with it this cache).
     #[serde(skip)]
     pub derived: Derived,
+}
+
+/// A table's `CHECK (expr)` constraint: every stored row makes `expr` true or NULL.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct CheckDef {
+    /// The constraint's name (PostgreSQL's `t_col_check` / `t_check` when not given).
+    pub name: String,
+    /// The expression's SQL text, over the table's column names.
+    pub expr: String,
 }
 
 /// A relation's event-time watermark: rows whose `column` is more than `delay_us` behind the
@@ -213,6 +225,7 @@ impl TableCatalog {
             watermark: None,
             emit_on_window_close: false,
             parallelism: 0,
+            checks: vec![],
             derived: Default::default(),
         }
     }

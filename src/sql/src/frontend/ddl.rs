@@ -35,7 +35,10 @@ impl Session {
         };
         let definition = sql.trim().trim_end_matches(';').to_string();
         let append_only = crate::frontend::split::take_append_only(sql).is_some();
+        let checks = crate::frontend::checks::definitions(ct, &name);
         let mut table = new_relation(schema, name, RelationKind::Table, columns, pk, definition);
+        table.checks = checks;
+        self.plan_checks(&table)?;
         table.on_conflict = on_conflict;
         table.append_only = append_only;
         if append_only && matches!(on_conflict, ConflictPolicy::Overwrite | ConflictPolicy::UpdateIfNotNull) {
@@ -148,6 +151,8 @@ impl Session {
                     ColumnOption::Unique(_) => {
                         return Err(not_supported!("UNIQUE constraints are not supported (column \"{cname}\"); use PRIMARY KEY"));
                     }
+                    // Collected by `frontend::checks::definitions`.
+                    ColumnOption::Check(_) => {}
                     other => return Err(not_supported!("column option {other} is not supported")),
                 }
             }
@@ -166,6 +171,7 @@ impl Session {
                         pk_names.push(normalize_ident(&c.column.expr.to_string()));
                     }
                 }
+                TableConstraint::Check(_) => {}
                 other => return Err(not_supported!("table constraint {other} is not supported")),
             }
         }
@@ -391,6 +397,7 @@ pub(crate) fn new_relation(schema: String, name: String, kind: RelationKind, col
             emit_on_window_close: false,
             parallelism: 0,
         with_options: Default::default(),
+        checks: vec![],
         derived: Default::default(),
     }
 }

@@ -158,7 +158,7 @@ impl Session {
         Ok(RecordBatch::try_new(catalog.storage_schema(), cols)?)
     }
 
-    /// Enforces NOT NULL and `varchar(n)`, and normalizes `jsonb` text.
+    /// Enforces NOT NULL, `varchar(n)` and CHECK constraints, and normalizes `jsonb` text.
     pub(crate) fn validate_rows(&self, catalog: &TableCatalog, rows: RecordBatch) -> Result<RecordBatch> {
         let mut cols = rows.columns().to_vec();
         for (i, c) in catalog.columns.iter().enumerate() {
@@ -192,7 +192,9 @@ impl Session {
                 _ => {}
             }
         }
-        Ok(RecordBatch::try_new(rows.schema(), cols)?)
+        let rows = RecordBatch::try_new(rows.schema(), cols)?;
+        self.enforce_checks(catalog, &rows)?;
+        Ok(rows)
     }
 }
 

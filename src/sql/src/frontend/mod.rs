@@ -2,6 +2,7 @@
 //! its settings and transaction state, and one module per statement family. The only layer
 //! that knows a `Session`.
 
+pub mod checks;
 pub mod copy;
 pub mod copy_in;
 pub mod cursor;

@@ -174,6 +174,7 @@ impl Session {
             emit_on_window_close,
             parallelism: 1,
             with_options: sink.unwrap_or_default(),
+            checks: vec![],
             derived: Default::default(),
         };
         if view.kind == RelationKind::Sink {

@@ -17,6 +17,9 @@ impl Session {
     pub(crate) async fn create_source(&mut self, ct: &CreateTable, clauses: &ConnectorClauses, sql: &str) -> Result<()> {
         let (schema, name) = resolve_name(self, &ct.name)?;
         let (columns, pk) = self.column_definitions(ct, &name)?;
+        if !crate::frontend::checks::definitions(ct, &name).is_empty() {
+            return Err(eddy_common::not_supported!("CHECK constraints on a source are not supported (source \"{name}\")"));
+        }
         if !pk.is_empty() {
             return Err(not_supported!("a source has no primary key (source \"{name}\"); declare a table with a connector for keyed data"));
         }

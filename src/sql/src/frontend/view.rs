@@ -253,6 +253,7 @@ impl Session {
             emit_on_window_close: false,
             parallelism: 0,
             with_options: Default::default(),
+            checks: vec![],
             derived: Default::default(),
         };
         let replacing = existing.is_some();
