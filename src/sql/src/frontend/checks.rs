@@ -72,10 +72,13 @@ pub(crate) fn definitions(ct: &CreateTable, table: &str) -> Vec<CheckDef> {
         .collect()
 }
 
+/// A table's rows schema and its checks, each with its name, planned over that schema.
+type PlannedChecks<'t> = (Arc<Schema>, Vec<(&'t str, Arc<dyn PhysicalExpr>)>);
+
 impl Session {
     /// The table's rows schema (every column, as stored rows carry them) and its checks planned
     /// over it.
-    fn planned_checks<'t>(&self, table: &'t TableCatalog) -> Result<(Arc<Schema>, Vec<(&'t str, Arc<dyn PhysicalExpr>)>)> {
+    fn planned_checks<'t>(&self, table: &'t TableCatalog) -> Result<PlannedChecks<'t>> {
         let fields: Vec<Field> = table.columns.iter().map(|c| c.ty.to_field(&c.name, true)).collect();
         let schema = Arc::new(Schema::new(fields));
         let df = DFSchema::try_from(schema.as_ref().clone())?;
