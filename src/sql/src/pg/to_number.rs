@@ -129,35 +129,11 @@ pub fn to_number(a: &[ArrayRef], n: usize) -> DfResult<ArrayRef> {
     Ok(arrow::compute::cast(&numbers, &DataType::Decimal128(DEFAULT_NUMERIC.0, DEFAULT_NUMERIC.1))?)
 }
 
-/// PostgreSQL's `escape` text of bytes: `\\` is a backslash, `\ooo` an octal byte, anything
-/// else stands for itself.
-fn unescape(text: &str) -> Option<Vec<u8>> {
-    let b = text.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] != b'\\' {
-            out.push(b[i]);
-            i += 1;
-        } else if b.get(i + 1) == Some(&b'\\') {
-            out.push(b'\\');
-            i += 2;
-        } else {
-            let octal = b.get(i + 1..i + 4)?;
-            if !octal.iter().all(|d| (b'0'..=b'7').contains(d)) || octal[0] > b'3' {
-                return None;
-            }
-            out.push(octal.iter().fold(0u8, |v, d| v * 8 + (d - b'0')));
-            i += 4;
-        }
-    }
-    Some(out)
-}
-
 /// `decode(text, format)` with PostgreSQL's formats: `base64` (whitespace ignored), `hex`,
 /// `escape`.
 pub fn decode(a: &[ArrayRef], n: usize) -> DfResult<ArrayRef> {
     use base64::Engine;
+    let bytea = |t: &str| eddy_common::text::parse_bytea(t).map_err(|e| user_error(e.sqlstate, e.message));
     let (text, format) = (arrow::compute::cast(&a[0], &DataType::Utf8)?, arrow::compute::cast(&a[1], &DataType::Utf8)?);
     let (text, format) = (text.as_string::<i32>(), format.as_string::<i32>());
     let mut out = BinaryBuilder::with_capacity(n, n * 8);
@@ -174,18 +150,12 @@ pub fn decode(a: &[ArrayRef], n: usize) -> DfResult<ArrayRef> {
                     .decode(flat)
                     .map_err(|_| user_error(sqlstate::INVALID_PARAMETER_VALUE, "invalid base64 sequence".into()))?
             }
-            "hex" => {
-                let digits: Vec<u8> = t.bytes().filter(|c| !c.is_ascii_whitespace()).collect();
-                let nibble = |c: u8| (c as char).to_digit(16).map(|d| d as u8);
-                if digits.len() % 2 == 1 {
-                    return Err(user_error(sqlstate::INVALID_PARAMETER_VALUE, "invalid hexadecimal data: odd number of digits".into()));
-                }
-                if let Some(&bad) = digits.iter().find(|c| nibble(**c).is_none()) {
-                    return Err(user_error(sqlstate::INVALID_PARAMETER_VALUE, format!("invalid hexadecimal digit: \"{}\"", bad as char)));
-                }
-                digits.chunks(2).filter_map(|p| Some(nibble(p[0])? * 16 + nibble(p[1])?)).collect()
+            // The bytea input's hex and escape forms (`\x` starts only the hex one).
+            "hex" => bytea(&format!("\\x{t}"))?,
+            "escape" if t.starts_with("\\x") || t.starts_with("\\X") => {
+                return Err(user_error(sqlstate::INVALID_TEXT_REPRESENTATION, "invalid input syntax for type bytea".into()));
             }
-            "escape" => unescape(t).ok_or_else(|| user_error(sqlstate::INVALID_TEXT_REPRESENTATION, "invalid input syntax for type bytea".into()))?,
+            "escape" => bytea(t)?,
             other => return Err(user_error(sqlstate::INVALID_PARAMETER_VALUE, format!("unrecognized encoding: \"{other}\""))),
         };
         out.append_value(bytes);
@@ -216,12 +186,5 @@ mod tests {
         assert_eq!(number("+5", "S9"), "5");
         assert!(read_number("abc", &tokens("999").unwrap()).is_err());
         assert!(tokens("9.9EEEE").is_err());
-    }
-
-    #[test]
-    fn escape_decoding() {
-        assert_eq!(unescape(r"a\\001b").unwrap(), b"a\\001b");
-        assert_eq!(unescape(r"a\001b").unwrap(), b"a\x01b");
-        assert!(unescape(r"a\9").is_none());
     }
 }
