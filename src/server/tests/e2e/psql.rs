@@ -215,3 +215,29 @@ async fn copy_to_stdout_writes_text_and_csv_that_copy_from_reads_back() {
     }
     srv.shutdown().await.unwrap();
 }
+
+/// A CHECK constraint holds for COPY as for INSERT: one violating row fails the whole COPY
+/// with 23514 and leaves nothing behind; a clean COPY then lands.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn copy_enforces_check_constraints_atomically() {
+    use futures::SinkExt;
+    let srv = server("memory://").await;
+    let c = crate::support::connect(srv.addr).await;
+    c.batch_execute("CREATE TABLE chk (id INT PRIMARY KEY, qty INT CHECK (qty >= 0))").await.unwrap();
+    let copy = |data: &'static str| {
+        let c = &c;
+        async move {
+            let sink = c.copy_in("COPY chk FROM STDIN").await?;
+            futures::pin_mut!(sink);
+            sink.send(bytes::Bytes::from_static(data.as_bytes())).await?;
+            sink.finish().await
+        }
+    };
+    let err = copy("1\t5\n2\t-1\n3\t7\n").await.expect_err("a negative qty violates the check");
+    assert_eq!(crate::support::sqlstate(&err), "23514", "{err:?}");
+    assert!(err.to_string().contains("chk_qty_check") || format!("{err:?}").contains("chk_qty_check"), "{err:?}");
+    assert_eq!(crate::support::rows(&c, "SELECT count(*) FROM chk").await.unwrap(), vec![vec!["0".to_string()]]);
+    assert_eq!(copy("1\t5\n2\t\\N\n").await.unwrap(), 2);
+    assert_eq!(crate::support::rows(&c, "SELECT count(*) FROM chk").await.unwrap(), vec![vec!["2".to_string()]]);
+    srv.shutdown().await.unwrap();
+}
