@@ -16,16 +16,16 @@ use eddy_common::error::sqlstate;
 use eddy_common::{user_err, Result};
 
 use crate::catalog::{CheckDef, TableCatalog};
-use crate::frontend::names::normalize_ident;
 use crate::frontend::session::Session;
+use crate::frontend::statement::ident_name;
 
 /// The columns `e` reads, lower-cased, in order of first appearance.
 fn columns_read(e: &SqlExpr) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
     let _ = visit_expressions(e, |x| {
         let name = match x {
-            SqlExpr::Identifier(i) => Some(normalize_ident(&i.to_string())),
-            SqlExpr::CompoundIdentifier(parts) => parts.last().map(|i| normalize_ident(&i.to_string())),
+            SqlExpr::Identifier(i) => Some(ident_name(i)),
+            SqlExpr::CompoundIdentifier(parts) => parts.last().map(ident_name),
             _ => None,
         };
         if let Some(n) = name.filter(|n| !out.contains(n)) {
@@ -42,8 +42,8 @@ pub(crate) fn definitions(ct: &CreateTable, table: &str) -> Vec<CheckDef> {
     for col in &ct.columns {
         for opt in &col.options {
             if let ColumnOption::Check(c) = &opt.option {
-                let given = opt.name.as_ref().or(c.name.as_ref()).map(|n| normalize_ident(&n.to_string()));
-                found.push((given, &c.expr, Some(normalize_ident(&col.name.to_string()))));
+                let given = opt.name.as_ref().or(c.name.as_ref()).map(ident_name);
+                found.push((given, &c.expr, Some(ident_name(&col.name))));
             }
         }
     }
@@ -51,7 +51,7 @@ pub(crate) fn definitions(ct: &CreateTable, table: &str) -> Vec<CheckDef> {
         if let TableConstraint::Check(c) = c {
             let read = columns_read(&c.expr);
             let column = (read.len() == 1).then(|| read[0].clone());
-            found.push((c.name.as_ref().map(|n| normalize_ident(&n.to_string())), &c.expr, column));
+            found.push((c.name.as_ref().map(ident_name), &c.expr, column));
         }
     }
     let mut used: HashSet<String> = found.iter().filter_map(|(given, ..)| given.clone()).collect();

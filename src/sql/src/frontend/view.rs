@@ -283,11 +283,12 @@ impl Session {
         let Statement::Insert(ins) = stmt else { return Ok(None) };
         let (TableObject::TableName(name), true) = (&ins.table, ins.columns.is_empty()) else { return Ok(None) };
         let Some(body) = ins.source.as_ref().map(|q| q.body.as_ref()) else { return Ok(None) };
-        let (n, rows) = match body {
-            SetExpr::Values(values) => (values.rows.first().map(|r| r.len()), values.rows.iter().map(|r| r.len()).collect()),
-            other => (output_width(other), Vec::new()),
+        let Some(n) = output_width(body) else { return Ok(None) };
+        // Each VALUES row's length (a query's rows are as wide as its select list).
+        let rows: Vec<usize> = match body {
+            SetExpr::Values(values) => values.rows.iter().map(|r| r.len()).collect(),
+            _ => Vec::new(),
         };
-        let Some(n) = n else { return Ok(None) };
         let (schema, rel_name) = resolve_name(self, name)?;
         let catalog = self.engine.catalog();
         let Some(rel) = catalog.table(&schema, &rel_name) else { return Ok(None) };

@@ -97,15 +97,7 @@ pub(super) fn function(f: &mut Function, name: &str, args: &[Expr]) -> Option<Ex
             f.name = ObjectName::from(vec![Ident::new("signum")]);
             None
         }
-        ("date_part", [Expr::Value(v), x]) if matches!(&v.value, Value::SingleQuotedString(p) if ["century", "millennium", "decade"].contains(&p.to_ascii_lowercase().as_str())) => {
-            let Value::SingleQuotedString(p) = &v.value else { return None };
-            let field = match p.to_ascii_lowercase().as_str() {
-                "century" => DateTimeField::Century,
-                "decade" => DateTimeField::Decade,
-                _ => DateTimeField::Millennium,
-            };
-            extract(&field, x)
-        }
+        ("date_part", [Expr::Value(v), x]) if year_count(&v.value).is_some() => extract(&year_count(&v.value)?, x),
         // date_part('second', x) is double precision with the fraction (56.789).
         ("date_part", [Expr::Value(v), x]) if matches!(&v.value, Value::SingleQuotedString(p) if p.eq_ignore_ascii_case("second") || p.eq_ignore_ascii_case("seconds")) => {
             let seconds = cast(micros(x.clone()), SqlType::DoublePrecision);
@@ -149,6 +141,17 @@ fn pg_replacement(r: &str) -> String {
         }
     }
     out
+}
+
+/// `date_part`'s field names that [`extract`] counts from the year.
+fn year_count(field: &Value) -> Option<DateTimeField> {
+    let Value::SingleQuotedString(p) = field else { return None };
+    match p.to_ascii_lowercase().as_str() {
+        "century" => Some(DateTimeField::Century),
+        "millennium" => Some(DateTimeField::Millennium),
+        "decade" => Some(DateTimeField::Decade),
+        _ => None,
+    }
 }
 
 /// `extract(second FROM x)`: numeric with six decimals, as PostgreSQL gives it (56.789000).
