@@ -32,8 +32,9 @@ pub struct ServerConfig {
     /// Block cache size in bytes.
     pub block_cache_bytes: u64,
     /// The memory budget of the state layers (`--memory-mb`): the operators' state caches get
-    /// half, the block cache a sixteenth unless set on its own, uncommitted writes a
-    /// sixteenth and SlateDB's write buffers a thirty-second (see [`ServerConfig::engine_config`]).
+    /// half, the block cache a sixteenth unless set on its own, uncommitted writes and SlateDB's
+    /// write buffers a sixty-fourth each (see [`ServerConfig::engine_config`]; benches/README.md,
+    /// "A 5M-row COPY in 300 MiB").
     pub memory_bytes: u64,
     /// Register test-only functions such as `eddy_test_panic()` (never set by the CLI).
     pub test_functions: bool,
@@ -190,8 +191,8 @@ impl ServerConfig {
                 object_store: self.object_store.clone(),
                 tuning: self.store_tuning.clone(),
                 operator_cache_bytes: self.memory_bytes / 2,
-                write_buffer_bytes: (self.memory_bytes / 16).max(8 << 20),
-                lsm_buffer_bytes: (self.memory_bytes / 32).clamp(4 << 20, 64 << 20),
+                write_buffer_bytes: (self.memory_bytes / 64).max(8 << 20),
+                lsm_buffer_bytes: (self.memory_bytes / 64).clamp(4 << 20, 64 << 20),
             },
             barrier_interval: self.barrier_interval,
             test_functions: self.test_functions,

@@ -39,7 +39,7 @@ struct Cli {
     #[arg(long, global = true)]
     block_cache_mb: Option<u64>,
     /// Memory budget of the state layers in MiB: operators' state caches get half, the block
-    /// cache and uncommitted writes a sixteenth each, SlateDB's write buffers a thirty-second;
+    /// cache a sixteenth, uncommitted writes and SlateDB's write buffers a sixty-fourth each;
     /// the rest is headroom. Default 1024.
     #[arg(long, global = true)]
     memory_mb: Option<u64>,

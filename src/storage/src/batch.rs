@@ -3,7 +3,10 @@
 //! Contract:
 //! * Logical order inside one batch: its runs in list order, then its in-memory tail; a later
 //!   op on the same key wins. [`EpochBatch::spill`] preserves that order: it moves the tail,
-//!   sorted and with the last op per key, into a new run appended to the list.
+//!   sorted and with the last op per key, into the batch's newest run (a new one if it has
+//!   none), where SlateDB's own ordering makes each key's later write replace the earlier one.
+//!   So a batch of any size is one run (more only after [`EpochBatch::extend`]), and a reader
+//!   merges one source per batch, not one per spill.
 //! * Nothing a batch does is visible to readers before the state store's commit makes the batch's
 //!   runs live and writes its tail, atomically. Spilling writes to SlateDB without waiting for
 //!   durability: the commit's own flush makes the runs durable together with everything else.
@@ -90,7 +93,7 @@ impl EpochBatch {
         }
     }
 
-    /// Number of ops: in memory plus spilled (spilled ops counted once per key and run).
+    /// Number of ops: in memory plus spilled (spilled ops counted once per key and spill).
     pub fn len(&self) -> usize {
         self.ops.len() + self.spilled_entries
     }
@@ -160,9 +163,12 @@ impl EpochBatch {
         Ok(())
     }
 
-    /// Writes the in-memory ops (sorted, last op per key) as a new run and clears them. A
-    /// no-op when nothing is in memory. On error the ops stay in memory and the partly written
-    /// run is garbage (deleted on the next open).
+    /// Writes the in-memory ops (sorted, last op per key) into the batch's newest run, or a
+    /// new run, and clears them. A no-op when nothing is in memory. On error the ops stay in
+    /// memory: a partly written new run is garbage (deleted on the next open); entries partly
+    /// written into an existing run are the newest versions of keys whose ops are still in
+    /// memory, so they are written again (a later spill) or overwritten and deleted from the
+    /// run by the commit (see `runs::commit_writes`).
     pub async fn spill(&mut self, store: &impl RunStore) -> Result<()> {
         if self.ops.is_empty() {
             return Ok(());
@@ -173,8 +179,12 @@ impl EpochBatch {
         // Sorted with the last op per key is equivalent to the ops in batch order, so on error
         // the sorted ops go back into memory instead of a copy kept just in case.
         let sorted = runs::sort_last_wins(std::mem::take(&mut self.ops));
+        let newest = self.runs.last().copied();
         let written = async {
-            let run = store.mint_run_id()?;
+            let run = match newest {
+                Some(run) => run,
+                None => store.mint_run_id()?,
+            };
             for chunk in sorted.chunks(SPILL_WRITE_ENTRIES) {
                 store.write_run_entries(run, chunk).await?;
             }
@@ -189,7 +199,9 @@ impl EpochBatch {
             }
         };
         self.spilled_entries += sorted.len();
-        self.runs.push(run);
+        if newest != Some(run) {
+            self.runs.push(run);
+        }
         self.ops.clear();
         self.bytes = 0;
         self.release();

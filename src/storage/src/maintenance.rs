@@ -27,6 +27,7 @@ use eddy_common::{internal_err, EddyError, Result};
 use slatedb::WriteBatch;
 use tokio::sync::watch;
 
+use crate::background::FoldCursor;
 use crate::runs::{self, RunId, RUN_PREFIX};
 use crate::scan::{prefix_bounds, prefix_end, storage_err, ReadSnapshot};
 use crate::slate::{add_ops, bounded};
@@ -76,7 +77,12 @@ impl StateStore {
         };
         let inc = self.incarnation();
         let (start, end) = prefix_bounds(&runs::run_prefix(oldest));
-        let mut iter = inc.db.scan((start.map(Bytes::from), end.map(Bytes::from))).await.map_err(storage_err)?;
+        let resume = self.maintenance.fold_cursor.lock().clone().filter(|c| c.generation == inc.generation && c.run == oldest);
+        let start = match resume {
+            Some(c) => Bound::Excluded(c.key),
+            None => start.map(Bytes::from),
+        };
+        let mut iter = inc.db.scan((start, end.map(Bytes::from))).await.map_err(storage_err)?;
         let mut entries = Vec::new();
         let mut exhausted = true;
         while let Some(kv) = iter.next().await.map_err(storage_err)? {
@@ -88,9 +94,14 @@ impl StateStore {
         }
         drop(iter);
         let (writes, next_live) = runs::fold_writes(oldest, &entries, exhausted, &live)?;
+        let last = entries.last().map(|(k, _)| k.clone());
         let mut wb = WriteBatch::new();
         add_ops(&mut wb, writes);
         bounded(self.tuning.commit_timeout, "fold step", inc.db.write(wb)).await?;
+        *self.maintenance.fold_cursor.lock() = match last {
+            Some(key) if !exhausted => Some(FoldCursor { generation: inc.generation, run: oldest, key }),
+            _ => None,
+        };
         let snapshot = inc.db.snapshot().map_err(storage_err)?;
         let remaining = !next_live.is_empty();
         self.set_committed(committed.epoch, ReadSnapshot::new(committed.epoch, snapshot, next_live.into()));

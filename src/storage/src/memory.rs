@@ -2,8 +2,8 @@
 //!
 //! The server's one `--memory-mb` budget is divided among the state layers (README,
 //! "Configuration"): the block cache below SlateDB takes a sixteenth, the operators' caches of
-//! their state-table entries half, and the rest is headroom for SlateDB's memtables, write
-//! sets (which spill at a fixed size) and query execution. Every operator cache adds its bytes
+//! their state-table entries half, uncommitted writes and SlateDB's memtables a sixty-fourth
+//! each, and the rest is headroom for query execution. Every operator cache adds its bytes
 //! here; whichever cache finds the total over the limit sheds its least recently used clean
 //! entries (see `eddy_stream::cache`).
 

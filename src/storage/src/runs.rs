@@ -12,6 +12,9 @@
 //! Run ids are `generation << 32 | counter`, so they are unique across restarts (the generation
 //! is made durable when the store opens, see [`crate::protocol::CommitRecord::generation`]).
 //!
+//! One batch writes all its spills into one run (`EpochBatch::spill`): the run's entry for a
+//! key is SlateDB's newest write of it, so the run holds the batch's last spilled version.
+//!
 //! A run becomes *live* when the commit of its epoch lists it under [`LIVE_RUNS_KEY`] (oldest
 //! first), in the same atomic write batch as the epoch's other changes and its commit record.
 //! A run that is never made live is invisible and is garbage; it is deleted with

@@ -243,9 +243,35 @@ async fn batches_stay_in_memory_until_they_exhaust_the_shared_write_budget_toget
     assert!(budget.used() < 12 << 20, "a spilled batch no longer counts: {}", budget.used());
     fill(&mut b, "d", 13);
     b.spill_if_over_budget(&store, &budget).await.unwrap();
-    assert_eq!(b.runs().len(), 2, "half the budget in one batch spills whatever the others hold");
+    assert_eq!(b.in_memory_len(), 0, "half the budget in one batch spills whatever the others hold");
+    assert_eq!(b.runs().len(), 1, "a batch spills into its one run");
     drop(a);
     assert_eq!(budget.used(), 0, "a dropped batch returns its charge");
+}
+
+#[tokio::test]
+async fn a_batch_spills_into_one_run_where_its_later_ops_win() {
+    let store = memory_store().await;
+    let mut b = EpochBatch::default();
+    b.put(key("a"), b"1".to_vec());
+    b.put(key("b"), b"1".to_vec());
+    b.put(key("c"), b"1".to_vec());
+    b.spill(&store).await.unwrap();
+    b.put(key("a"), b"2".to_vec());
+    b.delete(key("b"));
+    b.spill(&store).await.unwrap();
+    b.put(key("c"), b"3".to_vec());
+    assert_eq!(b.runs().len(), 1);
+    let run = b.runs()[0];
+    assert_eq!(store.run_get(run, &key("a")).await.unwrap(), Some(Some(Bytes::from_static(b"2"))));
+    assert_eq!(store.run_get(run, &key("b")).await.unwrap(), Some(None));
+    assert_eq!(b.lookup(&store, &key("c")).await.unwrap(), Some(Some(Bytes::from_static(b"3"))));
+    store.commit(Epoch(1), b).await.unwrap();
+    let rows = table(&store.snapshot()).await;
+    let want: BTreeMap<String, String> = [("a", "2"), ("c", "3")].into_iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+    assert_eq!(rows, want);
+    while store.fold_step(1).await.unwrap() {}
+    assert_eq!(table(&store.snapshot()).await, rows, "folding the run changes no read");
 }
 
 #[tokio::test]
