@@ -183,10 +183,8 @@ impl WriteSet {
                 self.blooms.push((run.unwrap_or_default(), bloom));
             }
         }
-        if let Err(e) = self.batch.spill(store).await {
-            // The keys stay in memory (and in the index); the filter only over-approximates.
-            return Err(e);
-        }
+        // On error the keys stay in memory (and in the index); the filter only over-approximates.
+        self.batch.spill(store).await?;
         let Some(&run) = self.batch.runs().last() else {
             return Err(eddy_common::internal_err!("a spill left its batch without a run"));
         };
