@@ -230,8 +230,8 @@ fn limit_malloc_arenas() {
 
 /// mimalloc 3 returns a freed page to the system a second after it empties. Under a bulk load
 /// that second of freed but still resident pages is 20–40 MiB of the peak RSS (benches/README.md,
-/// "A 5M-row COPY in 300 MiB"); a tenth of it keeps the pages reused by the next allocations
-/// (no purge at all, `MIMALLOC_PURGE_DELAY=0`, cost point queries a third of their speed).
+/// "A 5M-row COPY in 300 MiB"); a tenth of it still lets the next allocations reuse them
+/// (purging at once, `MIMALLOC_PURGE_DELAY=0`, cost point queries a third of their speed).
 /// An explicit `MIMALLOC_PURGE_DELAY` wins. The option is addressed by its index in mimalloc 3's
 /// `mi_option_e`; it is set only if it holds mimalloc 3's default, so another version's
 /// numbering changes nothing.

@@ -1,9 +1,9 @@
 //! [`WriteSet`]: uncommitted key-value changes that stay readable by their writer: an
 //! [`EpochBatch`] (which spills to runs in the state store when the shared write budget runs out) plus an index of the
-//! keys still in memory and a Bloom filter per spill, so reading a key back costs a store
-//! lookup only where it may be. The table writer keeps one per open transaction and one for
-//! the current epoch, so a COPY or an epoch of any size stays within bounded memory (the
-//! write budget plus 2 bytes per spilled key and the first and last key of each spill).
+//! keys still in memory and Bloom filters over the spilled keys, so reading a key back costs a
+//! store lookup only where it may be. The table writer keeps one per open transaction and one
+//! for the current epoch, so a COPY or an epoch of any size stays within bounded memory (the
+//! write budget plus 2 to 4 bytes per spilled key and the first and last key of each filter).
 
 use std::collections::HashMap;
 use std::hash::{DefaultHasher, Hash, Hasher};
@@ -109,8 +109,8 @@ pub struct WriteSet {
     /// the set is first read ([`WriteSet::ensure_indexed`]), so a bulk load that never reads
     /// its own writes back (COPY into a table keyed by fresh row ids) builds no index.
     indexed: usize,
-    /// One filter per spill of `batch`, oldest first, with the run the spill went into (a
-    /// batch spills into its newest run, so one run's filters are adjacent).
+    /// Filters over the spilled keys, oldest first, each with the run its keys went into (a
+    /// batch spills into its newest run, so one run's filters are adjacent); see [`Bloom`].
     blooms: Vec<(RunId, Bloom)>,
 }
 
@@ -262,7 +262,7 @@ mod tests {
         let mut set = WriteSet::default();
         for spill in 0..40u32 {
             // Each spill rewrites the keys of the ones before and adds 100 new ones: 82,000 keys
-        // added to filters in 40 spills, through filters of 100, 200, 600, 1,800, ... keys.
+            // added to filters in 40 spills, through filters of 100, 200, 600, 1,800, ... keys.
             for i in 0..100 * (spill + 1) {
                 set.write(key(i), Some(spill.to_be_bytes().to_vec()));
             }
