@@ -229,9 +229,11 @@ fn limit_malloc_arenas() {
 }
 
 /// mimalloc 3 returns a freed page to the system a second after it empties. Under a bulk load
-/// that second of freed but still resident pages is 20–40 MiB of the peak RSS (benches/README.md,
-/// "A 5M-row COPY in 300 MiB"); a tenth of it still lets the next allocations reuse them
-/// (purging at once, `MIMALLOC_PURGE_DELAY=0`, cost point queries a third of their speed).
+/// that second of freed but still resident pages is 40–60 MiB of the peak RSS (benches/README.md,
+/// "A 5M-row COPY in 300 MiB"). Ten milliseconds still let a burst of allocations reuse the
+/// pages it freed: point queries run as fast as with a second (`workload point-query`), and a
+/// COPY spends about a tenth more CPU; purging at once (`MIMALLOC_PURGE_DELAY=0`) cost point
+/// queries a third of their speed when measured at stop 38.
 /// An explicit `MIMALLOC_PURGE_DELAY` wins. The option is addressed by its index in mimalloc 3's
 /// `mi_option_e`; it is set only if it holds mimalloc 3's default, so another version's
 /// numbering changes nothing.
@@ -244,8 +246,25 @@ fn shorten_allocator_purge_delay() {
     // SAFETY: reading and setting an allocator option by value; both calls are thread-safe.
     unsafe {
         if libmimalloc_sys::mi_option_get(PURGE_DELAY) == V3_DEFAULT_MS {
-            libmimalloc_sys::mi_option_set(PURGE_DELAY, 100);
+            libmimalloc_sys::mi_option_set(PURGE_DELAY, 10);
         }
+    }
+}
+
+/// Turns transparent huge pages off for this process. mimalloc asks for them on its arenas
+/// (`madvise(MADV_HUGEPAGE)`), and then touching a few bytes of a 2 MiB range makes all of it
+/// resident: a 5M-row COPY peaked at 290–330 MiB with them and at 205–215 MiB without, at the
+/// same speed, and point queries were as fast (benches/README.md, "Huge pages"). This is what
+/// `MIMALLOC_ALLOW_THP=0` does; setting that variable (to anything) leaves the choice to mimalloc.
+fn disable_transparent_huge_pages() {
+    if std::env::var_os("MIMALLOC_ALLOW_THP").is_some() {
+        return;
+    }
+    // SAFETY: prctl with PR_SET_THP_DISABLE only sets a flag of the calling process.
+    let r = unsafe { libc::prctl(libc::PR_SET_THP_DISABLE, 1, 0, 0, 0) };
+    if r != 0 {
+        // Only the memory footprint depends on it (e.g. a kernel without the option).
+        eprintln!("eddy: cannot turn transparent huge pages off: {}", std::io::Error::last_os_error());
     }
 }
 
@@ -253,6 +272,7 @@ fn shorten_allocator_purge_delay() {
 /// its own runtime (see `eddy_server::server`).
 fn main() {
     limit_malloc_arenas();
+    disable_transparent_huge_pages();
     shorten_allocator_purge_delay();
     match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(rt) => rt.block_on(run()),

@@ -490,7 +490,11 @@ impl StateStore {
     /// it. Lets an actor read its own spilled, uncommitted writes.
     pub async fn run_get(&self, run: RunId, key: &[u8]) -> Result<Option<Option<Bytes>>> {
         let inc = self.incarnation();
-        match inc.db.get(runs::run_key(run, key)).await.map_err(storage_err)? {
+        // A run is read back by key only where its writer's filter says maybe (mostly false
+        // positives) or a statement rewrites a key it spilled: caching those data blocks filled
+        // the block cache with a bulk load's runs.
+        let options = slatedb::config::ReadOptions { cache_blocks: false, ..Default::default() };
+        match inc.db.get_with_options(runs::run_key(run, key), &options).await.map_err(storage_err)? {
             Some(raw) => Ok(Some(runs::decode_run_value(&raw)?)),
             None => Ok(None),
         }
@@ -666,14 +670,22 @@ fn lsm_settings(tuning: &StoreTuning, buffer_bytes: usize) -> Settings {
         // blocks in memory, and a small machine has few cores to give them. SlateDB's
         // embedded worker would otherwise run four jobs, each split four ways, each input
         // SST read 8 MiB ahead, into outputs of up to 1 GiB.
+        // SlateDB's compaction polls stay at 5 s. Under a bulk load L0 then reaches
+        // `l0_max_ssts` before a job is picked up and writers wait for seconds, but polling at
+        // 250 ms or 1 s merged sorted runs again and again during the load: a 5M-row COPY ran
+        // in 22 s instead of 33 and spent 35-38 CPU-seconds instead of 26-29, at a higher
+        // peak RSS (benches/README.md).
         compactor_options: Some(slatedb::config::CompactorOptions {
             max_concurrent_compactions: 1,
             worker: Some(slatedb::config::CompactionWorkerOptions {
                 max_concurrent_compactions: 1,
                 max_subcompactions: 1,
-                max_sst_size: buffer_bytes.clamp(8 << 20, 32 << 20),
+                // Each output SST is built whole in memory before its upload.
+                max_sst_size: (buffer_bytes / 2).clamp(8 << 20, 32 << 20),
                 max_fetch_tasks: 2,
-                bytes_to_fetch: 1 << 20,
+                // Read ahead per input SST and fetch task: a compaction of 16 L0 SSTs at 1 MiB
+                // held 17 MB of reads at a 5M-row COPY's peak.
+                bytes_to_fetch: 256 << 10,
                 ..Default::default()
             }),
             ..Default::default()

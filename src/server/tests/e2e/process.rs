@@ -48,12 +48,13 @@ impl Eddy {
 
     /// Resident memory in KiB.
     pub fn rss_kib(&self) -> u64 {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).unwrap_or_default();
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix("VmRSS:"))
-            .and_then(|v| v.split_whitespace().next()?.parse().ok())
-            .unwrap_or(0)
+        self.status_field("VmRSS").and_then(|v| v.split_whitespace().next()?.parse().ok()).unwrap_or(0)
+    }
+
+    /// A field of `/proc/<pid>/status` (e.g. `VmRSS`), if the kernel has it.
+    pub fn status_field(&self, name: &str) -> Option<String> {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).ok()?;
+        status.lines().find_map(|l| Some(l.strip_prefix(name)?.strip_prefix(':')?.trim().to_string()))
     }
 
     /// True while the process runs.
