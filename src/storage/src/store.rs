@@ -93,8 +93,8 @@ pub struct StoreOptions {
     /// together before the largest spill to runs ([`EpochBatch::spill_if_over_budget`]).
     pub write_buffer_bytes: u64,
     /// Bytes of writes SlateDB may hold before they reach L0 (memtables and the WAL queue;
-    /// writers wait beyond it). L0 SSTs are cut at half of it and compaction outputs at most
-    /// at it, so SlateDB's write-side memory follows this one figure ([`lsm_settings`]).
+    /// writers wait beyond it). L0 SSTs and compaction outputs are cut at half of it (outputs
+    /// 8–32 MiB), so SlateDB's write-side memory follows this one figure ([`lsm_settings`]).
     pub lsm_buffer_bytes: u64,
 }
 
@@ -670,6 +670,7 @@ fn lsm_settings(tuning: &StoreTuning, buffer_bytes: usize) -> Settings {
         // blocks in memory, and a small machine has few cores to give them. SlateDB's
         // embedded worker would otherwise run four jobs, each split four ways, each input
         // SST read 8 MiB ahead, into outputs of up to 1 GiB.
+        //
         // SlateDB's compaction polls stay at 5 s. Under a bulk load L0 then reaches
         // `l0_max_ssts` before a job is picked up and writers wait for seconds, but polling at
         // 250 ms or 1 s merged sorted runs again and again during the load: a 5M-row COPY ran
