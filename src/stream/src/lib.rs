@@ -6,6 +6,7 @@
 pub mod actor;
 pub mod barrier;
 pub mod cache;
+pub mod change_log;
 pub mod exchange;
 pub mod merge;
 pub mod message;

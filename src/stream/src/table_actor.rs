@@ -26,6 +26,7 @@ use eddy_storage::{StateStore, StateTable};
 use tokio::sync::{mpsc, watch};
 
 use crate::barrier::{Collected, SourceMsg, Waiter};
+use crate::change_log::ChangeLog;
 use crate::source::{ReaderPosition, SplitReader};
 use crate::message::{ActorId, Dispatcher, Message, Target};
 use crate::table_write::{resolve, TableWrite, TxnId, WriteOutcome};
@@ -38,10 +39,21 @@ struct Staged {
     txn: TxnId,
     /// Key-value changes, readable by the writer; spills when large.
     kv: WriteSet,
-    /// Changes for downstream views, emitted at commit.
-    changes: Vec<StreamChunk>,
+    /// Changes for downstream views, emitted at commit; spills to a file when large.
+    changes: ChangeLog,
     /// The watermark generator as it will be once the transaction commits.
     watermark: Option<WatermarkGen>,
+}
+
+/// The staged changes of `txn` in `slot`, or of the transaction holding the table if another
+/// one does (the caller checks).
+fn staged_for<'a>(slot: &'a mut Option<Staged>, txn: TxnId, table: &StateTable, store: &StateStore) -> &'a mut Staged {
+    slot.get_or_insert_with(|| Staged {
+        txn,
+        kv: WriteSet::default(),
+        changes: ChangeLog::new(table.schema().clone(), store.write_memory().clone()),
+        watermark: None,
+    })
 }
 
 /// A connector feeding a table (see the module docs).
@@ -346,7 +358,7 @@ impl TableActor {
         if let Some(w) = &self.watermark {
             // Late rows are dropped as the transaction's generator sees them (its earlier parts
             // count); the generator takes effect at commit.
-            let staged = self.staged.get_or_insert_with(|| Staged { txn, kv: WriteSet::default(), changes: vec![], watermark: None });
+            let staged = staged_for(&mut self.staged, txn, &self.table, &self.store);
             if staged.txn == txn {
                 let gen = staged.watermark.get_or_insert_with(|| w.clone());
                 let n = write.chunk.len();
@@ -361,7 +373,8 @@ impl TableActor {
         let keys = self.codec.encode_keys(self.table.table_id(), &write.chunk.batch)?;
         let current = self.current_values(txn, &keys, &write).await?;
         let resolved = resolve(&write, &keys, &current, &self.codec, &self.name, self.append_only_keys)?;
-        let staged = self.staged.get_or_insert_with(|| Staged { txn, kv: WriteSet::default(), changes: vec![], watermark: None });
+        let has_outputs = !self.outputs.is_empty();
+        let staged = staged_for(&mut self.staged, txn, &self.table, &self.store);
         if staged.txn != txn {
             return Err(internal_err!("table {} is staged by another transaction", self.name));
         }
@@ -369,8 +382,8 @@ impl TableActor {
             staged.kv.write(k, v);
         }
         if let Some(c) = resolved.changes {
-            if !self.outputs.is_empty() {
-                staged.changes.push(c);
+            if has_outputs {
+                staged.changes.push(c)?;
             }
         }
         staged.kv.spill_if_large(&self.store).await?;
@@ -389,8 +402,8 @@ impl TableActor {
         }
         self.pending.absorb(&self.store, staged.kv).await?;
         self.pending.spill_if_large(&self.store).await?;
-        for c in staged.changes {
-            self.outputs.send(Message::Chunk(c)).await?;
+        for c in staged.changes.replay()? {
+            self.outputs.send(Message::Chunk(c?)).await?;
         }
         Ok(())
     }

@@ -3,7 +3,8 @@
 //! keys still in memory and Bloom filters over the spilled keys, so reading a key back costs a
 //! store lookup only where it may be. The table writer keeps one per open transaction and one
 //! for the current epoch, so a COPY or an epoch of any size stays within bounded memory (the
-//! write budget plus 2 to 4 bytes per spilled key and the first and last key of each filter).
+//! write budget, plus filters of 2 to 4 bytes per spilled key up to the write budget again,
+//! plus the first and last key of each filter).
 
 use std::collections::HashMap;
 use std::hash::{DefaultHasher, Hash, Hasher};
@@ -58,13 +59,28 @@ struct Bloom {
 impl Bloom {
     fn with_capacity(capacity: usize) -> Self {
         let capacity = capacity.max(1);
-        let blocks = (capacity * BITS_PER_KEY).div_ceil(BLOCK_BITS as usize);
-        Bloom { bits: vec![0; blocks * (BLOCK_BITS as usize / 64)], capacity, len: 0, first: Vec::new(), last: Vec::new() }
+        Bloom { bits: vec![0; Self::bytes_for(capacity) / 8], capacity, len: 0, first: Vec::new(), last: Vec::new() }
+    }
+
+    /// A filter of a key range only, with room for any number of keys: every key inside the
+    /// range may be there (for spills past the set's filter budget, see [`WriteSet`]).
+    fn range_only() -> Self {
+        Bloom { bits: Vec::new(), capacity: usize::MAX, len: 0, first: Vec::new(), last: Vec::new() }
+    }
+
+    /// Bytes of the bits of a filter for `capacity` keys.
+    fn bytes_for(capacity: usize) -> usize {
+        (capacity.max(1) * BITS_PER_KEY).div_ceil(BLOCK_BITS as usize) * (BLOCK_BITS as usize / 8)
+    }
+
+    /// Bytes of its bits.
+    fn bytes(&self) -> usize {
+        self.bits.len() * 8
     }
 
     /// Room for `n` more keys.
     fn has_room(&self, n: usize) -> bool {
-        self.len + n <= self.capacity
+        self.len.saturating_add(n) <= self.capacity
     }
 
     fn add<'a>(&mut self, keys: impl Iterator<Item = &'a Vec<u8>>) {
@@ -76,6 +92,9 @@ impl Bloom {
                 self.last = k.clone();
             }
             self.len += 1;
+            if self.bits.is_empty() {
+                continue;
+            }
             for bit in self.probes(KeyHash::of(k)) {
                 self.bits[bit / 64] |= 1 << (bit % 64);
             }
@@ -96,7 +115,7 @@ impl Bloom {
         self.len > 0
             && key >= self.first.as_slice()
             && key <= self.last.as_slice()
-            && self.probes(hash).all(|bit| self.bits[bit / 64] & (1 << (bit % 64)) != 0)
+            && (self.bits.is_empty() || self.probes(hash).all(|bit| self.bits[bit / 64] & (1 << (bit % 64)) != 0))
     }
 }
 
@@ -114,6 +133,11 @@ pub struct WriteSet {
     /// Filters over the spilled keys, oldest first, each with the run its keys went into (a
     /// batch spills into its newest run, so one run's filters are adjacent); see [`Bloom`].
     blooms: Vec<(RunId, Bloom)>,
+    /// Bytes the filters' bits may take (default: the state store's write budget, 16 MiB at
+    /// the default `--memory-mb`, 8M keys). Spills past it get range-only filters, so a
+    /// statement of any size holds bounded filters; a lookup inside such a spill's key range
+    /// reads the run (a bulk load of increasing keys never does).
+    filter_limit: Option<usize>,
 }
 
 impl WriteSet {
@@ -179,7 +203,11 @@ impl WriteSet {
             Some((r, bloom)) if Some(*r) == run && bloom.has_room(n) => bloom.add(keys()),
             _ => {
                 let before: usize = self.blooms.iter().filter(|(r, _)| Some(*r) == run).map(|(_, b)| b.capacity).sum();
-                let mut bloom = Bloom::with_capacity(n.max(before));
+                let used: usize = self.blooms.iter().map(|(_, b)| b.bytes()).sum();
+                let limit = self.filter_limit.unwrap_or_else(|| store.write_memory().limit());
+                // Keys the budget has room for, if at least this spill's.
+                let room = (limit.saturating_sub(used) / Bloom::bytes_for(1)) * (BLOCK_BITS as usize / BITS_PER_KEY);
+                let mut bloom = if room >= n { Bloom::with_capacity(n.max(before).min(room)) } else { Bloom::range_only() };
                 bloom.add(keys());
                 // Tagged with the run once the spill names it (a batch without runs mints one).
                 self.blooms.push((run.unwrap_or_default(), bloom));
@@ -280,6 +308,30 @@ mod tests {
             assert_eq!(set.get(&store, &key(i)).await.unwrap(), Some(Some(39u32.to_be_bytes().to_vec())), "key {i}");
         }
         assert_eq!(set.get(&store, &key(4000)).await.unwrap(), None);
+    }
+
+    #[tokio::test]
+    async fn filters_stay_within_their_budget_and_keys_past_it_still_read_back() {
+        use eddy_storage::StoreOptions;
+        let store = StateStore::open(&StoreOptions::default()).await.unwrap();
+        let key = |i: u32| [&[0, 0, 0, 7][..], &(i.wrapping_mul(2_654_435_761)).to_be_bytes()].concat();
+        // Room for the bits of 2,048 keys; 20 spills of 1,000 random keys each.
+        let limit = Bloom::bytes_for(2048);
+        let mut set = WriteSet { filter_limit: Some(limit), ..WriteSet::default() };
+        for spill in 0..20u32 {
+            for i in spill * 1000..(spill + 1) * 1000 {
+                set.write(key(i), Some(i.to_be_bytes().to_vec()));
+            }
+            set.spill(&store).await.unwrap();
+        }
+        let bytes: usize = set.blooms.iter().map(|(_, b)| b.bytes()).sum();
+        assert!(bytes <= limit, "filters hold {bytes} bytes, over their {limit}");
+        assert!(set.blooms.iter().any(|(_, b)| b.bits.is_empty()), "no spill went past the budget");
+        set.ensure_indexed();
+        for i in (0..20_000u32).step_by(97) {
+            assert_eq!(set.get(&store, &key(i)).await.unwrap(), Some(Some(i.to_be_bytes().to_vec())), "key {i}");
+        }
+        assert_eq!(set.get(&store, &key(20_001)).await.unwrap(), None);
     }
 
     #[test]

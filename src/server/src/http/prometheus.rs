@@ -273,6 +273,11 @@ impl EddyCollector {
             mem_limit,
             one("eddy_memory_budget_bytes", "The state layers' memory budget (--memory-mb).", gauge(self.memory_budget)),
             one("eddy_process_resident_memory_bytes", "Resident memory of the server process.", gauge(rss_bytes())),
+            one(
+                "eddy_change_log_spilled_bytes",
+                "Bytes of uncommitted statements' changes for views moved from memory to temporary files.",
+                counter(eddy_stream::change_log::spilled_bytes()),
+            ),
             one("eddy_connections", "Client connections open now.", gauge(self.admission.connections() as u64)),
             one("eddy_query_errors", "Statements that ended with an error.", counter(observe.query_errors.load(Relaxed))),
             src,

@@ -24,6 +24,7 @@ mod faults;
 mod hostile;
 mod http;
 mod iceberg;
+mod large_statements;
 mod kafka;
 mod nexmark;
 mod parallel;
