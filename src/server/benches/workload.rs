@@ -10,7 +10,8 @@
 //! CARGO_TARGET_DIR=/work/target-bench nice -n 19 cargo bench -p eddy-server --bench workload -- [SCENARIO...] [--rows N] [--clients N] ...
 //! ```
 //! Scenarios: `copy`, `insert-latency`, `insert-concurrent`, `copy-mv`, `point-query`, `connect`,
-//! `join`, `hop`, `topn`, `bids` (issue 12's COPY of 1M bids with one view: `--views`,
+//! `join`, `hop`, `topn`, `copy-flat` and `copy-flat-mv` (issue 8: peak RSS through one large
+//! COPY, without and with views), `bids` (issue 12's COPY of 1M bids with one view: `--views`,
 //! `--parallelism`), `all` (default). See `benches/README.md`.
 
 use std::path::PathBuf;
@@ -333,6 +334,42 @@ async fn scenario_copy(o: &Opts) {
     timed_copy(&s, &c, o.rows, o.copy_batches.unwrap_or(1), "copy").await;
     let n: i64 = c.query_one("SELECT count(*) FROM t", &[]).await.unwrap().get(0);
     println!("  check: SELECT count(*) FROM t = {n}");
+    drop(c);
+    s.stop();
+}
+
+/// Issue 8, item 3: one COPY of `--rows` rows, generated as they are sent (the client holds
+/// none), into t, and with `views` into t feeding a 100K-group view and a projection view.
+/// Prints the server's peak RSS after every tenth of the rows: a COPY whose memory does not
+/// grow with its size keeps it flat.
+async fn scenario_copy_flat(o: &Opts, views: bool) {
+    let label = if views { "copy-flat-mv" } else { "copy-flat" };
+    println!("\n== {label}: one COPY of {} rows into t(id BIGINT PK, a INT, b TEXT, c DOUBLE){} [issue 8]", o.rows, if views { " feeding 2 views" } else { "" });
+    let s = Server::start(label, o).await;
+    let c = s.connect().await;
+    c.batch_execute(CREATE_T).await.unwrap();
+    if views {
+        c.batch_execute(
+            "CREATE MATERIALIZED VIEW by_a AS SELECT a, count(*) AS n, sum(c) AS s FROM t GROUP BY a; \
+             CREATE MATERIALIZED VIEW some AS SELECT id, b FROM t WHERE id % 10 = 3",
+        )
+        .await
+        .unwrap();
+    }
+    let phase = Phase::begin(&s);
+    let sink = c.copy_in("COPY t (id, a, b, c) FROM STDIN").await.expect("COPY starts");
+    futures::pin_mut!(sink);
+    let tenth = o.rows.div_ceil(10);
+    for i in 0..10 {
+        for chunk in copy_data(i * tenth, ((i + 1) * tenth).min(o.rows)) {
+            sink.feed(chunk).await.expect("CopyData");
+        }
+        let (hwm, rss) = s.memory_mib();
+        println!("  {:>3}% sent at {:.1} s: server peak RSS {hwm:.0} MiB, RSS now {rss:.0} MiB", (i + 1) * 10, phase.t0.elapsed().as_secs_f64());
+    }
+    let n = sink.finish().await.expect("COPY completes");
+    let wall = phase.end(&s);
+    println!("  RESULT {label}: {n} rows in {wall:.3} s = {:.0} rows/s", n as f64 / wall);
     drop(c);
     s.stop();
 }
@@ -722,6 +759,8 @@ fn main() {
                 "insert-latency" => scenario_insert_latency(&o).await,
                 "insert-concurrent" => scenario_insert_concurrent(&o).await,
                 "copy-mv" => scenario_copy_mv(&o).await,
+                "copy-flat" => scenario_copy_flat(&o, false).await,
+                "copy-flat-mv" => scenario_copy_flat(&o, true).await,
                 "point-query" => scenario_point_query(&o).await,
                 "connect" => scenario_connect(&o).await,
                 "join" => scenario_join(&o).await,

@@ -57,6 +57,7 @@ impl Credentials {
 
     /// Connects the credentials to the database's users.
     pub fn set_engine(&self, engine: Arc<Engine>) {
+        // Set once at startup; a second call keeps the first engine.
         let _ = self.engine.set(engine);
     }
 

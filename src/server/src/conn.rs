@@ -229,6 +229,7 @@ impl Conn {
     /// Sends a FATAL error and closes the connection.
     async fn fatal(&mut self, code: &str, message: &str) {
         let info = ErrorInfo::new("FATAL".into(), code.into(), message.into());
+        // The connection is being closed for this error: a client already gone cannot be told.
         let _ = self.socket.send(PgWireBackendMessage::ErrorResponse(info.into())).await;
         let _ = self.socket.close().await;
     }

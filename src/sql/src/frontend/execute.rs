@@ -95,6 +95,8 @@ impl Session {
                     // The columns' types after type coercion, as execution produces them
                     // (`SELECT 1 UNION SELECT 1.5` is numeric, not the left side's integer).
                     (p, _) => {
+                        // A plan the analyzer rejects fails at execution with its error; here
+                        // its unanalyzed schema is the best description.
                         let analyzed = state.analyzer().execute_and_check(p.clone(), state.config_options(), |_, _| {}).ok();
                         Some(client_schema(analyzed.as_ref().unwrap_or(&p).schema().as_arrow()))
                     }

@@ -131,6 +131,7 @@ impl Session {
     /// wire layer does not listen: a late progress report is of no use).
     pub(crate) fn live_notice(&self, msg: String) {
         if let Some(tx) = &self.live_notices {
+            // No listener: the notice is dropped, as the doc says.
             let _ = tx.send(msg);
         }
     }

@@ -403,6 +403,7 @@ const ROMAN_MONTHS: [&str; 12] = ["XII", "XI", "X", "IX", "VIII", "VII", "VI", "
 /// `n` padded with zeros to `width` digits (a minus sign counts), as C's `%0*d`.
 fn padded(out: &mut String, n: i64, width: usize) {
     use std::fmt::Write;
+    // Writing to a String cannot fail.
     let _ = write!(out, "{n:0width$}");
 }
 
