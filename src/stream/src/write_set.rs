@@ -74,7 +74,7 @@ impl Bloom {
     fn fold(&mut self) -> bool {
         let words = BLOCK_BITS as usize / 64;
         let blocks = self.bits.len() / words;
-        if self.folded || blocks < 2 || blocks % 2 != 0 {
+        if self.folded || blocks < 2 || !blocks.is_multiple_of(2) {
             return false;
         }
         let mut bits = vec![0u64; blocks / 2 * words];
