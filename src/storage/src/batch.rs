@@ -32,9 +32,7 @@ const OP_OVERHEAD_BYTES: usize = 48;
 /// SlateDB in pieces its backpressure can pace.
 const SPILL_WRITE_ENTRIES: usize = 8192;
 
-/// Smallest in-memory size at which a batch spills because the shared write budget is
-/// exhausted (smaller ones would only make many tiny runs).
-pub const MIN_SPILL_BYTES: usize = 4 << 20;
+pub use crate::memory::MIN_SPILL_BYTES;
 
 /// Changes of one epoch, applied in order (a later op on the same key wins).
 #[derive(Debug, Default)]
@@ -152,7 +150,7 @@ impl EpochBatch {
             budget.shrink(*charged - self.bytes);
         }
         *charged = self.bytes;
-        self.bytes > budget.limit() / 2 || (self.bytes >= MIN_SPILL_BYTES && budget.is_over())
+        budget.calls_for_spill(self.bytes)
     }
 
     /// Spills the in-memory ops to a new run if they take more than `limit_bytes`.

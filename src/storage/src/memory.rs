@@ -9,6 +9,10 @@
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+/// Smallest in-memory size at which a holder spills because the shared write budget is
+/// exhausted (smaller ones would only make many tiny runs).
+pub const MIN_SPILL_BYTES: usize = 4 << 20;
+
 /// A shared byte budget with a running total.
 #[derive(Debug)]
 pub struct MemoryBudget {
@@ -37,6 +41,14 @@ impl MemoryBudget {
     /// True once the holders use more than the limit.
     pub fn is_over(&self) -> bool {
         self.used() > self.limit
+    }
+
+    /// Whether a holder of `held` bytes (already counted here) should move them out of memory
+    /// now: when it alone holds half the limit, or when the holders together are over it and
+    /// it holds at least [`MIN_SPILL_BYTES`] (smaller spills would only make many
+    /// tiny runs or files).
+    pub fn calls_for_spill(&self, held: usize) -> bool {
+        held > self.limit / 2 || (held >= MIN_SPILL_BYTES && self.is_over())
     }
 
     /// Records `bytes` more in use.

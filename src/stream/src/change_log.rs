@@ -24,7 +24,6 @@ use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use arrow::ipc::reader::StreamReader;
 use arrow::ipc::writer::StreamWriter;
 use eddy_common::{internal_err, EddyError, Op, Result, StreamChunk};
-use eddy_storage::batch::MIN_SPILL_BYTES;
 use eddy_storage::MemoryBudget;
 
 /// Name of the column that carries each row's op in the spill file.
@@ -90,7 +89,7 @@ impl ChangeLog {
         self.bytes += bytes;
         self.budget.grow(bytes);
         self.chunks.push(chunk);
-        if self.bytes > self.budget.limit() / 2 || (self.bytes >= MIN_SPILL_BYTES && self.budget.is_over()) {
+        if self.budget.calls_for_spill(self.bytes) {
             self.spill()?;
         }
         Ok(())
