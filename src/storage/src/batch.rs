@@ -26,11 +26,11 @@ use crate::memory::MemoryBudget;
 use crate::runs::{self, Op, RunId, RunStore};
 
 /// Estimated per-op bookkeeping bytes on top of key and value (vector slots, allocations).
-const OP_OVERHEAD_BYTES: usize = 48;
+pub(crate) const OP_OVERHEAD_BYTES: usize = 48;
 
 /// Largest number of entries one SlateDB write of a spill carries, so a huge spill reaches
 /// SlateDB in pieces its backpressure can pace.
-const SPILL_WRITE_ENTRIES: usize = 8192;
+pub(crate) const SPILL_WRITE_ENTRIES: usize = 8192;
 
 pub use crate::memory::MIN_SPILL_BYTES;
 

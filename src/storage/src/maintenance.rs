@@ -29,7 +29,7 @@ use tokio::sync::watch;
 
 use crate::background::FoldCursor;
 use crate::runs::{self, RunId, RUN_PREFIX};
-use crate::scan::{prefix_bounds, prefix_end, storage_err, ReadSnapshot};
+use crate::scan::{prefix_bounds, prefix_end, storage_err};
 use crate::slate::{add_ops, bounded};
 use crate::store::StateStore;
 
@@ -104,7 +104,10 @@ impl StateStore {
         };
         let snapshot = inc.db.snapshot().map_err(storage_err)?;
         let remaining = !next_live.is_empty();
-        self.set_committed(committed.epoch, ReadSnapshot::new(committed.epoch, snapshot, next_live.into()));
+        if exhausted {
+            self.forget_run_bounds(oldest);
+        }
+        self.set_committed(committed.epoch, self.read_snapshot(committed.epoch, snapshot, next_live));
         drop(guard);
         Ok(remaining)
     }
@@ -119,6 +122,7 @@ impl StateStore {
                 return Err(internal_err!("run {run:#x} is live and cannot be discarded"));
             }
             self.discarded.lock().insert(run);
+            self.forget_run_bounds(run);
         }
         let (start, end) = prefix_bounds(&runs::run_prefix(run));
         let mut deleted = 0;

@@ -24,7 +24,7 @@ use futures::Stream;
 use slatedb::config::ScanOptions;
 use slatedb::{DbIterator, DbSnapshot};
 
-use crate::runs::{self, RunId, RUN_KEY_HEADER_LEN, RUN_PREFIX};
+use crate::runs::{self, KeyBounds, RunId, RUN_KEY_HEADER_LEN, RUN_PREFIX};
 
 /// Bytes SlateDB reads ahead per request while a scan walks SSTs.
 const SCAN_READ_AHEAD_BYTES: usize = 256 << 10;
@@ -88,6 +88,9 @@ pub struct ReadSnapshot {
     inner: Arc<DbSnapshot>,
     /// Runs live at that moment, oldest first.
     live_runs: Arc<[RunId]>,
+    /// The key bounds of each of `live_runs` where known: reads skip runs that cannot hold
+    /// the key or range.
+    run_bounds: Arc<[Option<Arc<KeyBounds>>]>,
 }
 
 impl std::fmt::Debug for ReadSnapshot {
@@ -98,8 +101,14 @@ impl std::fmt::Debug for ReadSnapshot {
 
 impl ReadSnapshot {
     /// A view of `epoch` over a SlateDB snapshot and the runs live in it.
-    pub(crate) fn new(epoch: Epoch, inner: Arc<DbSnapshot>, live_runs: Arc<[RunId]>) -> Self {
-        Self { epoch, inner, live_runs }
+    pub(crate) fn new(epoch: Epoch, inner: Arc<DbSnapshot>, live_runs: Arc<[RunId]>, run_bounds: Arc<[Option<Arc<KeyBounds>>]>) -> Self {
+        debug_assert_eq!(live_runs.len(), run_bounds.len());
+        Self { epoch, inner, live_runs, run_bounds }
+    }
+
+    /// The live runs, oldest first, with their key bounds where known.
+    fn runs_with_bounds(&self) -> impl DoubleEndedIterator<Item = (RunId, Option<&KeyBounds>)> {
+        self.live_runs.iter().enumerate().map(|(i, r)| (*r, self.run_bounds.get(i).and_then(|b| b.as_deref())))
     }
 
     /// Runs live in this snapshot, oldest first.
@@ -109,8 +118,11 @@ impl ReadSnapshot {
 
     /// The value of `key` at this epoch.
     pub async fn get(&self, key: &[u8]) -> Result<Option<Bytes>> {
-        for run in self.live_runs.iter().rev() {
-            if let Some(raw) = self.inner.get(runs::run_key(*run, key)).await.map_err(storage_err)? {
+        for (run, bounds) in self.runs_with_bounds().rev() {
+            if !runs::may_hold(bounds, key) {
+                continue;
+            }
+            if let Some(raw) = self.inner.get(runs::run_key(run, key)).await.map_err(storage_err)? {
                 return runs::decode_run_value(&raw);
             }
         }
@@ -164,8 +176,11 @@ impl ReadSnapshot {
         let base_end = base_range.1.clone();
         let iter = self.inner.scan_with_options(base_range, options).await.map_err(storage_err)?;
         sources.push(Source { iter, run: None, end: base_end, head: None });
-        for run in self.live_runs.iter() {
-            let header = runs::run_prefix(*run);
+        for (run, bounds) in self.runs_with_bounds() {
+            if bounds.is_some_and(|b| !b.overlaps(&start, &end)) {
+                continue;
+            }
+            let header = runs::run_prefix(run);
             let with_header = |k: &Vec<u8>| {
                 let mut full = header.clone();
                 full.extend_from_slice(k);
@@ -185,7 +200,7 @@ impl ReadSnapshot {
                 },
             };
             let iter = self.inner.scan_with_options((run_start, run_end.clone()), options).await.map_err(storage_err)?;
-            sources.push(Source { iter, run: Some(*run), end: run_end, head: None });
+            sources.push(Source { iter, run: Some(run), end: run_end, head: None });
         }
         Ok(ScanCursor { sources, max_entries, primed: false })
     }

@@ -50,7 +50,8 @@
 //!   76 reopens in a row. Recovery is for a store that has healed, not a way to ride out a
 //!   flaky one; the retry cap is the knob for that.
 
-use std::collections::HashSet;
+use std::collections::hash_map::Entry;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -62,7 +63,7 @@ use parking_lot::{Mutex, RwLock};
 use slatedb::config::{CloseOptions, Settings};
 use slatedb::db_cache::foyer::FoyerCache;
 use slatedb::db_cache::{CachedEntry, CachedKey, DbCache};
-use slatedb::{BlockCachePolicy, CacheTarget, Db, WriteBatch};
+use slatedb::{BlockCachePolicy, CacheTarget, Db, DbSnapshot, WriteBatch};
 
 use crate::batch::EpochBatch;
 use crate::background::Maintenance;
@@ -70,7 +71,7 @@ pub(crate) use crate::slate::{add_ops, bounded};
 use crate::object_store_url;
 use crate::protocol::{self, CommitRecord};
 use crate::memory::MemoryBudget;
-use crate::runs::{self, Op, RunId, COMMIT_RECORD_KEY, LIVE_RUNS_KEY};
+use crate::runs::{self, KeyBounds, Op, RunId, COMMIT_RECORD_KEY, LIVE_RUNS_KEY};
 use crate::scan::{storage_err, ReadSnapshot};
 
 pub use crate::scan::prefix_end;
@@ -194,6 +195,9 @@ pub struct StateStore {
     next_run_id: AtomicU64,
     /// Runs of this generation deleted by `discard_run`; a commit refuses them.
     pub(crate) discarded: Mutex<HashSet<RunId>>,
+    /// Key bounds of the runs this process wrote, until they are folded or discarded (see
+    /// [`runs::KeyBounds`]); runs not listed may hold any key.
+    run_bounds: Mutex<HashMap<RunId, Arc<KeyBounds>>>,
     /// Where the data lives.
     object_store: Arc<dyn ObjectStore>,
     /// Path of the database inside `object_store`.
@@ -266,11 +270,10 @@ impl StateStore {
         let opened = Self::open_incarnation(&object_store, &path, &cache, &lsm_metrics, &tuning, lsm_buffer_bytes)
             .await
             .map_err(|e| EddyError::external(format!("cannot open state store {description}: {}", e.message)))?;
-        let snapshot = ReadSnapshot::new(
-            opened.committed,
-            opened.incarnation.db.snapshot().map_err(storage_err)?,
-            opened.live.into(),
-        );
+        // No bounds are known for runs found live on open.
+        let unknown = vec![None; opened.live.len()];
+        let snapshot =
+            ReadSnapshot::new(opened.committed, opened.incarnation.db.snapshot().map_err(storage_err)?, opened.live.into(), unknown.into());
         let first_run = runs::make_run_id(opened.incarnation.generation, 0)
             .ok_or_else(|| internal_err!("state store generation {} is out of range", opened.incarnation.generation))?;
         let store = Arc::new(Self {
@@ -280,6 +283,7 @@ impl StateStore {
             failed: AtomicBool::new(false),
             next_run_id: AtomicU64::new(first_run),
             discarded: Mutex::new(HashSet::new()),
+            run_bounds: Mutex::new(HashMap::new()),
             object_store,
             path,
             cache,
@@ -454,6 +458,21 @@ impl StateStore {
         batch.spill_if_over_budget(self, &self.write_memory).await
     }
 
+    /// A read view of `epoch` over SlateDB snapshot `inner` with `live` runs, carrying the
+    /// runs' key bounds where known.
+    pub(crate) fn read_snapshot(&self, epoch: Epoch, inner: Arc<DbSnapshot>, live: Vec<RunId>) -> ReadSnapshot {
+        let bounds: Vec<Option<Arc<KeyBounds>>> = {
+            let known = self.run_bounds.lock();
+            live.iter().map(|r| known.get(r).cloned()).collect()
+        };
+        ReadSnapshot::new(epoch, inner, live.into(), bounds.into())
+    }
+
+    /// Forgets the key bounds of `run`, whose entries are gone (folded or discarded).
+    pub(crate) fn forget_run_bounds(&self, run: RunId) {
+        self.run_bounds.lock().remove(&run);
+    }
+
     /// The last committed epoch.
     pub fn committed_epoch(&self) -> Epoch {
         self.committed.read().epoch
@@ -477,12 +496,31 @@ impl StateStore {
 
     /// Writes `ops` (sorted, one per key) as entries of `run`, without waiting for durability.
     pub(crate) async fn write_run_entries(&self, run: RunId, ops: &[Op]) -> Result<()> {
+        // Recorded before the write: if it fails halfway, the bounds still cover what landed.
+        if let Some(b) = KeyBounds::of_sorted(ops) {
+            match self.run_bounds.lock().entry(run) {
+                Entry::Occupied(mut e) => Arc::make_mut(e.get_mut()).widen(b),
+                Entry::Vacant(e) => {
+                    e.insert(Arc::new(b));
+                }
+            }
+        }
         let mut wb = WriteBatch::new();
         for (k, v) in ops {
             wb.put_bytes(Bytes::from(runs::run_key(run, k)), Bytes::from(runs::encode_run_value(v.as_deref())));
         }
         let inc = self.incarnation();
         bounded(self.tuning.commit_timeout, "spill", inc.db.write(wb)).await.map(|_| ())
+    }
+
+    /// Writes a commit's tail as a new run (see [`StateStore::commit`]): it is the newest run
+    /// of the epoch, so it holds the newest version of its keys (invariant 1 of [`runs`]).
+    async fn write_tail_run(&self, tail: Vec<Op>) -> Result<RunId> {
+        let run = self.mint_run_id()?;
+        for chunk in runs::sort_last_wins(tail).chunks(crate::batch::SPILL_WRITE_ENTRIES) {
+            self.write_run_entries(run, chunk).await?;
+        }
+        Ok(run)
     }
 
     /// One entry of a run, committed or not, as the current instance holds it: `None` if the
@@ -509,16 +547,26 @@ impl StateStore {
             self.reopen_locked().await?;
         }
         let record: CommitRecord = protocol::decide_commit(self.committed_epoch(), epoch, self.generation())?;
-        let (tail, new_runs) = batch.into_parts();
+        let (mut tail, mut new_runs) = batch.into_parts();
         for (k, _) in &tail {
             runs::check_user_key(k)?;
+        }
+        // SlateDB holds one write whole, several times over (its batch, the WAL queue, the
+        // memtable), past its own backpressure: a large tail goes in first as the epoch's
+        // newest run, in paced pieces, and the commit's atomic write only makes it live.
+        let tail_bytes: usize = tail.iter().map(|(k, v)| k.len() + v.as_ref().map_or(0, Vec::len) + crate::batch::OP_OVERHEAD_BYTES).sum();
+        if tail_bytes > self.lsm_buffer_bytes / 4 {
+            new_runs.push(self.write_tail_run(std::mem::take(&mut tail)).await?);
         }
         let live = self.snapshot().live_runs().to_vec();
         runs::check_new_runs(self.generation(), &live, &new_runs)?;
         if let Some(r) = new_runs.iter().find(|r| self.discarded.lock().contains(r)) {
             return Err(internal_err!("epoch batch commits run {r:#x}, which was discarded"));
         }
-        let (writes, next_live) = runs::commit_writes(tail, &live, &new_runs);
+        let (writes, next_live) = {
+            let bounds = self.run_bounds.lock();
+            runs::commit_writes(tail, &live, &new_runs, |r| bounds.get(&r).map(|b| KeyBounds::clone(b)))
+        };
         let mut wb = WriteBatch::new();
         add_ops(&mut wb, writes);
         wb.put(COMMIT_RECORD_KEY, record.encode());
@@ -532,7 +580,7 @@ impl StateStore {
         let snapshot = durable.and_then(|_| inc.db.snapshot().map_err(storage_err));
         match snapshot {
             Ok(snapshot) => {
-                self.set_committed(epoch, ReadSnapshot::new(epoch, snapshot, next_live.into()));
+                self.set_committed(epoch, self.read_snapshot(epoch, snapshot, next_live));
                 if !new_runs.is_empty() {
                     self.maintenance.wake();
                 }
@@ -572,8 +620,7 @@ impl StateStore {
         self.failed.store(true, Ordering::SeqCst);
         let opened = Self::open_incarnation(&self.object_store, &self.path, &self.cache, &self.lsm_metrics, &self.tuning, self.lsm_buffer_bytes)
             .await?;
-        let snapshot =
-            ReadSnapshot::new(opened.committed, opened.incarnation.db.snapshot().map_err(storage_err)?, opened.live.into());
+        let snapshot = self.read_snapshot(opened.committed, opened.incarnation.db.snapshot().map_err(storage_err)?, opened.live);
         let generation = opened.incarnation.generation;
         let first_run = runs::make_run_id(generation, 0)
             .ok_or_else(|| internal_err!("state store generation {generation} is out of range"))?;

@@ -187,6 +187,133 @@ async fn a_later_epoch_hides_keys_of_older_live_runs() {
     assert_eq!(store.run_get(run, &key("a")).await.unwrap(), None);
 }
 
+/// A key in user table `t`.
+fn key_in(t: u8, k: &str) -> Vec<u8> {
+    let mut v = vec![0, 0, 0, t];
+    v.extend_from_slice(k.as_bytes());
+    v
+}
+
+#[tokio::test]
+async fn runs_are_skipped_by_key_bounds_and_still_shadowed_inside_them() {
+    let (dir, _) = file_url("bounds");
+    std::fs::create_dir_all(&dir).unwrap();
+    let open = || async {
+        let os: Arc<dyn object_store::ObjectStore> = Arc::new(object_store::local::LocalFileSystem::new_with_prefix(&dir).unwrap());
+        StateStore::open_with(os, "db", &StoreOptions::default(), quiet()).await.unwrap()
+    };
+    let store = open().await;
+    // Epoch 1: table 6 bulk-loads b..=d into one run, table 7 into another.
+    let mut b = EpochBatch::default();
+    for k in ["b", "c", "d"] {
+        b.put(key_in(6, k), b"run".to_vec());
+    }
+    b.spill(&store).await.unwrap();
+    let mut other = EpochBatch::default();
+    other.put(key_in(7, "x"), b"run".to_vec());
+    other.spill(&store).await.unwrap();
+    b.extend(other);
+    store.commit(Epoch(1), b).await.unwrap();
+    let (r6, r7) = (store.snapshot().live_runs()[0], store.snapshot().live_runs()[1]);
+    // Epoch 2: tail writes inside run 6's bounds (c), outside every run (a, table 8), and
+    // inside run 7's (x).
+    let mut b = EpochBatch::default();
+    b.put(key_in(6, "c"), b"tail".to_vec());
+    b.put(key_in(6, "a"), b"tail".to_vec());
+    b.put(key_in(8, "q"), b"tail".to_vec());
+    b.delete(key_in(7, "x"));
+    store.commit(Epoch(2), b).await.unwrap();
+    let check = |snap: crate::ReadSnapshot| async move {
+        let get = |t, k: &'static str| {
+            let snap = snap.clone();
+            async move { snap.get(&key_in(t, k)).await.unwrap().map(|v| String::from_utf8_lossy(&v).into_owned()) }
+        };
+        assert_eq!(get(6, "a").await.as_deref(), Some("tail"));
+        assert_eq!(get(6, "b").await.as_deref(), Some("run"));
+        assert_eq!(get(6, "c").await.as_deref(), Some("tail"));
+        assert_eq!(get(7, "x").await, None);
+        assert_eq!(get(8, "q").await.as_deref(), Some("tail"));
+        let all: Vec<_> = snap.scan_prefix(&[0, 0, 0]).await.unwrap().into_iter().filter(|(k, _)| k[3] != 0).map(|(k, v)| (k.to_vec(), v.to_vec())).collect();
+        let want = vec![
+            (key_in(6, "a"), b"tail".to_vec()),
+            (key_in(6, "b"), b"run".to_vec()),
+            (key_in(6, "c"), b"tail".to_vec()),
+            (key_in(6, "d"), b"run".to_vec()),
+            (key_in(8, "q"), b"tail".to_vec()),
+        ];
+        assert_eq!(all, want);
+    };
+    check(store.snapshot()).await;
+    // Invariant 1 inside the bounds: the runs no longer hold the keys the tail rewrote.
+    assert_eq!(store.run_get(r6, &key_in(6, "c")).await.unwrap(), None);
+    assert_eq!(store.run_get(r7, &key_in(7, "x")).await.unwrap(), None);
+    // A reopened store knows no bounds (it probes every run) and reads the same.
+    store.close().await.unwrap();
+    drop(store);
+    let store = open().await;
+    assert_eq!(store.snapshot().live_runs(), &[r6, r7]);
+    check(store.snapshot()).await;
+    // A commit with unknown bounds shadows in every run, as before.
+    let mut b = EpochBatch::default();
+    b.put(key_in(6, "d"), b"late".to_vec());
+    store.commit(Epoch(3), b).await.unwrap();
+    assert_eq!(store.snapshot().get(&key_in(6, "d")).await.unwrap().as_deref(), Some(&b"late"[..]));
+    assert_eq!(store.run_get(r6, &key_in(6, "d")).await.unwrap(), None);
+    store.close().await.unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test]
+async fn a_large_tail_commits_as_the_newest_run_and_a_small_one_onto_base_keys() {
+    let os: Arc<dyn object_store::ObjectStore> = Arc::new(object_store::memory::InMemory::new());
+    let opts = StoreOptions { lsm_buffer_bytes: 256 << 10, ..StoreOptions::default() };
+    let store = StateStore::open_with(os, "db", &opts, quiet()).await.unwrap();
+    // Epoch 1: an older live run holds k0000..k0999 = "old".
+    let mut b = EpochBatch::default();
+    for i in 0..1000 {
+        b.put(key(&format!("k{i:04}")), b"old".to_vec());
+    }
+    b.spill(&store).await.unwrap();
+    store.commit(Epoch(1), b).await.unwrap();
+    let older = store.snapshot().live_runs().to_vec();
+    // Epoch 2: a tail of 5,000 ops (~300 KB, past a quarter of the 256 KiB LSM buffer)
+    // rewrites half the old keys, deletes some, and adds new ones.
+    let mut b = EpochBatch::default();
+    for i in (0..1000).step_by(2) {
+        b.put(key(&format!("k{i:04}")), b"new".to_vec());
+    }
+    for i in (1..1000).step_by(10) {
+        b.delete(key(&format!("k{i:04}")));
+    }
+    for i in 1000..5400 {
+        b.put(key(&format!("k{i:04}")), b"new".to_vec());
+    }
+    assert_eq!(b.runs().len(), 0);
+    store.commit(Epoch(2), b).await.unwrap();
+    let snap = store.snapshot();
+    assert_eq!(snap.live_runs().len(), 2, "the tail became a run");
+    assert_eq!(snap.live_runs()[0], older[0]);
+    let rows = table(&snap).await;
+    assert_eq!(rows.len(), 5400 - 100);
+    assert_eq!(rows["k0000"], "new");
+    assert_eq!(rows["k0003"], "old");
+    assert!(!rows.contains_key("k0001"));
+    assert_eq!(snap.get(&key("k0002")).await.unwrap().as_deref(), Some(&b"new"[..]));
+    assert_eq!(snap.get(&key("k0011")).await.unwrap(), None);
+    // A small tail goes onto base keys and shadows the runs that held its keys.
+    let mut b = EpochBatch::default();
+    b.put(key("k0003"), b"small".to_vec());
+    b.put(key("k0004"), b"small".to_vec());
+    store.commit(Epoch(3), b).await.unwrap();
+    let snap = store.snapshot();
+    assert_eq!(snap.live_runs().len(), 2);
+    let rows = table(&snap).await;
+    assert_eq!((rows["k0003"].as_str(), rows["k0004"].as_str(), rows.len()), ("small", "small", 5300));
+    // Folding every run changes no read.
+    while store.fold_step(1000).await.unwrap() {}
+    assert_eq!(table(&store.snapshot()).await, rows);
+}
+
 #[tokio::test]
 async fn deletes_in_a_run_hide_base_keys() {
     let store = memory_store().await;

@@ -95,3 +95,29 @@ async fn statements_larger_than_the_write_budget_spill_their_view_changes_and_st
     drop(c);
     srv.shutdown().await.unwrap();
 }
+
+/// A transaction block keeps its writes in the session until COMMIT, so they count against the
+/// session's memory (`--query-memory-mb`): a statement that would take the block past it fails
+/// with 53200 and aborts the block, and the server carries on. The same COPY outside a block
+/// streams through the table's writer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_transaction_block_past_the_session_memory_fails_with_53200_while_the_same_copy_outside_streams() {
+    let srv = server_with(|c| c.limits.query_memory_bytes = 8 << 20).await;
+    let c = connect(srv.addr).await;
+    c.batch_execute("CREATE TABLE t (id BIGINT PRIMARY KEY, g INT, s TEXT)").await.unwrap();
+    c.batch_execute("BEGIN; INSERT INTO t VALUES (-1, 0, 'in the block')").await.unwrap();
+    let e = bounded(STEP, "COPY in a block", copy(&c, 0..200_000, "")).await.unwrap_err();
+    assert_eq!(sqlstate(&e), "53200", "{e}");
+    assert!(format!("{e:?}").contains("transaction block would hold"), "{e:?}");
+    // The block is aborted: statements fail until ROLLBACK, which ends it with nothing applied.
+    let e = c.batch_execute("INSERT INTO t VALUES (-2, 0, 'x')").await.unwrap_err();
+    assert_eq!(sqlstate(&e), "25P02", "{e}");
+    c.batch_execute("ROLLBACK").await.unwrap();
+    assert_eq!(one(&c, "SELECT count(*) FROM t").await, "0");
+    assert_eq!(bounded(STEP, "COPY", copy(&c, 0..200_000, "")).await.unwrap(), 200_000);
+    // A block within the limit commits.
+    c.batch_execute("BEGIN; UPDATE t SET s = 'small' WHERE id < 1000; COMMIT").await.unwrap();
+    assert_eq!(one(&c, "SELECT count(*) FROM t WHERE s = 'small'").await, "1000");
+    drop(c);
+    srv.shutdown().await.unwrap();
+}

@@ -21,6 +21,18 @@ pub(crate) struct BlockWrite {
     pub(crate) kv: Vec<(Vec<u8>, Option<Vec<u8>>)>,
 }
 
+/// Bookkeeping bytes per resolved key on top of its key and row (vector slot, tree node share).
+const KV_OVERHEAD_BYTES: usize = 64;
+
+impl BlockWrite {
+    /// Approximate heap bytes the block holds for this write: the statement's rows, and its
+    /// resolved effect twice (recorded here, and folded into the overlay).
+    pub(crate) fn approx_bytes(&self) -> usize {
+        let kv: usize = self.kv.iter().map(|(k, v)| k.len() + v.as_ref().map_or(0, Vec::len) + KV_OVERHEAD_BYTES).sum();
+        self.write.chunk.batch.get_array_memory_size() + 2 * kv
+    }
+}
+
 /// The block's writes as readers see them: per table, key → current row (`None`: deleted).
 pub type Overlay = HashMap<u32, Arc<BTreeMap<Vec<u8>, Option<Vec<u8>>>>>;
 
@@ -33,6 +45,8 @@ pub(crate) struct Block {
     pub(crate) savepoints: Vec<(String, usize)>,
     /// The recorded writes folded per table, for reads and for resolving later statements.
     pub(crate) overlay: Overlay,
+    /// Approximate heap bytes of `writes` and `overlay` ([`BlockWrite::approx_bytes`]).
+    pub(crate) bytes: usize,
 }
 
 impl Block {
@@ -46,6 +60,7 @@ impl Block {
             }
         }
         self.overlay = tables.into_iter().map(|(id, m)| (id, Arc::new(m))).collect();
+        self.bytes = self.writes.iter().map(BlockWrite::approx_bytes).sum();
     }
 }
 

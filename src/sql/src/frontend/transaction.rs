@@ -8,6 +8,10 @@
 //! inserted meanwhile: 23505), none is applied. ROLLBACK drops them; ROLLBACK TO SAVEPOINT drops
 //! the writes recorded after the savepoint.
 //!
+//! The block's recorded writes count against the session's `--query-memory-mb`: a statement
+//! that would take the block past it fails with `53200` (the block is then aborted), so one
+//! session cannot fill the server's memory with uncommitted writes.
+//!
 //! Isolation is PostgreSQL's default, READ COMMITTED: every statement reads the latest
 //! committed epoch (plus the block's own writes). Writes to the same key by concurrent
 //! transactions: the last COMMIT wins, except that an insert of a new key fails at COMMIT with
@@ -74,13 +78,26 @@ impl Session {
             }
         }
         let resolved = resolve(&write, &keys, &current, &codec, &table.name, table.has_row_id())?;
+        let limit = self.engine.config.query_memory_bytes;
         let block = self.block.as_mut().ok_or_else(|| eddy_common::internal_err!("transaction block vanished"))?;
+        let recorded = BlockWrite { table: table.clone(), write, kv: resolved.kv };
+        let bytes = block.bytes + recorded.approx_bytes();
+        if bytes > limit {
+            return Err(user_err!(
+                sqlstate::OUT_OF_MEMORY,
+                "out of memory: the transaction block would hold {} MiB of uncommitted writes, more than the {} MiB a session may buffer \
+                 (--query-memory-mb); commit in smaller transactions, or run the COPY or INSERT outside a transaction block, where it streams",
+                bytes >> 20,
+                limit >> 20
+            ));
+        }
         let t = block.overlay.entry(table.id).or_default();
         let t = Arc::make_mut(t);
-        for (k, v) in &resolved.kv {
+        for (k, v) in &recorded.kv {
             t.insert(k.clone(), v.clone());
         }
-        block.writes.push(BlockWrite { table: table.clone(), write, kv: resolved.kv });
+        block.bytes = bytes;
+        block.writes.push(recorded);
         Ok(resolved.outcome)
     }
 
