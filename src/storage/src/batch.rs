@@ -26,11 +26,11 @@ use crate::memory::MemoryBudget;
 use crate::runs::{self, Op, RunId, RunStore};
 
 /// Estimated per-op bookkeeping bytes on top of key and value (vector slots, allocations).
-pub(crate) const OP_OVERHEAD_BYTES: usize = 48;
+const OP_OVERHEAD_BYTES: usize = 48;
 
 /// Largest number of entries one SlateDB write of a spill carries, so a huge spill reaches
 /// SlateDB in pieces its backpressure can pace.
-pub(crate) const SPILL_WRITE_ENTRIES: usize = 8192;
+const SPILL_WRITE_ENTRIES: usize = 8192;
 
 pub use crate::memory::MIN_SPILL_BYTES;
 
@@ -168,6 +168,18 @@ impl EpochBatch {
     /// memory, so they are written again (a later spill) or overwritten and deleted from the
     /// run by the commit (see `runs::commit_writes`).
     pub async fn spill(&mut self, store: &impl RunStore) -> Result<()> {
+        self.spill_into(store, self.runs.last().copied()).await
+    }
+
+    /// Like [`EpochBatch::spill`], but always into a new run, which becomes the batch's newest
+    /// (so the ops keep their place after the batch's other runs). The state store's commit
+    /// writes a large tail so: a run of its own keeps its key bounds apart from the others'.
+    pub(crate) async fn spill_to_new_run(&mut self, store: &impl RunStore) -> Result<()> {
+        self.spill_into(store, None).await
+    }
+
+    /// Spills into `newest` (the batch's newest run) or, if `None`, a new run.
+    async fn spill_into(&mut self, store: &impl RunStore, newest: Option<RunId>) -> Result<()> {
         if self.ops.is_empty() {
             return Ok(());
         }
@@ -177,7 +189,6 @@ impl EpochBatch {
         // Sorted with the last op per key is equivalent to the ops in batch order, so on error
         // the sorted ops go back into memory instead of a copy kept just in case.
         let sorted = runs::sort_last_wins(std::mem::take(&mut self.ops));
-        let newest = self.runs.last().copied();
         let written = async {
             let run = match newest {
                 Some(run) => run,

@@ -513,16 +513,6 @@ impl StateStore {
         bounded(self.tuning.commit_timeout, "spill", inc.db.write(wb)).await.map(|_| ())
     }
 
-    /// Writes a commit's tail as a new run (see [`StateStore::commit`]): it is the newest run
-    /// of the epoch, so it holds the newest version of its keys (invariant 1 of [`runs`]).
-    async fn write_tail_run(&self, tail: Vec<Op>) -> Result<RunId> {
-        let run = self.mint_run_id()?;
-        for chunk in runs::sort_last_wins(tail).chunks(crate::batch::SPILL_WRITE_ENTRIES) {
-            self.write_run_entries(run, chunk).await?;
-        }
-        Ok(run)
-    }
-
     /// One entry of a run, committed or not, as the current instance holds it: `None` if the
     /// run has no entry for `key`, `Some(None)` if it deletes `key`, `Some(Some(v))` if it sets
     /// it. Lets an actor read its own spilled, uncommitted writes.
@@ -541,22 +531,21 @@ impl StateStore {
     /// Commits `batch` as epoch `epoch`: atomically, durably, in epoch order. Returns once the
     /// batch is durable and later snapshots show it. If the store needs recovery (an earlier
     /// commit failed, or SlateDB died in the background), recovers first.
-    pub async fn commit(&self, epoch: Epoch, batch: EpochBatch) -> Result<()> {
+    pub async fn commit(&self, epoch: Epoch, mut batch: EpochBatch) -> Result<()> {
         let _guard = self.commit_lock.lock().await;
         if self.needs_recovery() {
             self.reopen_locked().await?;
         }
         let record: CommitRecord = protocol::decide_commit(self.committed_epoch(), epoch, self.generation())?;
-        let (mut tail, mut new_runs) = batch.into_parts();
-        for (k, _) in &tail {
-            runs::check_user_key(k)?;
-        }
         // SlateDB holds one write whole, several times over (its batch, the WAL queue, the
         // memtable), past its own backpressure: a large tail goes in first as the epoch's
         // newest run, in paced pieces, and the commit's atomic write only makes it live.
-        let tail_bytes: usize = tail.iter().map(|(k, v)| k.len() + v.as_ref().map_or(0, Vec::len) + crate::batch::OP_OVERHEAD_BYTES).sum();
-        if tail_bytes > self.lsm_buffer_bytes / 4 {
-            new_runs.push(self.write_tail_run(std::mem::take(&mut tail)).await?);
+        if batch.approx_bytes() > self.lsm_buffer_bytes / 4 {
+            batch.spill_to_new_run(self).await?;
+        }
+        let (tail, new_runs) = batch.into_parts();
+        for (k, _) in &tail {
+            runs::check_user_key(k)?;
         }
         let live = self.snapshot().live_runs().to_vec();
         runs::check_new_runs(self.generation(), &live, &new_runs)?;

@@ -306,17 +306,24 @@ impl WriteSet {
 mod tests {
     use super::*;
 
-    #[test]
-    fn a_bloom_filter_has_no_false_negatives_and_few_false_positives() {
-        // Even keys in the filter, odd ones (inside its key range) probed.
+    /// The keys 0, 2, ..., 19,998 (as big-endian u32) and a filter holding them.
+    fn filter_of_even_keys() -> (Vec<Vec<u8>>, Bloom) {
         let keys: Vec<Vec<u8>> = (0..10_000u32).map(|i| (2 * i).to_be_bytes().to_vec()).collect();
         let mut b = Bloom::with_capacity(keys.len());
         b.add(keys.iter());
+        (keys, b)
+    }
+
+    /// How many of the 10,000 odd keys (inside the filter's key range, none in it) `b` passes.
+    fn odd_false_positives(b: &Bloom) -> usize {
+        (0..10_000u32).map(|i| (2 * i + 1).to_be_bytes()).filter(|k| b.may_contain(k, KeyHash::of(k))).count()
+    }
+
+    #[test]
+    fn a_bloom_filter_has_no_false_negatives_and_few_false_positives() {
+        let (keys, b) = filter_of_even_keys();
         assert!(keys.iter().all(|k| b.may_contain(k, KeyHash::of(k))));
-        let false_positives = (0..10_000u32)
-            .map(|i| (2 * i + 1).to_be_bytes())
-            .filter(|k| b.may_contain(k, KeyHash::of(k)))
-            .count();
+        let false_positives = odd_false_positives(&b);
         assert!(false_positives < 50, "{false_positives} false positives in 10,000");
     }
 
@@ -372,17 +379,12 @@ mod tests {
 
     #[test]
     fn a_folded_filter_keeps_every_key_and_passes_few_absent_ones() {
-        let keys: Vec<Vec<u8>> = (0..10_000u32).map(|i| (2 * i).to_be_bytes().to_vec()).collect();
-        let mut b = Bloom::with_capacity(keys.len());
-        b.add(keys.iter());
+        let (keys, mut b) = filter_of_even_keys();
         let bytes = b.bytes();
         assert!(b.fold() && !b.fold());
         assert_eq!(b.bytes(), bytes / 2);
         assert!(keys.iter().all(|k| b.may_contain(k, KeyHash::of(k))));
-        let false_positives = (0..10_000u32)
-            .map(|i| (2 * i + 1).to_be_bytes())
-            .filter(|k| b.may_contain(k, KeyHash::of(k)))
-            .count();
+        let false_positives = odd_false_positives(&b);
         assert!(false_positives < 800, "{false_positives} false positives in 10,000");
     }
 
