@@ -11,7 +11,7 @@
 //! ```
 //! Scenarios: `copy`, `insert-latency`, `insert-concurrent`, `copy-mv`, `point-query`, `connect`,
 //! `join`, `hop`, `topn`, `copy-flat` and `copy-flat-mv` (issue 8: peak RSS through one large
-//! COPY, without and with views), `bids` (issue 12's COPY of 1M bids with one view: `--views`,
+//! COPY, without and with views; `--pad N` widens each row for multi-gigabyte COPYs), `bids` (issue 12's COPY of 1M bids with one view: `--views`,
 //! `--parallelism`), `all` (default). See `benches/README.md`.
 
 use std::path::PathBuf;
@@ -45,6 +45,9 @@ struct Opts {
     parallelism: u16,
     /// `bids`: the views to run (empty: all).
     views: Vec<String>,
+    /// `copy-flat*`: characters added to each row's text column (wide rows make a COPY of many
+    /// gigabytes with few keys).
+    pad: usize,
 }
 
 fn parse_args() -> Opts {
@@ -63,6 +66,7 @@ fn parse_args() -> Opts {
         keep_dir: false,
         parallelism: 0,
         views: vec![],
+        pad: 0,
     };
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
@@ -82,6 +86,7 @@ fn parse_args() -> Opts {
             "--parallelism" => o.parallelism = val("--parallelism").parse().unwrap(),
             "--views" => o.views = val("--views").split(',').map(str::to_string).collect(),
             "--keep-dir" => o.keep_dir = true,
+            "--pad" => o.pad = val("--pad").parse().unwrap(),
             s if s.starts_with("--") => panic!("unknown flag {s}"),
             s => o.scenarios.push(s.to_string()),
         }
@@ -270,9 +275,18 @@ const CREATE_T: &str = "CREATE TABLE t (id BIGINT PRIMARY KEY, a INT, b TEXT, c 
 /// COPY text rows `id \t a \t b \t c` for ids in [from, to): a = id % 100000 (100K distinct),
 /// b = 'g' || (id % 10) (10 distinct), c = a float. Split into ~64 KiB CopyData messages.
 fn copy_data(from: usize, to: usize) -> Vec<Bytes> {
+    padded_copy_data(from, to, 0)
+}
+
+/// [`copy_data`] with `pad` more characters in column b of every row (varied per row, so the
+/// store cannot share them).
+fn padded_copy_data(from: usize, to: usize, pad: usize) -> Vec<Bytes> {
     use std::fmt::Write;
+    const ALPHABET: &[u8] = b"abcdefghijklmnopqrstuvwxyz0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ";
     copy_rows(from, to, |id, buf| {
-        let _ = writeln!(buf, "{id}\t{}\tg{}\t{}.{}", id % 100_000, id % 10, id % 1000, id % 7);
+        let _ = write!(buf, "{id}\t{}\tg{}", id % 100_000, id % 10);
+        buf.extend((0..pad).map(|i| ALPHABET[(id.wrapping_mul(31) + i * 7) % ALPHABET.len()] as char));
+        let _ = writeln!(buf, "\t{}.{}", id % 1000, id % 7);
     })
 }
 
@@ -360,16 +374,28 @@ async fn scenario_copy_flat(o: &Opts, views: bool) {
     let sink = c.copy_in("COPY t (id, a, b, c) FROM STDIN").await.expect("COPY starts");
     futures::pin_mut!(sink);
     let tenth = o.rows.div_ceil(10);
+    let mut sent = 0usize;
     for i in 0..10 {
-        for chunk in copy_data(i * tenth, ((i + 1) * tenth).min(o.rows)) {
-            sink.feed(chunk).await.expect("CopyData");
+        // Generated a slice at a time, so the client never holds more than ~64 MiB of it.
+        let (from, to) = (i * tenth, ((i + 1) * tenth).min(o.rows));
+        let step = (64 << 20) / (30 + o.pad);
+        for lo in (from..to).step_by(step.max(1)) {
+            for chunk in padded_copy_data(lo, (lo + step).min(to), o.pad) {
+                sent += chunk.len();
+                sink.feed(chunk).await.expect("CopyData");
+            }
         }
         let (hwm, rss) = s.memory_mib();
-        println!("  {:>3}% sent at {:.1} s: server peak RSS {hwm:.0} MiB, RSS now {rss:.0} MiB", (i + 1) * 10, phase.t0.elapsed().as_secs_f64());
+        println!(
+            "  {:>3}% sent ({:.2} GiB) at {:.1} s: server peak RSS {hwm:.0} MiB, RSS now {rss:.0} MiB",
+            (i + 1) * 10,
+            sent as f64 / (1u64 << 30) as f64,
+            phase.t0.elapsed().as_secs_f64()
+        );
     }
     let n = sink.finish().await.expect("COPY completes");
     let wall = phase.end(&s);
-    println!("  RESULT {label}: {n} rows in {wall:.3} s = {:.0} rows/s", n as f64 / wall);
+    println!("  RESULT {label}: {n} rows ({:.2} GiB of COPY text) in {wall:.3} s = {:.0} rows/s, {:.1} MiB/s", sent as f64 / (1u64 << 30) as f64, n as f64 / wall, sent as f64 / 1048576.0 / wall);
     drop(c);
     s.stop();
 }
