@@ -144,6 +144,12 @@ async fn output_column_names_follow_postgres_including_repeats() {
         ("SELECT a::text, a::int8, a FROM names_t", &["a", "a", "a"]),
         ("SELECT t1.a, t2.a FROM names_t t1 JOIN names_t t2 ON t1.a = t2.a", &["a", "a"]),
         ("SELECT a AS x, b AS x FROM names_t", &["x", "x"]),
+        // PostgreSQL 15's names: a subscript keeps the name of what it indexes, value functions
+        // without parentheses are named after themselves, a precision does not change a type's.
+        ("SELECT arr[1], (ARRAY[1, 2])[2], s.arr[2] FROM (SELECT ARRAY[a, a] AS arr FROM names_t) s", &["arr", "array", "arr"]),
+        ("SELECT current_role, CURRENT_SCHEMA, current_catalog, localtime, localtimestamp", &["current_role", "current_schema", "current_catalog", "localtime", "localtimestamp"]),
+        ("SELECT * FROM (SELECT current_role, current_schema) s", &["current_role", "current_schema"]),
+        ("SELECT CAST('2024-01-01' AS timestamp(1) with time zone), '10:00'::time(0), true, NULL", &["timestamptz", "time", "?column?", "?column?"]),
     ];
     for (sql, want) in cases {
         let stmt = c.prepare(sql).await.unwrap_or_else(|e| panic!("{sql}: {e:?}"));

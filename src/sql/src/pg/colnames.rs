@@ -13,6 +13,7 @@ use datafusion::sql::sqlparser::ast::{DataType as SqlType, Expr, FunctionArgumen
 /// PostgreSQL's name for an unaliased select item, and whether it is only the `?column?` fallback.
 fn figure(e: &Expr) -> Option<String> {
     Some(match e {
+        Expr::Identifier(i) if super::rewrite::is_value_function(i) => i.value.to_ascii_lowercase(),
         Expr::Identifier(i) => i.value.clone(),
         Expr::CompoundIdentifier(parts) => parts.last()?.value.clone(),
         Expr::Function(f) => {
@@ -46,10 +47,16 @@ fn figure(e: &Expr) -> Option<String> {
         Expr::Extract { .. } => "extract".into(),
         Expr::Ceil { .. } => "ceil".into(),
         Expr::Floor { .. } => "floor".into(),
-        Expr::CompoundFieldAccess { access_chain, .. } => match access_chain.last()? {
-            datafusion::sql::sqlparser::ast::AccessExpr::Dot(Expr::Identifier(i)) => i.value.clone(),
-            _ => return None,
-        },
+        // The last field name of the chain (`(r).f`); subscripts keep the name of what they
+        // index (`a[1]` is `a`), as PostgreSQL's `FigureColname` does.
+        Expr::CompoundFieldAccess { root, access_chain } => {
+            match access_chain.iter().rev().find(|a| matches!(a, datafusion::sql::sqlparser::ast::AccessExpr::Dot(_))) {
+                Some(datafusion::sql::sqlparser::ast::AccessExpr::Dot(Expr::Identifier(i))) => i.value.clone(),
+                Some(_) => return None,
+                None => return figure(root),
+            }
+        }
+
         _ => return None,
     })
 }
@@ -66,6 +73,11 @@ fn names_a_column(e: &Expr) -> bool {
 
 fn type_name(t: &SqlType) -> String {
     let s = t.to_string().to_ascii_lowercase();
+    // A precision inside the name (`timestamp(3) with time zone`) does not change it.
+    let s = match (s.find('('), s.find(')')) {
+        (Some(open), Some(close)) if open < close && s.starts_with("time") => format!("{}{}", &s[..open], &s[close + 1..]),
+        _ => s,
+    };
     let s = s.rsplit('.').next().unwrap_or(&s).to_string();
     match s.as_str() {
         "int" | "integer" => "int4".into(),
@@ -92,7 +104,7 @@ fn planned_name(item: &SelectItem) -> Option<String> {
     let ident = |i: &Ident| if i.quote_style.is_some() { i.value.clone() } else { i.value.to_lowercase() };
     match item {
         SelectItem::ExprWithAlias { alias, .. } => Some(ident(alias)),
-        SelectItem::UnnamedExpr(Expr::Identifier(i)) => Some(ident(i)),
+        SelectItem::UnnamedExpr(Expr::Identifier(i)) if !super::rewrite::is_value_function(i) => Some(ident(i)),
         SelectItem::UnnamedExpr(Expr::CompoundIdentifier(parts)) => parts.last().map(ident),
         _ => None,
     }
@@ -113,7 +125,11 @@ pub fn assign(select: &mut Select, top: bool) {
     let wildcard = select.projection.iter().any(|i| matches!(i, SelectItem::Wildcard(_) | SelectItem::QualifiedWildcard(..)));
     for item in select.projection.iter_mut() {
         if let SelectItem::UnnamedExpr(e) = item {
-            let is_column = matches!(e, Expr::Identifier(_) | Expr::CompoundIdentifier(_));
+            let is_column = match e {
+                Expr::Identifier(i) => !super::rewrite::is_value_function(i),
+                Expr::CompoundIdentifier(_) => true,
+                _ => false,
+            };
             // A name taken from a column (`c.oid::regclass` is `oid`) could clash with that
             // column when DataFusion adds it for ORDER BY; those keep DataFusion's name.
             let column_like = (wildcard && is_column)
@@ -158,8 +174,10 @@ fn assign_inner(select: &mut Select) {
     let mut used: HashSet<String> = select.projection.iter().filter_map(planned_name).collect();
     for item in select.projection.iter_mut() {
         let SelectItem::UnnamedExpr(e) = item else { continue };
-        if matches!(e, Expr::Identifier(_) | Expr::CompoundIdentifier(_)) {
-            continue;
+        match e {
+            Expr::Identifier(i) if !super::rewrite::is_value_function(i) => continue,
+            Expr::CompoundIdentifier(_) => continue,
+            _ => {}
         }
         // `x::text` is named `x` (DataFusion would say `t.x`), unless that name is taken.
         if matches!(e, Expr::Cast { .. } | Expr::Nested(_) | Expr::CompoundFieldAccess { .. }) && names_a_column(e) {

@@ -113,13 +113,17 @@ fn rewrite_expr(e: Expr, schema: &DFSchema) -> DfResult<Transformed<Expr>> {
             return Ok(Transformed::yes(out));
         }
         // ceil/floor of a numeric may need one more integer digit than the argument has
-        // (`ceil(0.5)`, numeric(1,1), is 1; DataFusion failed with "Decimal overflow").
+        // (`ceil(0.5)`, numeric(1,1), is 1; DataFusion failed with "Decimal overflow"), and
+        // are integral: scale 0, typed before coercion so a comparison with them coerces both
+        // sides (`2.5 = floor(2.5)` compared numeric(3,1) with numeric(3,0) and failed).
         if matches!(call.func.name(), "ceil" | "floor") && call.args.len() == 1 {
             if let Ok(DataType::Decimal128(p, s)) = call.args[0].get_type(schema) {
-                if s > 0 && p < 38 {
+                if s > 0 {
+                    let p = (p + 1).min(38);
                     let x = call.args.pop().unwrap_or_else(|| unreachable!("one argument"));
-                    call.args.push(Expr::Cast(Cast::new(Box::new(x), DataType::Decimal128(p + 1, s))));
-                    return Ok(Transformed::yes(Expr::ScalarFunction(call)));
+                    call.args.push(Expr::Cast(Cast::new(Box::new(x), DataType::Decimal128(p, s))));
+                    let integral = Expr::Cast(Cast::new(Box::new(Expr::ScalarFunction(call)), DataType::Decimal128(p, 0)));
+                    return Ok(Transformed::yes(integral));
                 }
             }
         }

@@ -43,6 +43,7 @@ use eddy_common::Result;
 // (casts, functions, operators, arrays, table functions) stays here with the visitor.
 pub(crate) mod ast;
 mod aggregates;
+mod clock;
 mod datetime;
 mod json;
 mod types;
@@ -54,6 +55,7 @@ mod time_windows;
 mod using_joins;
 
 pub(crate) use time_windows::interval_micros;
+pub use clock::{is_value_function, ROUND_TIME, ROUND_TIMESTAMP, ROUND_TIMESTAMPTZ};
 
 use ast::{base_name, case_when, renamed, string_lit, unnamed_arg_exprs};
 pub use ast::{call, is_aggregate_call};
@@ -354,13 +356,11 @@ fn rewrite_function(f: &mut Function) -> Option<Expr> {
             [Expr::Function(inner)] if base_name(&inner.name) == "unnest" => Some(Expr::Function(inner.clone())),
             _ => None,
         },
-        "localtimestamp" if matches!(f.args, FunctionArguments::None) => Some(Expr::Cast {
-            kind: datafusion::sql::sqlparser::ast::CastKind::Cast,
-            expr: Box::new(call("now", vec![])),
-            data_type: SqlType::Timestamp(None, datafusion::sql::sqlparser::ast::TimezoneInfo::None),
-            array: false,
-            format: None,
-        }),
+        "date_trunc" => {
+            clock::date_trunc_unit(f);
+            None
+        }
+        "localtimestamp" | "current_timestamp" | "current_time" | "localtime" | "current_catalog" | "current_role" | "current_schema" => clock::clock_function(f),
         "regexp_matches" if function_args(f).len() == 2 => {
             f.name = ObjectName::from(vec![Ident::new("regexp_match")]);
             None
@@ -445,6 +445,9 @@ fn rewrite_cast(expr: &Expr, data_type: &SqlType) -> Option<Expr> {
             format: None,
         };
         return Some(call("left", vec![text, Expr::value(Value::Number(length.to_string(), false))]));
+    }
+    if let Some(rounded) = clock::cast_with_precision(expr, data_type) {
+        return Some(rounded);
     }
     if let Some(reg) = reg_of(data_type) {
         return Some(call(reg.function(), vec![expr.clone()]));
@@ -565,16 +568,8 @@ impl VisitorMut for PgRewriter {
             Expr::Extract { field, expr, .. } => scalars::extract(field, expr),
             Expr::SimilarTo { negated, expr, pattern, escape_char: None } => scalars::similar_to(*negated, expr, pattern),
             Expr::BinaryOp { left, op, right } if matches!(left.as_ref(), Expr::Tuple(_)) => scalars::row_comparison(left, op, right),
-            // SQL's `localtimestamp` / `localtime`: the session runs in UTC.
-            Expr::Identifier(i) if i.quote_style.is_none() && i.value.eq_ignore_ascii_case("localtimestamp") => {
-                Some(Expr::Cast {
-                    kind: datafusion::sql::sqlparser::ast::CastKind::Cast,
-                    expr: Box::new(call("now", vec![])),
-                    data_type: SqlType::Timestamp(None, datafusion::sql::sqlparser::ast::TimezoneInfo::None),
-                    array: false,
-                    format: None,
-                })
-            }
+            // `localtimestamp`, `current_schema`, ... without parentheses.
+            Expr::Identifier(i) => clock::value_function(i),
             Expr::Like { escape_char: Some(esc), pattern, .. } if esc.to_string().trim_matches('\'') != "\\" => {
                 // Only `\\` escapes in DataFusion: turn the custom escape into backslashes.
                 let c = esc.to_string().trim_matches('\'').to_string();

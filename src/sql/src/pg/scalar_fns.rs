@@ -2,7 +2,8 @@
 //! `regexp_split_to_array`, `encode` (PostgreSQL's base64),
 //! `min_scale`, `justify_hours`, `justify_days`, `justify_interval`, and `time ± interval`
 //! (the interval pass rewrites the operator to [`TIME_PLUS`]/[`TIME_MINUS`]: the time of day
-//! wraps around midnight, months and days are ignored, as in PostgreSQL).
+//! wraps around midnight, months and days are ignored, as in PostgreSQL), and the rounding of
+//! `timestamp(p)` / `time(p)` casts and clock functions (`pg::rewrite::clock`).
 
 use std::sync::Arc;
 
@@ -381,6 +382,31 @@ fn encode(a: &[ArrayRef], n: usize) -> DfResult<ArrayRef> {
     Ok(Arc::new(out.finish()))
 }
 
+/// `v` microseconds rounded to `digits` fractional digits of a second, half away from zero, as
+/// PostgreSQL rounds `timestamp(p)` and `time(p)` (`AdjustTimestampForTypmod`).
+fn round_micros(v: i64, digits: i64) -> i64 {
+    let unit = 10i64.pow((6 - digits.clamp(0, 6)) as u32);
+    let half = unit / 2;
+    if v >= 0 {
+        v.saturating_add(half) / unit * unit
+    } else {
+        -((-v).saturating_add(half) / unit * unit)
+    }
+}
+
+/// `(value, digits)` → the value as `to` (a microsecond timestamp or time), rounded.
+fn round_time_value(to: DataType) -> impl Fn(&[ArrayRef], usize) -> DfResult<ArrayRef> {
+    move |a, n| {
+        let raw = cast(&cast(&a[0], &to)?, &DataType::Int64)?;
+        let digits = cast(&a[1], &DataType::Int64)?;
+        let (raw, digits) = (raw.as_primitive::<arrow::datatypes::Int64Type>(), digits.as_primitive::<arrow::datatypes::Int64Type>());
+        let out: arrow::array::Int64Array = (0..n)
+            .map(|i| (!raw.is_null(i) && !digits.is_null(i)).then(|| round_micros(raw.value(i), digits.value(i))))
+            .collect();
+        cast(&(Arc::new(out) as ArrayRef), &to)
+    }
+}
+
 /// Registers the functions on `ctx`.
 pub fn register_scalar_functions(ctx: &SessionContext) {
     fn add(ctx: &SessionContext, name: &str, args: usize, ret: DataType, f: impl Fn(&[ArrayRef], usize) -> DfResult<ArrayRef> + Send + Sync + 'static) {
@@ -403,6 +429,15 @@ pub fn register_scalar_functions(ctx: &SessionContext) {
     add(ctx, "justify_hours", 1, MDN, justify(justify_hours_of));
     add(ctx, "justify_days", 1, MDN, justify(justify_days_of));
     add(ctx, "justify_interval", 1, MDN, justify(justify_interval_of));
+    use super::rewrite::{ROUND_TIME, ROUND_TIMESTAMP, ROUND_TIMESTAMPTZ};
+    let timestamptz = DataType::Timestamp(TimeUnit::Microsecond, Some(Arc::from(eddy_common::types::UTC)));
+    for (name, to) in [
+        (ROUND_TIMESTAMP, DataType::Timestamp(TimeUnit::Microsecond, None)),
+        (ROUND_TIMESTAMPTZ, timestamptz),
+        (ROUND_TIME, DataType::Time64(TimeUnit::Microsecond)),
+    ] {
+        add(ctx, name, 2, to.clone(), round_time_value(to));
+    }
 }
 
 #[cfg(test)]
@@ -410,6 +445,18 @@ mod tests {
     use super::*;
 
     const HOUR: i64 = 3_600_000_000_000;
+
+    #[test]
+    fn time_precision_rounds_half_away_from_zero() {
+        assert_eq!(round_micros(1_567_890, 0), 2_000_000);
+        assert_eq!(round_micros(1_499_999, 0), 1_000_000);
+        assert_eq!(round_micros(1_567_890, 2), 1_570_000);
+        assert_eq!(round_micros(1_567_850, 4), 1_567_900);
+        assert_eq!(round_micros(-1_500_000, 0), -2_000_000);
+        assert_eq!(round_micros(-1_499_999, 0), -1_000_000);
+        assert_eq!(round_micros(1_567_891, 6), 1_567_891);
+        assert_eq!(round_micros(1_567_891, 9), 1_567_891);
+    }
 
     #[test]
     fn justify_as_postgresql() {

@@ -1,0 +1,118 @@
+//! SQL's value functions, time precisions and `date_trunc` units as PostgreSQL reads them:
+//! - `current_role`, `current_catalog`, `current_schema`, `localtime` and `localtimestamp`
+//!   without parentheses (reserved words in PostgreSQL, so never a column);
+//! - a precision on the clock functions (`current_timestamp(2)`, `localtime(0)`) and on time
+//!   casts (`x::timestamp(0)`, `x::timestamptz(3)`, `x::time(1)`): the value rounded to that
+//!   many fractional digits, half away from zero, keeping microsecond values (DataFusion would
+//!   refuse most precisions and truncate `timestamp(0)` into a seconds type).
+
+use datafusion::sql::sqlparser::ast::{CastKind, DataType as SqlType, Expr, Function, FunctionArg, FunctionArgExpr, FunctionArguments, Ident, TimezoneInfo, Value};
+
+use super::ast::{base_name, call};
+
+/// Rounds a timestamp without time zone: `(timestamp, digits)`.
+pub const ROUND_TIMESTAMP: &str = "eddy_round_timestamp";
+/// Rounds a timestamp with time zone.
+pub const ROUND_TIMESTAMPTZ: &str = "eddy_round_timestamptz";
+/// Rounds a time of day.
+pub const ROUND_TIME: &str = "eddy_round_time";
+
+fn cast(expr: Expr, data_type: SqlType) -> Expr {
+    Expr::Cast { kind: CastKind::Cast, expr: Box::new(expr), data_type, array: false, format: None }
+}
+
+fn timestamp() -> SqlType {
+    SqlType::Timestamp(None, TimezoneInfo::None)
+}
+
+fn time() -> SqlType {
+    SqlType::Time(None, TimezoneInfo::None)
+}
+
+fn digits(p: u64) -> Expr {
+    // PostgreSQL warns and uses 6 for a larger precision.
+    Expr::value(Value::Number(p.min(6).to_string(), false))
+}
+
+/// Reserved words that PostgreSQL reads as value functions where a column could stand.
+const VALUE_FUNCTIONS: [&str; 5] = ["current_role", "current_catalog", "current_schema", "localtime", "localtimestamp"];
+
+/// Whether an identifier is one of [`VALUE_FUNCTIONS`] (so it names no column).
+pub fn is_value_function(i: &Ident) -> bool {
+    i.quote_style.is_none() && VALUE_FUNCTIONS.iter().any(|f| i.value.eq_ignore_ascii_case(f))
+}
+
+/// A bare reserved word that PostgreSQL reads as a value function.
+pub(super) fn value_function(i: &Ident) -> Option<Expr> {
+    if !is_value_function(i) {
+        return None;
+    }
+    Some(match i.value.to_ascii_lowercase().as_str() {
+        "current_role" => call("current_role", vec![]),
+        "current_catalog" => call("current_database", vec![]),
+        "current_schema" => call("current_schema", vec![]),
+        // The session runs in UTC.
+        "localtimestamp" => cast(call("now", vec![]), timestamp()),
+        "localtime" => cast(call("now", vec![]), time()),
+        _ => return None,
+    })
+}
+
+/// `current_timestamp(p)`, `localtimestamp(p)`, `current_time(p)`, `localtime(p)`, and
+/// the value functions the parser reads as calls without arguments.
+pub(super) fn clock_function(f: &Function) -> Option<Expr> {
+    let name = base_name(&f.name);
+    if matches!(f.args, FunctionArguments::None) {
+        return match name.as_str() {
+            "localtimestamp" => Some(cast(call("now", vec![]), timestamp())),
+            "localtime" => Some(cast(call("now", vec![]), time())),
+            "current_catalog" => Some(call("current_database", vec![])),
+            "current_role" | "current_schema" => Some(call(&name, vec![])),
+            _ => None,
+        };
+    }
+    let FunctionArguments::List(list) = &f.args else { return None };
+    let [FunctionArg::Unnamed(FunctionArgExpr::Expr(Expr::Value(v)))] = list.args.as_slice() else { return None };
+    let Value::Number(p, _) = &v.value else { return None };
+    let p: u64 = p.parse().ok()?;
+    let (f, value) = match name.as_str() {
+        "current_timestamp" => (ROUND_TIMESTAMPTZ, call("now", vec![])),
+        "localtimestamp" => (ROUND_TIMESTAMP, cast(call("now", vec![]), timestamp())),
+        "current_time" | "localtime" => (ROUND_TIME, cast(call("now", vec![]), time())),
+        _ => return None,
+    };
+    Some(call(f, vec![value, digits(p)]))
+}
+
+/// `expr::timestamp(p)`, `::timestamptz(p)`, `::time(p)`: the cast without a precision, rounded.
+pub(super) fn cast_with_precision(expr: &Expr, data_type: &SqlType) -> Option<Expr> {
+    let (f, plain, p) = match data_type {
+        SqlType::Timestamp(Some(p), tz @ (TimezoneInfo::None | TimezoneInfo::WithoutTimeZone)) => (ROUND_TIMESTAMP, SqlType::Timestamp(None, *tz), *p),
+        SqlType::Timestamp(Some(p), tz @ (TimezoneInfo::WithTimeZone | TimezoneInfo::Tz)) => (ROUND_TIMESTAMPTZ, SqlType::Timestamp(None, *tz), *p),
+        SqlType::Time(Some(p), tz @ (TimezoneInfo::None | TimezoneInfo::WithoutTimeZone)) => (ROUND_TIME, SqlType::Time(None, *tz), *p),
+        _ => return None,
+    };
+    Some(call(f, vec![cast(expr.clone(), plain), digits(p)]))
+}
+
+/// `date_trunc('milliseconds', ..)`: PostgreSQL reads a unit in any of its spellings (plural,
+/// abbreviated, any case); DataFusion only the singular one, which the literal is rewritten to.
+pub(super) fn date_trunc_unit(f: &mut Function) {
+    let FunctionArguments::List(list) = &mut f.args else { return };
+    let Some(FunctionArg::Unnamed(FunctionArgExpr::Expr(Expr::Value(v)))) = list.args.first_mut() else { return };
+    let Value::SingleQuotedString(unit) = &mut v.value else { return };
+    let canonical = match unit.trim().to_ascii_lowercase().as_str() {
+        "microsecond" | "microseconds" | "us" | "usec" | "usecs" | "useconds" => "microsecond",
+        "millisecond" | "milliseconds" | "ms" | "msec" | "msecs" | "mseconds" => "millisecond",
+        "second" | "seconds" | "s" | "sec" | "secs" => "second",
+        "minute" | "minutes" | "m" | "min" | "mins" => "minute",
+        "hour" | "hours" | "h" | "hr" | "hrs" => "hour",
+        "day" | "days" | "d" => "day",
+        "week" | "weeks" | "w" => "week",
+        "month" | "months" | "mon" | "mons" => "month",
+        "quarter" | "qtr" => "quarter",
+        "year" | "years" | "y" | "yr" | "yrs" => "year",
+        _ => return,
+    };
+    *unit = canonical.to_string();
+}
