@@ -30,6 +30,7 @@ fn figure(e: &Expr) -> Option<String> {
         Expr::Nested(inner) => return figure(inner),
         Expr::TypedString(ts) => type_name(&ts.data_type),
         Expr::Interval(_) => "interval".into(),
+        Expr::AtTimeZone { .. } => "timezone".into(),
         Expr::Case { .. } => "case".into(),
         Expr::Array(_) => "array".into(),
         Expr::Exists { .. } => "exists".into(),

@@ -13,6 +13,7 @@
 //!   `TIME '23:00' + INTERVAL '3 hours'` was `26:00:00`).
 //! * `trunc(numeric, n)` and `round(numeric, n)` have `n` decimals.
 //! * `date_trunc(unit, date)` is a timestamptz (the date cast), not a timestamp.
+//! * `AT TIME ZONE` of a timestamptz is its wall time in the zone ([`super::time_zones`]).
 //! * `timestamp - timestamp` is days and a time (`2 days 05:00:00`, PostgreSQL's
 //!   `justify_hours`), not hours only (`53:00:00`): [`JUSTIFY_HOURS`].
 
@@ -99,6 +100,11 @@ fn is_timestamp(e: &Expr, schema: &DFSchema) -> bool {
 
 fn rewrite_expr(e: Expr, schema: &DFSchema) -> DfResult<Transformed<Expr>> {
     let f = functions();
+    if let Expr::Cast(c) = &e {
+        if let Some(out) = super::time_zones::at_time_zone(c, schema) {
+            return Ok(Transformed::yes(out));
+        }
+    }
     // date_trunc of a date is a timestamptz, as PostgreSQL casts the date (DataFusion gave a
     // timestamp without time zone).
     if let Expr::ScalarFunction(mut call) = e {

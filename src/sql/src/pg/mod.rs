@@ -34,6 +34,7 @@ pub mod session_functions;
 pub mod subquery;
 pub mod table;
 pub mod timestamps;
+mod time_zones;
 mod to_char;
 mod to_number;
 pub mod types;

@@ -356,6 +356,11 @@ fn rewrite_function(f: &mut Function) -> Option<Expr> {
             [Expr::Function(inner)] if base_name(&inner.name) == "unnest" => Some(Expr::Function(inner.clone())),
             _ => None,
         },
+        // `timezone(zone, ts)` is `ts AT TIME ZONE zone`.
+        "timezone" => match function_args(f).as_slice() {
+            [zone, ts] => Some(Expr::AtTimeZone { timestamp: Box::new(ts.clone()), time_zone: Box::new(zone.clone()) }),
+            _ => None,
+        },
         "date_trunc" => {
             clock::date_trunc_unit(f);
             None

@@ -1,0 +1,132 @@
+//! `AT TIME ZONE` as PostgreSQL reads it. DataFusion plans `x AT TIME ZONE 'z'` as a cast to a
+//! timestamp labelled `z`, which is right for a timestamp without time zone (its wall time is
+//! read in `z`: a timestamptz) but only relabels a timestamptz, whose answer in PostgreSQL is
+//! the wall time in `z` (a timestamp without time zone): `timestamptz '2024-03-05 10:00+02' AT
+//! TIME ZONE 'America/New_York'` is `2024-03-05 03:00:00`, not `08:00:00+00`.
+
+use std::str::FromStr;
+use std::sync::Arc;
+
+use arrow::array::timezone::Tz;
+use arrow::array::{Array, ArrayRef, AsArray, TimestampMicrosecondArray};
+use arrow::datatypes::{DataType, TimeUnit, TimestampMicrosecondType};
+use chrono::{DateTime, TimeZone};
+use datafusion::common::DFSchema;
+use datafusion::error::Result as DfResult;
+use datafusion::logical_expr::{Cast, ColumnarValue, Expr, ExprSchemable, ScalarUDF, Signature, Volatility};
+use datafusion::scalar::ScalarValue;
+use eddy_common::error::sqlstate;
+use eddy_common::types::UTC;
+
+use super::udf::user_error;
+
+/// `(timestamptz, zone)` → the wall time in that zone.
+pub const LOCAL_TIME: &str = "eddy_local_time";
+/// `(timestamp, zone)` → the instant of that wall time in that zone.
+pub const ZONE_INSTANT: &str = "eddy_zone_instant";
+
+fn timestamptz() -> DataType {
+    DataType::Timestamp(TimeUnit::Microsecond, Some(Arc::from(UTC)))
+}
+
+/// The wall time of `micros` (an instant) in `zone`.
+fn wall_time(micros: i64, zone: &Tz) -> Option<i64> {
+    let instant = DateTime::from_timestamp_micros(micros)?;
+    Some(zone.from_utc_datetime(&instant.naive_utc()).naive_local().and_utc().timestamp_micros())
+}
+
+fn parse_zone(name: &str) -> DfResult<Tz> {
+    Tz::from_str(name).map_err(|_| user_error(sqlstate::INVALID_PARAMETER_VALUE, format!("time zone \"{name}\" not recognized")))
+}
+
+/// Runs `row` over `(timestamp, zone name)` pairs, the zone parsed once per distinct name.
+fn per_zone(args: &[ColumnarValue], rows: usize, from: DataType, ret: DataType, row: impl Fn(i64, &str, &Tz) -> DfResult<i64>) -> DfResult<ColumnarValue> {
+    let scalar = args.iter().all(|a| matches!(a, ColumnarValue::Scalar(_)));
+    let n = if scalar { 1 } else { rows };
+    let at = arrow::compute::cast(&args[0].to_array(n)?, &from)?;
+    let at = at.as_primitive::<TimestampMicrosecondType>();
+    let zones = arrow::compute::cast(&args[1].to_array(n)?, &DataType::Utf8)?;
+    let zones = zones.as_string::<i32>();
+    let mut parsed: Option<(String, Tz)> = None;
+    let mut out = Vec::with_capacity(n);
+    for i in 0..n {
+        if at.is_null(i) || zones.is_null(i) {
+            out.push(None);
+            continue;
+        }
+        let name = zones.value(i);
+        let zone = match &parsed {
+            Some((p, z)) if p == name => z,
+            _ => &parsed.insert((name.to_string(), parse_zone(name)?)).1,
+        };
+        out.push(Some(row(at.value(i), name, zone)?));
+    }
+    let out: ArrayRef = Arc::new(TimestampMicrosecondArray::from(out).with_data_type(ret));
+    Ok(if scalar { ColumnarValue::Scalar(ScalarValue::try_from_array(&out, 0)?) } else { ColumnarValue::Array(out) })
+}
+
+fn out_of_range() -> datafusion::error::DataFusionError {
+    user_error(sqlstate::DATETIME_FIELD_OVERFLOW, "timestamp out of range".into())
+}
+
+fn local_time(args: &[ColumnarValue], rows: usize) -> DfResult<ColumnarValue> {
+    per_zone(args, rows, timestamptz(), naive(), |micros, _, zone| wall_time(micros, zone).ok_or_else(out_of_range))
+}
+
+/// The instant of a wall time in a zone, by arrow's reading of it (the cast DataFusion plans).
+fn zone_instant(args: &[ColumnarValue], rows: usize) -> DfResult<ColumnarValue> {
+    per_zone(args, rows, naive(), timestamptz(), |micros, name, _| {
+        let wall: ArrayRef = Arc::new(TimestampMicrosecondArray::from(vec![micros]));
+        let zoned = arrow::compute::cast(&wall, &DataType::Timestamp(TimeUnit::Microsecond, Some(Arc::from(name))))?;
+        Ok(zoned.as_primitive::<TimestampMicrosecondType>().value(0))
+    })
+}
+
+fn naive() -> DataType {
+    DataType::Timestamp(TimeUnit::Microsecond, None)
+}
+
+struct ZoneFunctions {
+    local_time: Arc<ScalarUDF>,
+    zone_instant: Arc<ScalarUDF>,
+}
+
+fn functions() -> &'static ZoneFunctions {
+    static UDFS: std::sync::OnceLock<ZoneFunctions> = std::sync::OnceLock::new();
+    UDFS.get_or_init(|| {
+        let udf = |name: &str, ret: DataType, body: Arc<crate::planner::udf::Body>| Arc::new(crate::planner::udf::closure_udf(name, Signature::any(2, Volatility::Immutable), ret, body));
+        ZoneFunctions { local_time: udf(LOCAL_TIME, naive(), Arc::new(local_time)), zone_instant: udf(ZONE_INSTANT, timestamptz(), Arc::new(zone_instant)) }
+    })
+}
+
+/// PostgreSQL's `AT TIME ZONE` for DataFusion's plan of it (a cast to a zone-labelled
+/// timestamp): a timestamptz becomes its wall time in the zone; a timestamp without time zone
+/// becomes the instant of its wall time in the zone, as a microsecond timestamptz (the type
+/// Eddy stores, not a nanosecond one labelled with the zone).
+pub fn at_time_zone(cast: &Cast, schema: &DFSchema) -> Option<Expr> {
+    let DataType::Timestamp(_, Some(zone)) = cast.field.data_type() else { return None };
+    if zone.as_ref() == UTC {
+        return None;
+    }
+    let f = match cast.expr.get_type(schema).ok()? {
+        DataType::Timestamp(_, Some(_)) => &functions().local_time,
+        DataType::Timestamp(_, None) => &functions().zone_instant,
+        _ => return None,
+    };
+    Some(f.call(vec![cast.expr.as_ref().clone(), Expr::Literal(ScalarValue::Utf8(Some(zone.to_string())), None)]))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wall_time_follows_the_zone_rules() {
+        let ny = parse_zone("America/New_York").unwrap();
+        // 2024-03-05 08:00 UTC is 03:00 in New York (EST, -5); 2024-07-05 08:00 UTC is 04:00 (EDT).
+        let (march, july) = (1_709_625_600_000_000, 1_720_166_400_000_000);
+        assert_eq!(wall_time(march, &ny), Some(march - 5 * 3_600_000_000));
+        assert_eq!(wall_time(july, &ny), Some(july - 4 * 3_600_000_000));
+        assert!(parse_zone("Not/AZone").is_err());
+    }
+}
