@@ -28,7 +28,7 @@ async fn execute_max_rows_is_a_count_never_an_allocation_size() {
     let mut r = Raw::connect(srv.addr);
     // 2^30 used to pre-allocate 40 GiB and abort; -1 panicked ("capacity overflow").
     for max_rows in [1 << 30, -1, i32::MAX, i32::MIN] {
-        let mut m = parse("SELECT value FROM generate_series(1, 3)", &[]);
+        let mut m = parse("SELECT generate_series FROM generate_series(1, 3)", &[]);
         m.extend(bind(&[], &[], &[]));
         m.extend(execute(max_rows));
         m.extend(sync());
@@ -37,7 +37,7 @@ async fn execute_max_rows_is_a_count_never_an_allocation_size() {
         assert!(msgs.iter().any(|(t, _)| *t == b'C'), "completes: {msgs:?}");
     }
     // A positive max_rows still suspends the portal.
-    let mut m = parse("SELECT value FROM generate_series(1, 3)", &[]);
+    let mut m = parse("SELECT generate_series FROM generate_series(1, 3)", &[]);
     m.extend(bind(&[], &[], &[]));
     m.extend(execute(2));
     m.extend(sync());

@@ -12,7 +12,8 @@
 //! * `time ± interval` is a time of day that wraps at midnight (DataFusion gave an interval:
 //!   `TIME '23:00' + INTERVAL '3 hours'` was `26:00:00`).
 //! * `trunc(numeric, n)` and `round(numeric, n)` have `n` decimals.
-//! * `date_trunc(unit, date)` is a timestamptz (the date cast), not a timestamp.
+//! * `date_trunc(unit, date)` is a timestamptz (the date cast), not a timestamp, and so are
+//!   the values of `generate_series(date, date, interval)`.
 //! * `AT TIME ZONE` of a timestamptz is its wall time in the zone ([`super::time_zones`]).
 //! * `timestamp - timestamp` is days and a time (`2 days 05:00:00`, PostgreSQL's
 //!   `justify_hours`), not hours only (`53:00:00`): [`JUSTIFY_HOURS`].
@@ -113,6 +114,14 @@ fn rewrite_expr(e: Expr, schema: &DFSchema) -> DfResult<Transformed<Expr>> {
             let tz = DataType::Timestamp(arrow::datatypes::TimeUnit::Microsecond, Some(eddy_common::types::UTC.into()));
             let d = call.args.pop().unwrap_or_else(|| unreachable!("two arguments"));
             call.args.push(Expr::Cast(Cast::new(Box::new(d), tz)));
+            return Ok(Transformed::yes(Expr::ScalarFunction(call)));
+        }
+        // A series of dates is PostgreSQL's timestamptz series (there is no date one).
+        if matches!(call.func.name(), "generate_series" | "range") && call.args.len() == 3 && date(&call.args[0]) && date(&call.args[1]) {
+            let tz = DataType::Timestamp(arrow::datatypes::TimeUnit::Microsecond, Some(eddy_common::types::UTC.into()));
+            for a in call.args.iter_mut().take(2) {
+                *a = Expr::Cast(Cast::new(Box::new(a.clone()), tz.clone()));
+            }
             return Ok(Transformed::yes(Expr::ScalarFunction(call)));
         }
         if let Some(out) = numeric_rounding(&call, schema) {

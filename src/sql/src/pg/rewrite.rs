@@ -26,7 +26,8 @@
 //! * Unaliased select items get PostgreSQL's column names (`colnames.rs`).
 //! * RisingWave's `TUMBLE(...)` / `HOP(...)` in FROM become derived tables (`time_windows.rs`).
 //! * A function in FROM with a bare alias names its single column after the alias
-//!   (`FROM unnest(a) x`, `generate_series(1, 3) s`), as PostgreSQL does.
+//!   (`FROM unnest(a) x`, `generate_series(1, 3) s`), as PostgreSQL does; without an alias,
+//!   after the function.
 
 use std::ops::ControlFlow;
 
@@ -231,7 +232,9 @@ fn array_map(q: &Query) -> Option<Expr> {
     else {
         return None;
     };
-    if array_exprs.len() != 1 || alias.columns.len() != 1 {
+    // An array literal's element type changes after planning (integer literals narrow to
+    // int4), which a lambda bound to the planned type refuses: the array_agg form plans those.
+    if array_exprs.len() != 1 || alias.columns.len() != 1 || matches!(array_exprs[0], Expr::Array(_)) {
         return None;
     }
     let item = match &select.projection[0] {
@@ -689,7 +692,15 @@ impl VisitorMut for PgRewriter {
             TableFactor::Table { name, args: Some(args), alias, .. } => {
                 strip_system_qualifier(name);
                 let fname = base_name(name);
+                if fname == "generate_series" {
+                    clock::series_args(&mut args.args);
+                }
                 if matches!(fname.as_str(), "generate_series" | "unnest" | "generate_subscripts") {
+                    // Without an alias the function names the relation and its column
+                    // (`SELECT generate_series FROM generate_series(1, 3)`).
+                    if alias.is_none() && (fname != "unnest" || args.args.len() == 1) {
+                        *alias = Some(TableAlias { explicit: true, name: Ident::new(fname.clone()), columns: vec![], at: None });
+                    }
                     single_column_alias(alias);
                 }
                 if fname == "tumble" || fname == "hop" {
@@ -735,7 +746,12 @@ impl VisitorMut for PgRewriter {
                 strip_system_qualifier(name);
                 single_column_alias(alias);
             }
-            TableFactor::UNNEST { alias, array_exprs, .. } if array_exprs.len() == 1 => single_column_alias(alias),
+            TableFactor::UNNEST { alias, array_exprs, with_ordinality: false, .. } if array_exprs.len() == 1 => {
+                if alias.is_none() {
+                    *alias = Some(TableAlias { explicit: true, name: Ident::new("unnest"), columns: vec![], at: None });
+                }
+                single_column_alias(alias)
+            }
             _ => {}
         }
         ControlFlow::Continue(())

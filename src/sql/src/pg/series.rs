@@ -66,12 +66,15 @@ fn len_to(start: i64, stop: i128, step: i64) -> u64 {
 }
 
 /// An argument as the series read it: any integer as a bigint (`'2'::INT`), a timestamp in
-/// nanoseconds (DataFusion's series takes only those; Eddy's timestamps are microseconds).
+/// nanoseconds (DataFusion's series takes only those; Eddy's timestamps are microseconds), a
+/// date as a timestamptz.
 fn widened(e: &Expr) -> Expr {
     let Expr::Literal(v, meta) = e else { return e.clone() };
     let to = match v.data_type() {
         t if t.is_integer() && t != DataType::Int64 => DataType::Int64,
         DataType::Timestamp(unit, tz) if unit != arrow::datatypes::TimeUnit::Nanosecond => DataType::Timestamp(arrow::datatypes::TimeUnit::Nanosecond, tz),
+        // PostgreSQL has no date series: dates resolve to its timestamptz one.
+        DataType::Date32 => DataType::Timestamp(arrow::datatypes::TimeUnit::Nanosecond, Some(eddy_common::types::UTC.into())),
         _ => return e.clone(),
     };
     match v.cast_to(&to) {

@@ -116,3 +116,32 @@ pub(super) fn date_trunc_unit(f: &mut Function) {
     };
     *unit = canonical.to_string();
 }
+
+/// The arguments of `generate_series` in FROM, which DataFusion evaluates while planning,
+/// before Eddy's text casts apply: timestamp text gets the seconds Arrow's parser wants
+/// (`'2024-01-01 10:00'::timestamp`), and a step written as non-integer text (`'1 day'`) is the
+/// interval PostgreSQL resolves it to (integer text, the integer).
+pub(super) fn series_args(args: &mut [FunctionArg]) {
+    let n = args.len();
+    for (i, arg) in args.iter_mut().enumerate() {
+        let FunctionArg::Unnamed(FunctionArgExpr::Expr(e)) = arg else { continue };
+        match e {
+            Expr::Cast { expr, data_type: SqlType::Timestamp(..) | SqlType::Date, .. } => {
+                if let Expr::Value(v) = expr.as_mut() {
+                    if let Value::SingleQuotedString(text) = &mut v.value {
+                        *text = eddy_common::text::normalize_timestamp_text(text).into_owned();
+                    }
+                }
+            }
+            Expr::Value(v) if i == 2 && n == 3 => {
+                if let Value::SingleQuotedString(text) = &v.value {
+                    *e = match text.trim().parse::<i64>() {
+                        Ok(step) => Expr::value(Value::Number(step.to_string(), false)),
+                        Err(_) => cast(e.clone(), SqlType::Interval { fields: None, precision: None }),
+                    };
+                }
+            }
+            _ => {}
+        }
+    }
+}
