@@ -186,6 +186,19 @@ fn invalid_input_message(m: &str) -> Option<String> {
     Some(format!("invalid input syntax for type {pg_type}: \"{text}\""))
 }
 
+/// Arrow's "Can't cast value NaN to type Int32" in PostgreSQL's words: `integer out of range`.
+fn integer_range_message(m: &str) -> Option<String> {
+    let rest = m.strip_prefix("Can't cast value ")?;
+    let (_, to) = rest.rsplit_once(" to type ")?;
+    Some(match to.trim() {
+        "Int16" => "smallint out of range",
+        "Int32" => "integer out of range",
+        "Int64" => "bigint out of range",
+        _ => return None,
+    }
+    .to_string())
+}
+
 impl From<arrow::error::ArrowError> for EddyError {
     fn from(e: arrow::error::ArrowError) -> Self {
         use arrow::error::ArrowError as A;
@@ -194,6 +207,10 @@ impl From<arrow::error::ArrowError> for EddyError {
             // as PostgreSQL says of `2147483648::int`; text that does not parse is 22P02.
             A::CastError(m) if { let l = m.to_ascii_lowercase(); l.contains("out of range") || l.contains("overflow") } => {
                 EddyError::user(sqlstate::NUMERIC_VALUE_OUT_OF_RANGE, m.clone())
+            }
+            // A float that is NaN, infinite or too large for an integer type (`'NaN'::float8::int`).
+            A::CastError(m) if integer_range_message(m).is_some() => {
+                EddyError::user(sqlstate::NUMERIC_VALUE_OUT_OF_RANGE, integer_range_message(m).unwrap_or_default())
             }
             A::CastError(m) | A::ParseError(m) => {
                 EddyError::user(sqlstate::INVALID_TEXT_REPRESENTATION, invalid_input_message(m).unwrap_or_else(|| m.clone()))
@@ -308,6 +325,16 @@ mod tests {
         let e: EddyError =
             datafusion::error::DataFusionError::Plan("table 'dev.public.nope' not found".into()).into();
         assert_eq!(e.sqlstate, sqlstate::UNDEFINED_TABLE);
+    }
+
+    #[test]
+    fn floats_outside_an_integer_type_are_out_of_range() {
+        let e: EddyError = arrow::error::ArrowError::CastError("Can't cast value NaN to type Int32".into()).into();
+        assert_eq!((e.sqlstate, e.message.as_str()), (sqlstate::NUMERIC_VALUE_OUT_OF_RANGE, "integer out of range"));
+        let e: EddyError = arrow::error::ArrowError::CastError("Can't cast value inf to type Int64".into()).into();
+        assert_eq!(e.message, "bigint out of range");
+        let e: EddyError = arrow::error::ArrowError::CastError("Cannot cast string 'x' to value of Int32 type".into()).into();
+        assert_eq!((e.sqlstate, e.message.as_str()), (sqlstate::INVALID_TEXT_REPRESENTATION, "invalid input syntax for type integer: \"x\""));
     }
 
     #[test]
