@@ -102,6 +102,16 @@ def run_psycopg():
                 assert sorted(cur.fetchall(), key=repr) == sorted([(10.0,), (None,), (1.5,), (2.25,)], key=repr), binary
                 cur.execute("SELECT 1 UNION SELECT 1.5")
                 assert sorted(r[0] for r in cur.fetchall()) == [decimal.Decimal("1"), decimal.Decimal("1.5")], binary
+        # uuid columns: Python UUIDs in and out, in text and binary format, a generated default.
+        import uuid
+        conn.execute("CREATE TABLE py3_uuid (id UUID PRIMARY KEY, n INT, made UUID DEFAULT gen_random_uuid())")
+        for binary in (False, True):
+            u = uuid.UUID(int=binary + 1)
+            with conn.cursor(binary=binary) as cur:
+                cur.execute("INSERT INTO py3_uuid (id, n) VALUES (%s, %s)", (u, int(binary)))
+                cur.execute("SELECT id, made FROM py3_uuid WHERE id = %s", (u,))
+                got, made = cur.fetchone()
+                assert got == u and isinstance(made, uuid.UUID) and made.version == 4, (binary, got, made)
     print("psycopg ok")
 
 
@@ -205,6 +215,14 @@ def run_asyncpg():
         rows = await conn.fetch("SELECT xs, tags FROM apg_arr ORDER BY id")
         assert [tuple(r) for r in rows] == [([1, None, 3], ["a", "b c"]), ([], None)], rows
         assert await conn.fetchval("SELECT ids FROM apg_arr_mv") == [2, 1]
+        # uuid results in binary format. (Parameters are described by their Arrow type, so a
+        # uuid parameter is text to asyncpg and is passed as a string.)
+        import uuid
+        await conn.execute("CREATE TABLE apg_uuid (id UUID PRIMARY KEY)")
+        u = uuid.UUID("a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11")
+        await conn.execute("INSERT INTO apg_uuid VALUES ($1)", str(u).upper())
+        assert await conn.fetchval("SELECT id FROM apg_uuid WHERE id = $1", str(u)) == u
+        assert await conn.fetchval("SELECT 'A0EEBC99-9C0B-4EF8-BB6D-6BB9BD380A11'::uuid") == u
         await conn.close()
 
     asyncio.run(main())

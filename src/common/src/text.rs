@@ -121,6 +121,23 @@ pub fn parse_array_text(s: &str) -> Result<Vec<Option<String>>> {
     }
 }
 
+/// A `uuid` in PostgreSQL's input forms (any case, optional braces, hyphens between groups of
+/// four digits or none) as its canonical text: lower case, 8-4-4-4-12.
+pub fn parse_uuid(s: &str) -> Result<String> {
+    let bad = || user_err!(sqlstate::INVALID_TEXT_REPRESENTATION, "invalid input syntax for type uuid: \"{s}\"");
+    let t = s.trim();
+    let t = t.strip_prefix('{').map_or(Ok(t), |inner| inner.strip_suffix('}').ok_or_else(bad))?;
+    if t.starts_with('-') || t.ends_with('-') || t.split('-').any(|g| g.is_empty() || g.len() % 4 != 0) {
+        return Err(bad());
+    }
+    let hex: String = t.chars().filter(|c| *c != '-').collect();
+    if hex.len() != 32 || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return Err(bad());
+    }
+    let h = hex.to_ascii_lowercase();
+    Ok(format!("{}-{}-{}-{}-{}", &h[..8], &h[8..12], &h[12..16], &h[16..20], &h[20..]))
+}
+
 /// PostgreSQL timestamp text in a form Arrow parses: a time of day without seconds
 /// (`2024-03-02 10:00`, `...T10:00+02`) gets `:00`; `infinity` spellings are refused clearly.
 pub fn normalize_timestamp_text(s: &str) -> std::borrow::Cow<'_, str> {
@@ -206,6 +223,17 @@ fn strict() -> CastOptions<'static> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn uuids_are_read_in_postgres_input_forms() {
+        let canonical = "a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11";
+        for text in [canonical, "A0EEBC99-9C0B-4EF8-BB6D-6BB9BD380A11", "{a0eebc99-9c0b4ef8-bb6d6bb9-bd380a11}", "a0eebc999c0b4ef8bb6d6bb9bd380a11", "a0ee-bc99-9c0b-4ef8-bb6d-6bb9-bd38-0a11"] {
+            assert_eq!(parse_uuid(text).unwrap(), canonical, "{text}");
+        }
+        for bad in ["", "a0eebc99", "a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a1g", "-a0eebc999c0b4ef8bb6d6bb9bd380a11", "a0eeb-c999c0b4ef8bb6d6bb9bd380a11", "{a0eebc999c0b4ef8bb6d6bb9bd380a11"] {
+            assert!(parse_uuid(bad).is_err(), "{bad}");
+        }
+    }
 
     #[test]
     fn array_literals_parse_as_postgresql_does() {

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use arrow::datatypes::{DataType, Field, IntervalUnit, TimeUnit};
 use serde::{Deserialize, Serialize};
 
-/// Arrow field metadata key marking a Utf8 column that holds `jsonb` text.
+/// Arrow field metadata key marking a Utf8 column that holds `jsonb` (or `uuid`) text.
 pub const JSONB_METADATA_KEY: &str = "eddy.pg_type";
 
 /// Arrow field metadata key marking an unconstrained `numeric` (printed without padding zeros).
@@ -37,6 +37,9 @@ pub enum ColumnType {
     Interval,
     Bytea,
     Jsonb,
+    /// `uuid`: held as its canonical text (lower-case hex in 8-4-4-4-12 groups, which orders as
+    /// PostgreSQL orders the 16 bytes), marked in the field metadata like `jsonb`.
+    Uuid,
     /// A one-dimensional array of the element type (`integer[]`), NULL elements allowed.
     Array(Box<ColumnType>),
 }
@@ -58,6 +61,7 @@ const ARRAY_OIDS: &[(u32, u32)] = &[
     (1184, 1185),
     (1186, 1187),
     (17, 1001),
+    (2950, 2951),
     (3802, 3807),
 ];
 
@@ -91,7 +95,7 @@ impl ColumnType {
                 let (p, s) = ps.unwrap_or(DEFAULT_NUMERIC);
                 DataType::Decimal128(p, s)
             }
-            ColumnType::Varchar(_) | ColumnType::Text | ColumnType::Jsonb => DataType::Utf8,
+            ColumnType::Varchar(_) | ColumnType::Text | ColumnType::Jsonb | ColumnType::Uuid => DataType::Utf8,
             ColumnType::Date => DataType::Date32,
             ColumnType::Time => DataType::Time64(TimeUnit::Microsecond),
             ColumnType::Timestamp => DataType::Timestamp(TimeUnit::Microsecond, None),
@@ -110,6 +114,7 @@ impl ColumnType {
         let f = Field::new(name, self.to_arrow(), nullable);
         match self {
             ColumnType::Jsonb => f.with_metadata(HashMap::from([(JSONB_METADATA_KEY.to_string(), "jsonb".to_string())])),
+            ColumnType::Uuid => f.with_metadata(HashMap::from([(JSONB_METADATA_KEY.to_string(), "uuid".to_string())])),
             ColumnType::Numeric(None) => {
                 f.with_metadata(HashMap::from([(NUMERIC_UNCONSTRAINED_KEY.to_string(), "unconstrained".to_string())]))
             }
@@ -138,6 +143,7 @@ impl ColumnType {
             ColumnType::Interval => "interval".into(),
             ColumnType::Bytea => "bytea".into(),
             ColumnType::Jsonb => "jsonb".into(),
+            ColumnType::Uuid => "uuid".into(),
             ColumnType::Array(elem) => format!("{}[]", elem.pg_name()),
         }
     }
@@ -161,6 +167,7 @@ impl ColumnType {
             ColumnType::Interval => 1186,
             ColumnType::Bytea => 17,
             ColumnType::Jsonb => 3802,
+            ColumnType::Uuid => 2950,
             ColumnType::Array(elem) => {
                 let e = elem.pg_oid();
                 ARRAY_OIDS.iter().find(|(x, _)| *x == e).map_or(1009, |(_, a)| *a)
@@ -187,6 +194,7 @@ impl ColumnType {
             1186 => ColumnType::Interval,
             17 => ColumnType::Bytea,
             3802 | 114 => ColumnType::Jsonb,
+            2950 => ColumnType::Uuid,
             1014 => ColumnType::Array(Box::new(ColumnType::Varchar(None))), // _bpchar
             199 => ColumnType::Array(Box::new(ColumnType::Jsonb)), // _json
             a => {
@@ -198,8 +206,10 @@ impl ColumnType {
 
     /// The column type that best describes an Arrow field (for results of arbitrary queries).
     pub fn from_arrow_field(field: &Field) -> Option<ColumnType> {
-        if field.metadata().get(JSONB_METADATA_KEY).map(String::as_str) == Some("jsonb") {
-            return Some(ColumnType::Jsonb);
+        match field.metadata().get(JSONB_METADATA_KEY).map(String::as_str) {
+            Some("jsonb") => return Some(ColumnType::Jsonb),
+            Some("uuid") => return Some(ColumnType::Uuid),
+            _ => {}
         }
         Self::from_arrow(field.data_type())
     }
@@ -247,7 +257,7 @@ mod tests {
             ColumnType::Bool, ColumnType::Int2, ColumnType::Int4, ColumnType::Int8,
             ColumnType::Float4, ColumnType::Float8, ColumnType::Text, ColumnType::Date,
             ColumnType::Time, ColumnType::Timestamp, ColumnType::Timestamptz,
-            ColumnType::Interval, ColumnType::Bytea, ColumnType::Jsonb,
+            ColumnType::Interval, ColumnType::Bytea, ColumnType::Jsonb, ColumnType::Uuid,
             ColumnType::Array(Box::new(ColumnType::Int4)), ColumnType::Array(Box::new(ColumnType::Text)),
         ] {
             assert_eq!(ColumnType::from_pg_oid(t.pg_oid()), Some(t.clone()));

@@ -30,6 +30,7 @@ pub fn pg_type_of(field: &Field) -> Type {
         Some("name") => return Type::NAME,
         Some("char") => return Type::CHAR,
         Some("regproc") => return Type::REGPROC,
+        Some("uuid") => return Type::UUID,
         Some(tag) => {
             if let Some((oid, name)) = eddy_sql::planner::enums::parse_enum_tag(tag) {
                 return Type::new(name.to_string(), oid, postgres_types::Kind::Simple, "public".to_string());
@@ -112,6 +113,16 @@ pub fn write_binary(array: &ArrayRef, row: usize, ty: &Type, field: &Field, out:
         _ if array_element(ty).is_some() && matches!(array.data_type(), DataType::List(_) | DataType::LargeList(_)) => {
             let Some(elem) = array_element(ty) else { return Ok(true) };
             write_array_binary(array, row, &elem, out)?
+        }
+        // The 16 bytes of the canonical text's 32 hex digits.
+        Type::UUID => {
+            let mut s = String::new();
+            write_text(array, row, field, &mut s)?;
+            let hex: Vec<u8> = s.bytes().filter(|b| *b != b'-').collect();
+            for pair in hex.chunks(2) {
+                let digits = std::str::from_utf8(pair).ok().and_then(|d| u8::from_str_radix(d, 16).ok());
+                out.put_u8(digits.ok_or_else(|| eddy_common::internal_err!("uuid column holds {s:?}"))?);
+            }
         }
         Type::JSONB => {
             out.put_u8(1);
@@ -420,6 +431,13 @@ pub fn decode_param(bytes: Option<&[u8]>, binary: bool, ty: &Type, target: Optio
                 let field = Arc::new(Field::new_list_field(elem_type, true));
                 let offsets = arrow::buffer::OffsetBuffer::from_lengths([values.len()]);
                 ScalarValue::List(Arc::new(arrow::array::ListArray::try_new(field, offsets, values, None)?))
+            }
+            Type::UUID => {
+                if b.len() != 16 {
+                    return Err(bad("uuid"));
+                }
+                let hex: String = b.iter().map(|x| format!("{x:02x}")).collect();
+                ScalarValue::Utf8(Some(eddy_common::text::parse_uuid(&hex)?))
             }
             Type::JSONB => {
                 let body = b.strip_prefix(&[1u8]).ok_or_else(|| bad("jsonb"))?;

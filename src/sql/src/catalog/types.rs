@@ -80,6 +80,7 @@ pub fn parse_type_name(sql_type: &str) -> Result<ColumnType> {
         "interval" => ColumnType::Interval,
         "bytea" => ColumnType::Bytea,
         "jsonb" | "json" => ColumnType::Jsonb,
+        "uuid" => ColumnType::Uuid,
         _ => {
             return Err(user_err!(sqlstate::UNDEFINED_OBJECT, "type \"{}\" does not exist", sql_type.trim()));
         }

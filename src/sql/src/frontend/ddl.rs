@@ -3,7 +3,6 @@
 use std::collections::HashSet;
 
 use datafusion::common::DFSchema;
-use datafusion::prelude::SessionContext;
 use datafusion::sql::sqlparser::ast::{ColumnOption, CreateTable, ObjectName, ObjectType, TableConstraint};
 use eddy_common::error::sqlstate;
 use eddy_common::{not_supported, user_err, ColumnType, Result};
@@ -73,7 +72,7 @@ impl Session {
         let mut columns = Vec::with_capacity(ct.columns.len());
         let mut pk_names: Vec<String> = Vec::new();
         let mut seen = HashSet::new();
-        let ctx = SessionContext::new();
+        let ctx = crate::planner::udf::default_expression_context();
         for col in &ct.columns {
             let cname = normalize_ident(&col.name.to_string());
             if !seen.insert(cname.clone()) {

@@ -158,7 +158,8 @@ impl Session {
         Ok(RecordBatch::try_new(catalog.storage_schema(), cols)?)
     }
 
-    /// Enforces NOT NULL, `varchar(n)` and CHECK constraints, and normalizes `jsonb` text.
+    /// Enforces NOT NULL, `varchar(n)` and CHECK constraints, and normalizes `jsonb` and `uuid`
+    /// text.
     pub(crate) fn validate_rows(&self, catalog: &TableCatalog, rows: RecordBatch) -> Result<RecordBatch> {
         let mut cols = rows.columns().to_vec();
         for (i, c) in catalog.columns.iter().enumerate() {
@@ -188,6 +189,11 @@ impl Session {
                         .map(|v| v.map(crate::planner::jsonb::normalize).transpose())
                         .collect::<Result<_>>()?;
                     cols[i] = Arc::new(normalized);
+                }
+                ColumnType::Uuid => {
+                    let s = arr.as_string::<i32>();
+                    let canonical: StringArray = s.iter().map(|v| v.map(eddy_common::text::parse_uuid).transpose()).collect::<Result<_>>()?;
+                    cols[i] = Arc::new(canonical);
                 }
                 _ => {}
             }

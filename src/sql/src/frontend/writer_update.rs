@@ -96,8 +96,8 @@ pub(crate) fn writer_update(state: &SessionState, input: &LogicalPlan, catalog: 
     if catalog.storage_pk().iter().any(|&k| !unchanged(k)) {
         return Ok(None);
     }
-    // Checks only the session does (varchar lengths, jsonb normal form).
-    let needs_session = |i: usize| matches!(catalog.columns.get(i).map(|c| &c.ty), Some(ColumnType::Varchar(Some(_)) | ColumnType::Jsonb));
+    // Checks only the session does (varchar lengths, jsonb and uuid normal forms).
+    let needs_session = |i: usize| matches!(catalog.columns.get(i).map(|c| &c.ty), Some(ColumnType::Varchar(Some(_)) | ColumnType::Jsonb | ColumnType::Uuid));
     if (0..width).any(|i| !unchanged(i) && needs_session(i)) {
         return Ok(None);
     }

@@ -336,7 +336,9 @@ impl datafusion::logical_expr::ScalarUDFImpl for PgTypeof {
     }
     fn invoke_with_args(&self, args: datafusion::logical_expr::ScalarFunctionArgs) -> DfResult<ColumnarValue> {
         let name = match args.arg_fields.first() {
-            Some(f) if eddy_common::types::ColumnType::from_arrow_field(f) == Some(eddy_common::types::ColumnType::Jsonb) => "jsonb".to_string(),
+            Some(f) if f.metadata().contains_key(eddy_common::types::JSONB_METADATA_KEY) => {
+                eddy_common::types::ColumnType::from_arrow_field(f).map_or_else(|| pg_type_name(f.data_type()), |t| t.pg_name())
+            }
             Some(f) => pg_type_name(f.data_type()),
             None => "unknown".to_string(),
         };

@@ -14,6 +14,7 @@
 //! * `trunc(numeric, n)` and `round(numeric, n)` have `n` decimals.
 //! * `date_trunc(unit, date)` is a timestamptz (the date cast), not a timestamp, and so are
 //!   the values of `generate_series(date, date, interval)`.
+//! * A text literal compared with a uuid is read as one ([`super::uuid_literals`]).
 //! * `AT TIME ZONE` of a timestamptz is its wall time in the zone ([`super::time_zones`]).
 //! * `timestamp - timestamp` is days and a time (`2 days 05:00:00`, PostgreSQL's
 //!   `justify_hours`), not hours only (`53:00:00`): [`JUSTIFY_HOURS`].
@@ -150,6 +151,9 @@ fn rewrite_expr(e: Expr, schema: &DFSchema) -> DfResult<Transformed<Expr>> {
         return Ok(Transformed::no(Expr::ScalarFunction(call)));
     }
     let Expr::BinaryExpr(b) = e else { return Ok(Transformed::no(e)) };
+    if let Some(out) = super::uuid_literals::canonical_uuid_literal(&b, schema).map_err(|e| datafusion::error::DataFusionError::External(Box::new(e)))? {
+        return Ok(Transformed::yes(out));
+    }
     let comparison = matches!(b.op, Operator::Eq | Operator::NotEq | Operator::Lt | Operator::LtEq | Operator::Gt | Operator::GtEq | Operator::IsDistinctFrom | Operator::IsNotDistinctFrom);
     if comparison {
         let (li, ri) = (is_interval(&b.left, schema), is_interval(&b.right, schema));

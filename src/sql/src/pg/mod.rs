@@ -35,6 +35,7 @@ pub mod subquery;
 pub mod table;
 pub mod timestamps;
 mod time_zones;
+mod uuid_literals;
 mod to_char;
 mod to_number;
 pub mod types;

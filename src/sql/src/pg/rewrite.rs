@@ -373,10 +373,6 @@ fn rewrite_function(f: &mut Function) -> Option<Expr> {
             f.name = ObjectName::from(vec![Ident::new("regexp_match")]);
             None
         }
-        "gen_random_uuid" => {
-            f.name = ObjectName::from(vec![Ident::new("uuid")]);
-            None
-        }
         // PostgreSQL's template patterns → the strftime patterns DataFusion's parsers read
         // (`to_char` is Eddy's own, reading PostgreSQL's templates: pg::to_char).
         "to_timestamp" | "to_date" if function_args(f).len() == 2 => {
@@ -453,6 +449,9 @@ fn rewrite_cast(expr: &Expr, data_type: &SqlType) -> Option<Expr> {
             format: None,
         };
         return Some(call("left", vec![text, Expr::value(Value::Number(length.to_string(), false))]));
+    }
+    if matches!(data_type, SqlType::Uuid) || matches!(data_type, SqlType::Custom(n, m) if m.is_empty() && base_name(n) == "uuid") {
+        return Some(call("eddy_uuid_in", vec![expr.clone()]));
     }
     if let Some(rounded) = clock::cast_with_precision(expr, data_type) {
         return Some(rounded);

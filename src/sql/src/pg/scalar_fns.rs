@@ -23,6 +23,8 @@ use crate::planner::udf::{closure_udf, columnar, register, Body};
 pub const TIME_PLUS: &str = "eddy_time_plus_interval";
 /// `time - interval`.
 pub const TIME_MINUS: &str = "eddy_time_minus_interval";
+/// `x::uuid`.
+pub const UUID_IN: &str = "eddy_uuid_in";
 
 const MDN: DataType = DataType::Interval(IntervalUnit::MonthDayNano);
 const NUMERIC: DataType = DataType::Decimal128(DEFAULT_NUMERIC.0, DEFAULT_NUMERIC.1);
@@ -429,6 +431,20 @@ pub fn register_scalar_functions(ctx: &SessionContext) {
     add(ctx, "justify_hours", 1, MDN, justify(justify_hours_of));
     add(ctx, "justify_days", 1, MDN, justify(justify_days_of));
     add(ctx, "justify_interval", 1, MDN, justify(justify_interval_of));
+    // `x::uuid`: validated, canonical, uuid-typed text.
+    let uuid_in = |a: &[ArrayRef], _n: usize| -> DfResult<ArrayRef> {
+        let text = cast(&a[0], &DataType::Utf8)?;
+        let out: arrow::array::StringArray = text
+            .as_string::<i32>()
+            .iter()
+            .map(|v| v.map(eddy_common::text::parse_uuid).transpose())
+            .collect::<eddy_common::Result<_>>()
+            .map_err(|e| datafusion::error::DataFusionError::External(Box::new(e)))?;
+        Ok(Arc::new(out))
+    };
+    let body: Arc<crate::planner::udf::Body> = Arc::new(move |a, rows| columnar(a, rows, uuid_in));
+    ctx.register_udf(crate::planner::udf::typed_closure_udf(UUID_IN, Signature::any(1, Volatility::Immutable), eddy_common::ColumnType::Uuid, body));
+    ctx.register_udf(crate::planner::udf::gen_random_uuid_udf());
     use super::rewrite::{ROUND_TIME, ROUND_TIMESTAMP, ROUND_TIMESTAMPTZ};
     let timestamptz = DataType::Timestamp(TimeUnit::Microsecond, Some(Arc::from(eddy_common::types::UTC)));
     for (name, to) in [

@@ -19,7 +19,6 @@ use datafusion::scalar::ScalarValue;
 use datafusion::physical_plan::streaming::{PartitionStream, StreamingTableExec};
 use datafusion::physical_plan::ExecutionPlan;
 use datafusion::common::DFSchema;
-use datafusion::prelude::SessionContext;
 use eddy_storage::{ReadSnapshot, StateTable};
 
 use crate::catalog::sequence::is_serial_default;
@@ -61,7 +60,7 @@ pub fn column_defaults(relations: &dyn Relations, table: &TableCatalog) -> HashM
         .derived
         .defaults
         .get_or_init(|| {
-            let ctx = SessionContext::new();
+            let ctx = crate::planner::udf::default_expression_context();
             let empty = DFSchema::empty();
             table
                 .columns

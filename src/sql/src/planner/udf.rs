@@ -18,8 +18,9 @@ struct FnUdf {
     name: String,
     signature: Signature,
     ret: DataType,
-    /// The result is jsonb (a `Utf8` field marked so): clients see jsonb.
-    jsonb: bool,
+    /// The result's column type when its field must say more than its Arrow type (jsonb and
+    /// uuid are `Utf8` fields marked so): clients see that type.
+    marked: Option<eddy_common::ColumnType>,
     body: Arc<Body>,
 }
 
@@ -54,10 +55,9 @@ impl ScalarUDFImpl for FnUdf {
         Ok(self.ret.clone())
     }
     fn return_field_from_args(&self, _args: datafusion::logical_expr::ReturnFieldArgs) -> DfResult<arrow::datatypes::FieldRef> {
-        Ok(Arc::new(if self.jsonb {
-            eddy_common::ColumnType::Jsonb.to_field(&self.name, true)
-        } else {
-            arrow::datatypes::Field::new(&self.name, self.ret.clone(), true)
+        Ok(Arc::new(match &self.marked {
+            Some(ty) => ty.to_field(&self.name, true),
+            None => arrow::datatypes::Field::new(&self.name, self.ret.clone(), true),
         }))
     }
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
@@ -87,12 +87,46 @@ pub fn user_error(code: &'static str, msg: String) -> datafusion::error::DataFus
 
 /// A closure-defined scalar function.
 pub(crate) fn closure_udf(name: &str, signature: Signature, ret: DataType, body: Arc<Body>) -> ScalarUDF {
-    ScalarUDF::new_from_impl(FnUdf { name: name.to_string(), signature, ret, jsonb: false, body })
+    ScalarUDF::new_from_impl(FnUdf { name: name.to_string(), signature, ret, marked: None, body })
 }
 
 /// A closure-defined scalar function whose text result is jsonb.
 pub(crate) fn jsonb_closure_udf(name: &str, signature: Signature, body: Arc<Body>) -> ScalarUDF {
-    ScalarUDF::new_from_impl(FnUdf { name: name.to_string(), signature, ret: DataType::Utf8, jsonb: true, body })
+    typed_closure_udf(name, signature, eddy_common::ColumnType::Jsonb, body)
+}
+
+/// A closure-defined scalar function whose result has column type `ty` (its Arrow type, its
+/// field marked where the type needs it).
+pub(crate) fn typed_closure_udf(name: &str, signature: Signature, ty: eddy_common::ColumnType, body: Arc<Body>) -> ScalarUDF {
+    ScalarUDF::new_from_impl(FnUdf { name: name.to_string(), signature, ret: ty.to_arrow(), marked: Some(ty), body })
+}
+
+/// `gen_random_uuid()`: a version-4 uuid per row.
+pub(crate) fn gen_random_uuid_udf() -> ScalarUDF {
+    let body: Arc<Body> = Arc::new(|_args, rows| {
+        use rand::RngCore;
+        let mut rng = rand::thread_rng();
+        let out: arrow::array::StringArray = (0..rows.max(1))
+            .map(|_| {
+                let mut b = [0u8; 16];
+                rng.fill_bytes(&mut b);
+                b[6] = (b[6] & 0x0f) | 0x40;
+                b[8] = (b[8] & 0x3f) | 0x80;
+                let h: String = b.iter().map(|x| format!("{x:02x}")).collect();
+                Some(format!("{}-{}-{}-{}-{}", &h[..8], &h[8..12], &h[12..16], &h[16..20], &h[20..]))
+            })
+            .collect();
+        Ok(ColumnarValue::Array(Arc::new(out)))
+    });
+    typed_closure_udf("gen_random_uuid", Signature::nullary(Volatility::Volatile), eddy_common::ColumnType::Uuid, body)
+}
+
+/// The context a column's DEFAULT is parsed in: DataFusion's functions and the PostgreSQL
+/// ones a default commonly calls (`gen_random_uuid()`).
+pub fn default_expression_context() -> SessionContext {
+    let ctx = SessionContext::new();
+    ctx.register_udf(gen_random_uuid_udf());
+    ctx
 }
 
 /// Registers a closure-defined scalar function whose text result is jsonb.
