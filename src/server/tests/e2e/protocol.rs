@@ -150,6 +150,7 @@ async fn output_column_names_follow_postgres_including_repeats() {
         ("SELECT current_role, CURRENT_SCHEMA, current_catalog, localtime, localtimestamp", &["current_role", "current_schema", "current_catalog", "localtime", "localtimestamp"]),
         ("SELECT * FROM (SELECT current_role, current_schema) s", &["current_role", "current_schema"]),
         ("SELECT CAST('2024-01-01' AS timestamp(1) with time zone), '10:00'::time(0), true, NULL", &["timestamptz", "time", "?column?", "?column?"]),
+        ("SELECT substr('hello', 2), substring('hello', 2), overlay('Txxxxas' placing 'hom' from 2 for 4), now() AT TIME ZONE 'UTC'", &["substr", "substring", "overlay", "timezone"]),
     ];
     for (sql, want) in cases {
         let stmt = c.prepare(sql).await.unwrap_or_else(|e| panic!("{sql}: {e:?}"));

@@ -125,6 +125,9 @@ fn rewrite_expr(e: Expr, schema: &DFSchema) -> DfResult<Transformed<Expr>> {
             }
             return Ok(Transformed::yes(Expr::ScalarFunction(call)));
         }
+        if let Some(out) = super::scalar_fns::bytea_length(call.func.name(), &call.args, schema) {
+            return Ok(Transformed::yes(out));
+        }
         if let Some(out) = numeric_rounding(&call, schema) {
             return Ok(Transformed::yes(out));
         }

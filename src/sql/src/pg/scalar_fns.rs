@@ -409,6 +409,23 @@ fn round_time_value(to: DataType) -> impl Fn(&[ArrayRef], usize) -> DfResult<Arr
     }
 }
 
+/// `length(bytea)` is its number of bytes (DataFusion's `length` counted the characters of the
+/// value's text form, `\x616263`): the call on a binary argument, rewritten.
+pub(super) fn bytea_length(name: &str, args: &[datafusion::logical_expr::Expr], schema: &datafusion::common::DFSchema) -> Option<datafusion::logical_expr::Expr> {
+    use datafusion::logical_expr::ExprSchemable;
+    static UDF: std::sync::OnceLock<Arc<datafusion::logical_expr::ScalarUDF>> = std::sync::OnceLock::new();
+    let [arg] = args else { return None };
+    if name != "character_length" || !matches!(arg.get_type(schema), Ok(DataType::Binary | DataType::LargeBinary | DataType::BinaryView)) {
+        return None;
+    }
+    let udf = UDF.get_or_init(|| {
+        let body = |a: &[ArrayRef], _n: usize| -> DfResult<ArrayRef> { cast(&arrow::compute::kernels::length::length(&cast(&a[0], &DataType::Binary)?)?, &DataType::Int32) };
+        let body: Arc<crate::planner::udf::Body> = Arc::new(move |a, rows| columnar(a, rows, body));
+        Arc::new(closure_udf("eddy_bytea_length", Signature::any(1, Volatility::Immutable), DataType::Int32, body))
+    });
+    Some(udf.call(vec![arg.clone()]))
+}
+
 /// Registers the functions on `ctx`.
 pub fn register_scalar_functions(ctx: &SessionContext) {
     fn add(ctx: &SessionContext, name: &str, args: usize, ret: DataType, f: impl Fn(&[ArrayRef], usize) -> DfResult<ArrayRef> + Send + Sync + 'static) {
@@ -445,6 +462,14 @@ pub fn register_scalar_functions(ctx: &SessionContext) {
     let body: Arc<crate::planner::udf::Body> = Arc::new(move |a, rows| columnar(a, rows, uuid_in));
     ctx.register_udf(crate::planner::udf::typed_closure_udf(UUID_IN, Signature::any(1, Volatility::Immutable), eddy_common::ColumnType::Uuid, body));
     ctx.register_udf(crate::planner::udf::gen_random_uuid_udf());
+    // `octet_length` of text or bytea: bytes (DataFusion's took text only).
+    add(ctx, "octet_length", 1, DataType::Int32, |a, _| {
+        let bytes = match a[0].data_type() {
+            DataType::Binary | DataType::LargeBinary | DataType::BinaryView => cast(&a[0], &DataType::Binary)?,
+            _ => cast(&a[0], &DataType::Utf8)?,
+        };
+        cast(&arrow::compute::kernels::length::length(&bytes)?, &DataType::Int32)
+    });
     use super::rewrite::{ROUND_TIME, ROUND_TIMESTAMP, ROUND_TIMESTAMPTZ};
     let timestamptz = DataType::Timestamp(TimeUnit::Microsecond, Some(Arc::from(eddy_common::types::UTC)));
     for (name, to) in [

@@ -79,6 +79,12 @@ pub(super) fn function(f: &mut Function, name: &str, args: &[Expr]) -> Option<Ex
             let empty = Expr::BinaryOp { left: Box::new(call("cardinality", vec![a.clone()])), op: BinaryOperator::Eq, right: Box::new(number("0")) };
             Some(null_when(empty, Expr::Function(f.clone())))
         }
+        // `ROW(a, b)`: a record whose fields are f1, f2, ... as PostgreSQL names them
+        // (`row_to_json(ROW(1, 'a'))` is `{"f1":1,"f2":"a"}`; DataFusion's struct said c0, c1).
+        ("row", [_, ..]) => {
+            let fields = args.iter().enumerate().flat_map(|(i, a)| [string_lit(&format!("f{}", i + 1)), a.clone()]).collect();
+            Some(call("named_struct", fields))
+        }
         // A record's JSON object (a whole-row reference is a struct: frontend::whole_row).
         ("row_to_json", [_]) => {
             f.name = ObjectName::from(vec![Ident::new("to_json")]);
