@@ -10,10 +10,19 @@ use crate::planner::names::DUPLICATE_MARK;
 
 use datafusion::sql::sqlparser::ast::{DataType as SqlType, Expr, FunctionArguments, Ident, Select, SelectItem};
 
+/// Reserved words that PostgreSQL reads as value functions where a column could stand
+/// (`pg::rewrite` turns them into calls).
+const VALUE_FUNCTIONS: [&str; 5] = ["current_role", "current_catalog", "current_schema", "localtime", "localtimestamp"];
+
+/// Whether an identifier is one of [`VALUE_FUNCTIONS`] (so it names no column).
+pub fn is_value_function(i: &Ident) -> bool {
+    i.quote_style.is_none() && VALUE_FUNCTIONS.iter().any(|f| i.value.eq_ignore_ascii_case(f))
+}
+
 /// PostgreSQL's name for an unaliased select item, and whether it is only the `?column?` fallback.
 fn figure(e: &Expr) -> Option<String> {
     Some(match e {
-        Expr::Identifier(i) if super::rewrite::is_value_function(i) => i.value.to_ascii_lowercase(),
+        Expr::Identifier(i) if is_value_function(i) => i.value.to_ascii_lowercase(),
         Expr::Identifier(i) => i.value.clone(),
         Expr::CompoundIdentifier(parts) => parts.last()?.value.clone(),
         Expr::Function(f) => {
@@ -107,7 +116,7 @@ fn planned_name(item: &SelectItem) -> Option<String> {
     let ident = |i: &Ident| if i.quote_style.is_some() { i.value.clone() } else { i.value.to_lowercase() };
     match item {
         SelectItem::ExprWithAlias { alias, .. } => Some(ident(alias)),
-        SelectItem::UnnamedExpr(Expr::Identifier(i)) if !super::rewrite::is_value_function(i) => Some(ident(i)),
+        SelectItem::UnnamedExpr(Expr::Identifier(i)) if !is_value_function(i) => Some(ident(i)),
         SelectItem::UnnamedExpr(Expr::CompoundIdentifier(parts)) => parts.last().map(ident),
         _ => None,
     }
@@ -129,7 +138,7 @@ pub fn assign(select: &mut Select, top: bool) {
     for item in select.projection.iter_mut() {
         if let SelectItem::UnnamedExpr(e) = item {
             let is_column = match e {
-                Expr::Identifier(i) => !super::rewrite::is_value_function(i),
+                Expr::Identifier(i) => !is_value_function(i),
                 Expr::CompoundIdentifier(_) => true,
                 _ => false,
             };
@@ -178,7 +187,7 @@ fn assign_inner(select: &mut Select) {
     for item in select.projection.iter_mut() {
         let SelectItem::UnnamedExpr(e) = item else { continue };
         match e {
-            Expr::Identifier(i) if !super::rewrite::is_value_function(i) => continue,
+            Expr::Identifier(i) if !is_value_function(i) => continue,
             Expr::CompoundIdentifier(_) => continue,
             _ => {}
         }

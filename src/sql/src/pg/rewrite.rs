@@ -56,7 +56,7 @@ mod time_windows;
 mod using_joins;
 
 pub(crate) use time_windows::interval_micros;
-pub use clock::{is_value_function, ROUND_TIME, ROUND_TIMESTAMP, ROUND_TIMESTAMPTZ};
+pub use clock::{ROUND_TIME, ROUND_TIMESTAMP, ROUND_TIMESTAMPTZ};
 
 use ast::{base_name, case_when, renamed, string_lit, unnamed_arg_exprs};
 pub use ast::{call, is_aggregate_call};

@@ -9,6 +9,7 @@
 use datafusion::sql::sqlparser::ast::{CastKind, DataType as SqlType, Expr, Function, FunctionArg, FunctionArgExpr, FunctionArguments, Ident, TimezoneInfo, Value};
 
 use super::ast::{base_name, call};
+use crate::pg::colnames::is_value_function;
 
 /// Rounds a timestamp without time zone: `(timestamp, digits)`.
 pub const ROUND_TIMESTAMP: &str = "eddy_round_timestamp";
@@ -32,14 +33,6 @@ fn time() -> SqlType {
 fn digits(p: u64) -> Expr {
     // PostgreSQL warns and uses 6 for a larger precision.
     Expr::value(Value::Number(p.min(6).to_string(), false))
-}
-
-/// Reserved words that PostgreSQL reads as value functions where a column could stand.
-const VALUE_FUNCTIONS: [&str; 5] = ["current_role", "current_catalog", "current_schema", "localtime", "localtimestamp"];
-
-/// Whether an identifier is one of [`VALUE_FUNCTIONS`] (so it names no column).
-pub fn is_value_function(i: &Ident) -> bool {
-    i.quote_style.is_none() && VALUE_FUNCTIONS.iter().any(|f| i.value.eq_ignore_ascii_case(f))
 }
 
 /// A bare reserved word that PostgreSQL reads as a value function.
