@@ -138,6 +138,25 @@ pub fn parse_uuid(s: &str) -> Result<String> {
     Ok(format!("{}-{}-{}-{}-{}", &h[..8], &h[8..12], &h[12..16], &h[16..20], &h[20..]))
 }
 
+/// A uuid's 16 bytes as its canonical text.
+pub fn uuid_text(bytes: &[u8; 16]) -> String {
+    let h: String = bytes.iter().map(|x| format!("{x:02x}")).collect();
+    format!("{}-{}-{}-{}-{}", &h[..8], &h[8..12], &h[12..16], &h[16..20], &h[20..])
+}
+
+/// The 16 bytes of a uuid's canonical text (`None` if it is not canonical hex).
+pub fn uuid_bytes(canonical: &str) -> Option<[u8; 16]> {
+    let hex: Vec<u8> = canonical.bytes().filter(|b| *b != b'-').collect();
+    if hex.len() != 32 {
+        return None;
+    }
+    let mut out = [0u8; 16];
+    for (o, pair) in out.iter_mut().zip(hex.chunks(2)) {
+        *o = u8::from_str_radix(std::str::from_utf8(pair).ok()?, 16).ok()?;
+    }
+    Some(out)
+}
+
 /// PostgreSQL timestamp text in a form Arrow parses: a time of day without seconds
 /// (`2024-03-02 10:00`, `...T10:00+02`) gets `:00`; `infinity` spellings are refused clearly.
 pub fn normalize_timestamp_text(s: &str) -> std::borrow::Cow<'_, str> {
@@ -230,6 +249,9 @@ mod tests {
         for text in [canonical, "A0EEBC99-9C0B-4EF8-BB6D-6BB9BD380A11", "{a0eebc99-9c0b4ef8-bb6d6bb9-bd380a11}", "a0eebc999c0b4ef8bb6d6bb9bd380a11", "a0ee-bc99-9c0b-4ef8-bb6d-6bb9-bd38-0a11"] {
             assert_eq!(parse_uuid(text).unwrap(), canonical, "{text}");
         }
+        let bytes = uuid_bytes(canonical).unwrap();
+        assert_eq!((bytes[0], bytes[15]), (0xa0, 0x11));
+        assert_eq!(uuid_text(&bytes), canonical);
         for bad in ["", "a0eebc99", "a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a1g", "-a0eebc999c0b4ef8bb6d6bb9bd380a11", "a0eeb-c999c0b4ef8bb6d6bb9bd380a11", "{a0eebc999c0b4ef8bb6d6bb9bd380a11"] {
             assert!(parse_uuid(bad).is_err(), "{bad}");
         }

@@ -118,11 +118,7 @@ pub fn write_binary(array: &ArrayRef, row: usize, ty: &Type, field: &Field, out:
         Type::UUID => {
             let mut s = String::new();
             write_text(array, row, field, &mut s)?;
-            let hex: Vec<u8> = s.bytes().filter(|b| *b != b'-').collect();
-            for pair in hex.chunks(2) {
-                let digits = std::str::from_utf8(pair).ok().and_then(|d| u8::from_str_radix(d, 16).ok());
-                out.put_u8(digits.ok_or_else(|| eddy_common::internal_err!("uuid column holds {s:?}"))?);
-            }
+            out.put_slice(&eddy_common::text::uuid_bytes(&s).ok_or_else(|| eddy_common::internal_err!("uuid column holds {s:?}"))?);
         }
         Type::JSONB => {
             out.put_u8(1);
@@ -433,11 +429,8 @@ pub fn decode_param(bytes: Option<&[u8]>, binary: bool, ty: &Type, target: Optio
                 ScalarValue::List(Arc::new(arrow::array::ListArray::try_new(field, offsets, values, None)?))
             }
             Type::UUID => {
-                if b.len() != 16 {
-                    return Err(bad("uuid"));
-                }
-                let hex: String = b.iter().map(|x| format!("{x:02x}")).collect();
-                ScalarValue::Utf8(Some(eddy_common::text::parse_uuid(&hex)?))
+                let bytes: &[u8; 16] = b.try_into().map_err(|_| bad("uuid"))?;
+                ScalarValue::Utf8(Some(eddy_common::text::uuid_text(bytes)))
             }
             Type::JSONB => {
                 let body = b.strip_prefix(&[1u8]).ok_or_else(|| bad("jsonb"))?;

@@ -8,7 +8,7 @@ use std::str::FromStr;
 use std::sync::Arc;
 
 use arrow::array::timezone::Tz;
-use arrow::array::{Array, ArrayRef, AsArray, TimestampMicrosecondArray};
+use arrow::array::{ArrayRef, AsArray, TimestampMicrosecondArray};
 use arrow::datatypes::{DataType, TimeUnit, TimestampMicrosecondType};
 use chrono::{DateTime, TimeZone};
 use datafusion::common::DFSchema;
@@ -39,29 +39,21 @@ fn parse_zone(name: &str) -> DfResult<Tz> {
     Tz::from_str(name).map_err(|_| user_error(sqlstate::INVALID_PARAMETER_VALUE, format!("time zone \"{name}\" not recognized")))
 }
 
-/// Runs `row` over `(timestamp, zone name)` pairs, the zone parsed once per distinct name.
-fn per_zone(args: &[ColumnarValue], rows: usize, from: DataType, ret: DataType, row: impl Fn(i64, &str, &Tz) -> DfResult<i64>) -> DfResult<ColumnarValue> {
-    let scalar = args.iter().all(|a| matches!(a, ColumnarValue::Scalar(_)));
-    let n = if scalar { 1 } else { rows };
-    let at = arrow::compute::cast(&args[0].to_array(n)?, &from)?;
-    let at = at.as_primitive::<TimestampMicrosecondType>();
-    let zones = arrow::compute::cast(&args[1].to_array(n)?, &DataType::Utf8)?;
-    let zones = zones.as_string::<i32>();
-    let mut parsed: Option<(String, Tz)> = None;
-    let mut out = Vec::with_capacity(n);
-    for i in 0..n {
-        if at.is_null(i) || zones.is_null(i) {
-            out.push(None);
-            continue;
-        }
-        let name = zones.value(i);
-        let zone = match &parsed {
-            Some((p, z)) if p == name => z,
-            _ => &parsed.insert((name.to_string(), parse_zone(name)?)).1,
-        };
-        out.push(Some(row(at.value(i), name, zone)?));
+/// The zone argument: a text literal, as [`at_time_zone`] plans it.
+fn zone_name(arg: &ColumnarValue) -> DfResult<String> {
+    match arg {
+        ColumnarValue::Scalar(ScalarValue::Utf8(Some(name))) => Ok(name.clone()),
+        _ => Err(user_error(sqlstate::FEATURE_NOT_SUPPORTED, "AT TIME ZONE takes a time zone name literal".into())),
     }
-    let out: ArrayRef = Arc::new(TimestampMicrosecondArray::from(out).with_data_type(ret));
+}
+
+/// `(timestamp, zone)`: the timestamps as `from`, converted by `convert`, returned as `ret`.
+fn in_zone(args: &[ColumnarValue], rows: usize, from: DataType, ret: DataType, convert: impl Fn(&ArrayRef, &str) -> DfResult<ArrayRef>) -> DfResult<ColumnarValue> {
+    let name = zone_name(&args[1])?;
+    parse_zone(&name)?;
+    let scalar = matches!(args[0], ColumnarValue::Scalar(_));
+    let at = arrow::compute::cast(&args[0].to_array(if scalar { 1 } else { rows })?, &from)?;
+    let out = arrow::compute::cast(&convert(&at, &name)?, &ret)?;
     Ok(if scalar { ColumnarValue::Scalar(ScalarValue::try_from_array(&out, 0)?) } else { ColumnarValue::Array(out) })
 }
 
@@ -70,15 +62,19 @@ fn out_of_range() -> datafusion::error::DataFusionError {
 }
 
 fn local_time(args: &[ColumnarValue], rows: usize) -> DfResult<ColumnarValue> {
-    per_zone(args, rows, timestamptz(), naive(), |micros, _, zone| wall_time(micros, zone).ok_or_else(out_of_range))
+    in_zone(args, rows, timestamptz(), naive(), |at, name| {
+        let zone = parse_zone(name)?;
+        let walls = at.as_primitive::<TimestampMicrosecondType>().iter().map(|v| v.map(|m| wall_time(m, &zone).ok_or_else(out_of_range)).transpose());
+        Ok(Arc::new(walls.collect::<DfResult<TimestampMicrosecondArray>>()?) as ArrayRef)
+    })
 }
 
-/// The instant of a wall time in a zone, by arrow's reading of it (the cast DataFusion plans).
+/// The instant of a wall time in a zone, by arrow's reading of it (the cast DataFusion plans),
+/// relabelled as Eddy's timestamptz.
 fn zone_instant(args: &[ColumnarValue], rows: usize) -> DfResult<ColumnarValue> {
-    per_zone(args, rows, naive(), timestamptz(), |micros, name, _| {
-        let wall: ArrayRef = Arc::new(TimestampMicrosecondArray::from(vec![micros]));
-        let zoned = arrow::compute::cast(&wall, &DataType::Timestamp(TimeUnit::Microsecond, Some(Arc::from(name))))?;
-        Ok(zoned.as_primitive::<TimestampMicrosecondType>().value(0))
+    in_zone(args, rows, naive(), timestamptz(), |at, name| {
+        let zoned = arrow::compute::cast(at, &DataType::Timestamp(TimeUnit::Microsecond, Some(Arc::from(name))))?;
+        Ok(Arc::new(zoned.as_primitive::<TimestampMicrosecondType>().clone().with_data_type(timestamptz())) as ArrayRef)
     })
 }
 

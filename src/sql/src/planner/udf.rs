@@ -112,8 +112,7 @@ pub(crate) fn gen_random_uuid_udf() -> ScalarUDF {
                 rng.fill_bytes(&mut b);
                 b[6] = (b[6] & 0x0f) | 0x40;
                 b[8] = (b[8] & 0x3f) | 0x80;
-                let h: String = b.iter().map(|x| format!("{x:02x}")).collect();
-                Some(format!("{}-{}-{}-{}-{}", &h[..8], &h[8..12], &h[12..16], &h[16..20], &h[20..]))
+                Some(eddy_common::text::uuid_text(&b))
             })
             .collect();
         Ok(ColumnarValue::Array(Arc::new(out)))
