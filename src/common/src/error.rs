@@ -66,6 +66,7 @@ pub mod sqlstate {
     pub const STRING_DATA_RIGHT_TRUNCATION: &str = "22001";
     pub const BAD_COPY_FILE_FORMAT: &str = "22P04";
     pub const CHARACTER_NOT_IN_REPERTOIRE: &str = "22021";
+    pub const UNTRANSLATABLE_CHARACTER: &str = "22P05";
     pub const INVALID_PARAMETER_VALUE: &str = "22023";
     pub const INVALID_REGULAR_EXPRESSION: &str = "2201B";
     pub const PROTOCOL_VIOLATION: &str = "08P01";
@@ -186,6 +187,14 @@ fn invalid_input_message(m: &str) -> Option<String> {
     Some(format!("invalid input syntax for type {pg_type}: \"{text}\""))
 }
 
+/// Whether Arrow's cast error is of `'NaN'`, `'Infinity'` or `'-Infinity'` text to a decimal.
+fn numeric_special(m: &str) -> bool {
+    let Some(rest) = m.strip_prefix("Cannot cast string '") else { return false };
+    let Some((text, to)) = rest.rsplit_once("' to value of ") else { return false };
+    let text = text.trim().trim_start_matches(['+', '-']).to_ascii_lowercase();
+    to.starts_with("Decimal") && matches!(text.as_str(), "nan" | "infinity" | "inf")
+}
+
 /// Arrow's "Can't cast value NaN to type Int32" in PostgreSQL's words: `integer out of range`.
 fn integer_range_message(m: &str) -> Option<String> {
     let rest = m.strip_prefix("Can't cast value ")?;
@@ -212,6 +221,11 @@ impl From<arrow::error::ArrowError> for EddyError {
             A::CastError(m) if integer_range_message(m).is_some() => {
                 EddyError::user(sqlstate::NUMERIC_VALUE_OUT_OF_RANGE, integer_range_message(m).unwrap_or_default())
             }
+            // PostgreSQL's numeric has NaN and ±Infinity; a fixed-point Decimal128 has neither.
+            A::CastError(m) | A::ParseError(m) if numeric_special(m) => EddyError::not_supported(format!(
+                "{}: NaN and Infinity are not numeric values here (numeric is a fixed-point decimal); use double precision",
+                invalid_input_message(m).unwrap_or_else(|| m.clone())
+            )),
             A::CastError(m) | A::ParseError(m) => {
                 EddyError::user(sqlstate::INVALID_TEXT_REPRESENTATION, invalid_input_message(m).unwrap_or_else(|| m.clone()))
             }
@@ -335,6 +349,17 @@ mod tests {
         assert_eq!(e.message, "bigint out of range");
         let e: EddyError = arrow::error::ArrowError::CastError("Cannot cast string 'x' to value of Int32 type".into()).into();
         assert_eq!((e.sqlstate, e.message.as_str()), (sqlstate::INVALID_TEXT_REPRESENTATION, "invalid input syntax for type integer: \"x\""));
+    }
+
+    #[test]
+    fn numeric_nan_and_infinity_are_named_as_unsupported() {
+        for text in ["NaN", "-Infinity", " infinity"] {
+            let e: EddyError = arrow::error::ArrowError::CastError(format!("Cannot cast string '{text}' to value of Decimal128(38, 10) type")).into();
+            assert_eq!(e.sqlstate, sqlstate::FEATURE_NOT_SUPPORTED, "{text}");
+            assert!(e.message.contains("use double precision"), "{}", e.message);
+        }
+        let e: EddyError = arrow::error::ArrowError::CastError("Cannot cast string 'nan' to value of Float64 type".into()).into();
+        assert_eq!(e.sqlstate, sqlstate::INVALID_TEXT_REPRESENTATION);
     }
 
     #[test]

@@ -8,6 +8,7 @@ pub mod enums;
 pub mod grouping_sets;
 pub mod interval_join;
 pub mod jsonb;
+pub mod jsonb_value;
 pub mod to_json;
 pub mod names;
 pub mod numeric_div;

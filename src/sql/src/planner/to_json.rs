@@ -174,7 +174,7 @@ pub fn write_json(array: &ArrayRef, row: usize, field: &Field, jsonb: bool, out:
                 out.push_str(&quote(&s));
             } else if jsonb && s.contains('e') {
                 // jsonb stores numbers as numeric, which prints without an exponent.
-                out.push_str(&without_exponent(&s));
+                out.push_str(&super::jsonb_value::canonical_number(&s).unwrap_or(s));
             } else {
                 out.push_str(&s);
             }
@@ -256,28 +256,6 @@ fn quote(s: &str) -> String {
     }
     out.push('"');
     out
-}
-
-/// `1.5e+20` → `150000000000000000000`, `1.5e-07` → `0.00000015`.
-fn without_exponent(s: &str) -> String {
-    let Some((mantissa, exp)) = s.split_once('e') else { return s.to_string() };
-    let Ok(exp) = exp.parse::<i64>() else { return s.to_string() };
-    let (sign, mantissa) = match mantissa.strip_prefix('-') {
-        Some(m) => ("-", m),
-        None => ("", mantissa),
-    };
-    let (int, frac) = mantissa.split_once('.').unwrap_or((mantissa, ""));
-    let digits = format!("{int}{frac}");
-    // Position of the decimal point within `digits`.
-    let point = int.len() as i64 + exp;
-    let body = if point <= 0 {
-        format!("0.{}{}", "0".repeat((-point) as usize), digits)
-    } else if point as usize >= digits.len() {
-        format!("{digits}{}", "0".repeat(point as usize - digits.len()))
-    } else {
-        format!("{}.{}", &digits[..point as usize], &digits[point as usize..])
-    };
-    format!("{sign}{body}")
 }
 
 /// The JSON array of the `row`th list of JSON texts (NULL elements are `null`); NULL for a NULL
@@ -486,6 +464,5 @@ mod tests {
         assert_eq!(json_agg_final(&list, 0, None).unwrap().unwrap(), "[10, 9, null, -1]");
         assert_eq!(json_agg_final(&list, 0, Some(false)).unwrap().unwrap(), "[-1, 9, 10, null]");
         assert_eq!(json_agg_final(&list, 0, Some(true)).unwrap().unwrap(), "[null, 10, 9, -1]");
-        assert_eq!(without_exponent("-1.25e+02"), "-125");
     }
 }
