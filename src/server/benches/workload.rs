@@ -12,7 +12,9 @@
 //! Scenarios: `copy`, `insert-latency`, `insert-concurrent`, `copy-mv`, `point-query`, `connect`,
 //! `join`, `hop`, `topn`, `copy-flat` and `copy-flat-mv` (issue 8: peak RSS through one large
 //! COPY, without and with views; `--pad N` widens each row for multi-gigabyte COPYs), `bids` (issue 12's COPY of 1M bids with one view: `--views`,
-//! `--parallelism`), `all` (default). See `benches/README.md`.
+//! `--parallelism`), `txn`, `restart` and `outage` (issue 9: 3-statement transactions from
+//! `--clients` sessions, SIGKILL to serving with ~1 GB of state, recovery after a store outage),
+//! `all` (default). See `benches/README.md`.
 
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -25,6 +27,8 @@ use tokio_postgres::{Client, NoTls, Statement};
 
 #[path = "workload/bids.rs"]
 mod bids;
+#[path = "workload/recovery.rs"]
+mod recovery;
 
 #[derive(Clone, Debug)]
 struct Opts {
@@ -107,6 +111,8 @@ struct Server {
     port: u16,
     dir: PathBuf,
     keep_dir: bool,
+    /// When the process was spawned.
+    started: Instant,
 }
 
 fn eddy_bin() -> PathBuf {
@@ -125,8 +131,21 @@ impl Server {
         let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
         let dir = PathBuf::from(format!("/tmp/eddy-bench-{name}-{}-{nanos}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
-        let port = free_port();
-        let log = std::fs::File::create(dir.with_extension("log")).unwrap();
+        let s = Server::spawn(dir, free_port(), opts);
+        s.ready().await;
+        println!(
+            "  server: pid {} port {} state-store file://{} (log {})",
+            s.child.id(),
+            s.port,
+            s.dir.display(),
+            s.dir.with_extension("log").display()
+        );
+        s
+    }
+
+    /// Starts `eddy` on `dir` and `port` without waiting for it.
+    fn spawn(dir: PathBuf, port: u16, opts: &Opts) -> Server {
+        let log = std::fs::OpenOptions::new().create(true).append(true).open(dir.with_extension("log")).unwrap();
         let mut cmd = Command::new(eddy_bin());
         cmd.arg("--listen")
             .arg(format!("127.0.0.1:{port}"))
@@ -141,24 +160,28 @@ impl Server {
         if let Some(mb) = opts.memory_mb {
             cmd.arg("--memory-mb").arg(mb.to_string());
         }
+        let started = Instant::now();
         let child = cmd.stdout(Stdio::from(log.try_clone().unwrap())).stderr(Stdio::from(log)).spawn().expect("start eddy");
-        let s = Server { child, port, dir, keep_dir: opts.keep_dir };
-        let t0 = Instant::now();
+        Server { child, port, dir, keep_dir: opts.keep_dir, started }
+    }
+
+    /// Waits until the server accepts connections.
+    async fn ready(&self) {
         loop {
-            if tokio_postgres::connect(&s.conn_str(), NoTls).await.is_ok() {
+            if tokio_postgres::connect(&self.conn_str(), NoTls).await.is_ok() {
                 break;
             }
-            assert!(t0.elapsed() < Duration::from_secs(60), "eddy did not start; see {}", s.dir.with_extension("log").display());
-            tokio::time::sleep(Duration::from_millis(50)).await;
+            assert!(self.started.elapsed() < Duration::from_secs(600), "eddy did not start; see {}", self.dir.with_extension("log").display());
+            tokio::time::sleep(Duration::from_millis(10)).await;
         }
-        println!(
-            "  server: pid {} port {} state-store file://{} (log {})",
-            s.child.id(),
-            port,
-            s.dir.display(),
-            s.dir.with_extension("log").display()
-        );
-        s
+    }
+
+    /// SIGKILLs the server and starts it again on the same directory and port (not waiting).
+    async fn restart_after_sigkill(mut self, opts: &Opts) -> Server {
+        self.child.kill().expect("SIGKILL");
+        self.child.wait().expect("reap");
+        let (dir, port) = (self.dir.clone(), self.port);
+        Server::spawn(dir, port, opts)
     }
 
     fn conn_str(&self) -> String {
@@ -793,6 +816,9 @@ fn main() {
                 "hop" => scenario_hop(&o).await,
                 "topn" => scenario_topn(&o).await,
                 "bids" => bids::scenario_bids(&o).await,
+                "txn" => recovery::scenario_txn(&o).await,
+                "restart" => recovery::scenario_restart(&o).await,
+                "outage" => recovery::scenario_outage(&o).await,
                 other => panic!("unknown scenario {other}"),
             }
         }

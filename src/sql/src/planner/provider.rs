@@ -99,6 +99,14 @@ impl EddyTable {
         let snapshot = self.snapshot(state);
         let ext = |e: eddy_common::EddyError| DataFusionError::External(Box::new(e));
         let batches = self.state_table.scan(&snapshot).await.map_err(ext)?;
+        self.with_overlay(state, batches)
+    }
+
+    /// `batches` (stored rows) with the statement's transaction block's writes over them:
+    /// rows it changed or deleted dropped, and every row it wrote added. (Rows it wrote that
+    /// `batches` would not hold are the scan's filters to drop; DataFusion re-checks them.)
+    fn with_overlay(&self, state: &dyn Session, batches: Vec<RecordBatch>) -> DfResult<Vec<RecordBatch>> {
+        let ext = |e: eddy_common::EddyError| DataFusionError::External(Box::new(e));
         let Some(overlay) = self.overlay(state) else { return Ok(batches) };
         let codec = self.catalog.codec().map_err(ext)?;
         let mut out = Vec::with_capacity(batches.len() + 1);
@@ -228,7 +236,12 @@ impl TableProvider for EddyTable {
             ))));
         }
         let overlay = self.overlay(state).is_some();
-        let point = if overlay { None } else { self.lookup_by_key(state, filters).await };
+        // A point read inside a transaction block that wrote the table: the stored row, with
+        // the block's own writes over it.
+        let point = match self.lookup_by_key(state, filters).await {
+            Some(b) if overlay => Some(self.with_overlay(state, b)?),
+            other => other,
+        };
         let mut idx = self.catalog.visible_indices();
         if self.expose_row_id && self.catalog.has_row_id() {
             idx.push(self.catalog.columns.len());
