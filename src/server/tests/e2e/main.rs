@@ -36,6 +36,7 @@ mod recovery;
 mod replay;
 mod resource_limits;
 mod slt;
+mod snapshot;
 mod sources;
 mod soak;
 mod sqlfuzz;
