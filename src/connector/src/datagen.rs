@@ -222,6 +222,18 @@ impl SplitReader for DatagenSplit {
         let rate = self.rate?;
         Some(self.since + Duration::from_secs_f64(self.since_rows as f64 / rate))
     }
+
+    /// Rows still to come up to the end of a bounded sequence, or those due by now at the
+    /// rate (`None`: an endless stream read as fast as it can be).
+    fn backlog(&self) -> Option<u64> {
+        if let Some(last) = self.last_row {
+            let next = self.row(self.local);
+            return Some(if next > last { 0 } else { (last - next) / self.count + 1 });
+        }
+        let rate = self.rate?;
+        let due = (self.since.elapsed().as_secs_f64() * rate) as u64;
+        Some(due.saturating_sub(self.since_rows))
+    }
 }
 
 impl Seekable for DatagenSplit {
@@ -253,10 +265,13 @@ mod tests {
     fn a_sequence_ends_and_a_resumed_split_continues_exactly() {
         let o = opts(&[("datagen.rows.per.second", "0"), ("fields.id.kind", "sequence"), ("fields.id.start", "1"), ("fields.id.end", "10"), ("fields.v.max", "5")]);
         let mut s = splits(&o, &schema()).unwrap().pop().unwrap();
+        assert_eq!(s.backlog(), Some(10));
         let a = s.next_batch(4).unwrap().unwrap();
+        assert_eq!(s.backlog(), Some(6));
         let pos = s.position();
         let b = s.next_batch(100).unwrap().unwrap();
         assert_eq!(a.num_rows() + b.num_rows(), 10);
+        assert_eq!(s.backlog(), Some(0));
         assert!(s.next_batch(100).unwrap().is_none());
         let mut again = splits(&o, &schema()).unwrap().pop().unwrap();
         again.seek(&pos).unwrap();

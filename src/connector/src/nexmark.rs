@@ -389,6 +389,39 @@ impl SplitReader for NexmarkSplit {
     fn ready_at(&self) -> Option<Instant> {
         (self.real_time && self.started_at_event_us != i64::MIN && self.next_event < self.event_num).then(|| self.ready_at_event(self.next_event))
     }
+
+    /// Rows of this split's table still to come: those due by now when paced in real time,
+    /// else all up to `nexmark.event.num` (`None`: an endless stream read as fast as it can be).
+    fn backlog(&self) -> Option<u64> {
+        let end = if self.real_time {
+            if self.started_at_event_us == i64::MIN {
+                return None;
+            }
+            // The first event not due yet (event times only grow).
+            let (mut lo, mut hi) = (self.next_event, self.event_num.min(self.next_event.saturating_add(1 << 40)));
+            while lo < hi {
+                let mid = lo + (hi - lo) / 2;
+                if self.due(mid) {
+                    lo = mid + 1;
+                } else {
+                    hi = mid;
+                }
+            }
+            lo
+        } else if self.event_num == u64::MAX {
+            return None;
+        } else {
+            self.event_num
+        };
+        // This split's events are `count` apart; the table has its share of them.
+        let events = end.saturating_sub(self.next_event).div_ceil(self.count.max(1));
+        let share = match self.table {
+            TableType::Person => PERSON_PROPORTION,
+            TableType::Auction => AUCTION_PROPORTION,
+            TableType::Bid => PROPORTION_DENOMINATOR - PERSON_PROPORTION - AUCTION_PROPORTION,
+        };
+        Some((u128::from(events) * u128::from(share) / u128::from(PROPORTION_DENOMINATOR)) as u64)
+    }
 }
 
 impl Seekable for NexmarkSplit {
@@ -449,6 +482,21 @@ mod tests {
             n
         };
         assert_eq!(count(&one), count(&two));
+    }
+
+    #[test]
+    fn a_bounded_stream_reports_the_rows_still_to_come() {
+        let o = opts(&[("nexmark.table.type", "Bid"), ("nexmark.event.num", "1000")]);
+        let mut s = splits(&o, &bid_schema()).unwrap().pop().unwrap();
+        assert_eq!(s.backlog(), Some(920));
+        let first = s.next_batch(300).unwrap().unwrap();
+        let left = s.backlog().unwrap();
+        // Counted by the table's share of the events left, exact to a few rows.
+        assert!(left.abs_diff(920 - first.num_rows() as u64) <= 3, "{left} after {} rows", first.num_rows());
+        while s.next_batch(300).unwrap().is_some() {}
+        assert_eq!(s.backlog(), Some(0));
+        let endless = splits(&opts(&[("nexmark.table.type", "Bid")]), &bid_schema()).unwrap().pop().unwrap();
+        assert_eq!(endless.backlog(), None);
     }
 
     #[test]

@@ -11,7 +11,6 @@ pub mod encode;
 pub mod frame;
 pub mod http;
 pub mod limits;
-pub mod observe;
 pub mod panics;
 pub mod respond;
 pub mod run;

@@ -69,7 +69,7 @@ pub(crate) async fn run_statement(session: &mut Session, stmt: &EddyStatement, p
         Some(d) => tokio::time::timeout_at(d, run).await.unwrap_or_else(|_| Err(crate::limits::statement_timeout_error())),
         None => run.await,
     };
-    crate::observe::statement(started.elapsed(), result.is_err());
+    session.engine().statements.record(started.elapsed(), result.is_err());
     result
 }
 
@@ -79,4 +79,6 @@ pub(crate) struct RunContext {
     pub(crate) sql: String,
     /// When producing rows must stop (`statement_timeout`).
     pub(crate) deadline: Option<tokio::time::Instant>,
+    /// The server's engine, whose statement counters a failure while producing rows counts in.
+    pub(crate) engine: std::sync::Arc<eddy_sql::Engine>,
 }

@@ -260,13 +260,17 @@ fn rows_response(schema: SchemaRef, stream: SendableRecordBatchStream, format: &
         schema.fields().iter().zip(fields.iter()).map(|(f, fi)| (f.as_ref().clone(), fi.datatype().clone(), fi.format())).collect(),
     );
     let stream = crate::limits::with_deadline(stream, ctx.deadline);
-    let sql = ctx.sql.clone();
+    let (sql, engine) = (ctx.sql.clone(), ctx.engine.clone());
     let rows = panics::guard_stream(stream).flat_map(move |item| {
         let out: Vec<PgWireResult<DataRow>> = match item {
             Err(p) => vec![Err(to_pg(panics::report(p, &sql)))],
             Ok(Err(e)) => vec![Err(to_pg(e.into()))],
             Ok(Ok(batch)) => encode_batch(&batch, &meta),
         };
+        // The statement ends with this error (its run counted as a success when it started).
+        if out.last().is_some_and(Result::is_err) {
+            engine.statements.errors.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
         futures::stream::iter(out)
     });
     QueryResponse::new(fields, rows)
@@ -405,7 +409,7 @@ impl SimpleQueryHandler for Handlers {
                 responses.push(Response::Error(Box::new(error_info(e))));
                 break;
             }
-            let ctx = RunContext { sql: statement_text(stmt), deadline: statement_deadline(&session) };
+            let ctx = RunContext { sql: statement_text(stmt), deadline: statement_deadline(&session), engine: session.engine().clone() };
             let result = run_with_notices(client, &mut session, stmt, vec![], ctx.deadline).await?;
             send_side_messages(client, &mut session).await?;
             match result {
@@ -620,7 +624,7 @@ impl ExtendedQueryHandler for Handlers {
         release_prepared(client, &prepared.stmt).map_err(to_pg)?;
         let slot = session_of(&self.engine, client);
         let mut session = slot.lock().await;
-        let ctx = RunContext { sql: text, deadline: statement_deadline(&session) };
+        let ctx = RunContext { sql: text, deadline: statement_deadline(&session), engine: session.engine().clone() };
         let result = run_with_notices(client, &mut session, &prepared.stmt, params, ctx.deadline).await?;
         send_side_messages(client, &mut session).await?;
         if result.is_ok() {

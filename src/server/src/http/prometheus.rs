@@ -150,7 +150,7 @@ impl Collector for EddyCollector {
         let commits = &self.engine.barrier.commits;
         histogram(&mut encoder, "eddy_barrier_latency_seconds", "Time from cutting a barrier to its epoch's durable commit.", &commits.barrier_latency)?;
         histogram(&mut encoder, "eddy_commit_latency_seconds", "Time from the last actor's report to the durable commit.", &commits.commit_latency)?;
-        histogram(&mut encoder, "eddy_query_duration_seconds", "Time to run a statement (until its result is ready).", &crate::observe::metrics().queries)?;
+        histogram(&mut encoder, "eddy_query_duration_seconds", "Time to run a statement (until its result is ready).", &self.engine.statements.durations)?;
         Ok(())
     }
 }
@@ -239,7 +239,6 @@ impl EddyCollector {
             sink_done.samples.push((labels(&[("sink", &name)]), counter(s.delivered.load(Relaxed))));
             sink_pending.samples.push((labels(&[("sink", &name)]), gauge(s.pending.load(Relaxed))));
         }
-        let observe = crate::observe::metrics();
         let mut families = vec![
             op_in,
             op_out,
@@ -279,7 +278,7 @@ impl EddyCollector {
                 counter(eddy_stream::change_log::spilled_bytes()),
             ),
             one("eddy_connections", "Client connections open now.", gauge(self.admission.connections() as u64)),
-            one("eddy_query_errors", "Statements that ended with an error.", counter(observe.query_errors.load(Relaxed))),
+            one("eddy_query_errors", "Statements that ended with an error.", counter(e.statements.errors.load(Relaxed))),
             src,
             lag,
             sink_done,

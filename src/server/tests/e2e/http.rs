@@ -122,9 +122,12 @@ async fn the_api_and_metrics_show_a_running_views_operators_and_counters() {
     let p = progress.as_array().unwrap().iter().find(|p| p["view"] == "public.v1").expect("v1's backfill");
     assert_eq!((p["state"].as_str(), p["rows_done"].as_u64(), p["rows_total"].as_u64()), (Some("done"), Some(105), Some(105)), "{p}");
 
+    // Statement counters are this server's (other tests' servers run in the same process).
+    assert_eq!(crate::support::sqlstate(&c.simple_query("SELECT 1 / 0").await.unwrap_err()), "22012");
     let (status, metrics) = http(http_addr, "GET", "/metrics").await;
     assert_eq!(status, 200);
     assert!(metrics.trim_end().ends_with("# EOF"), "OpenMetrics text ends with # EOF");
+    assert_eq!(sample(&metrics, "eddy_query_errors_total", ""), Some(1.0), "{metrics}");
     assert_eq!(sample(&metrics, "eddy_view_rows_in_total", "view=\"public.v1\""), Some(155.0), "{metrics}");
     assert!(sample(&metrics, "eddy_operator_rows_in_total", "operator=\"HashAgg\"").is_some_and(|v| v > 0.0), "{metrics}");
     assert_eq!(sample(&metrics, "eddy_operator_state_entries", "operator=\"HashAgg\""), Some(5.0), "{metrics}");
@@ -202,6 +205,18 @@ async fn explain_analyze_ddl_progress_and_notices_report_live_counters() {
     }
     assert!(seen.iter().any(|n| n.starts_with("materialized view \"v2\": backfill 100.0% (150 of 150 rows") && n.contains("rows/s")), "{seen:?}");
     assert_eq!(rows(&c, "SELECT state, rows_done FROM eddy_ddl_progress WHERE view = 'public.v2'").await.unwrap(), vec![vec!["done".to_string(), "150".into()]]);
+
+    // Reported every millisecond, a backfill of 150 one-row epochs (each a durable commit)
+    // says how far it has come while it runs, and then that it finished.
+    notified.batch_execute("SET backfill_epoch_rows = 1; SET backfill_progress_interval = 1").await.unwrap();
+    notified.batch_execute("CREATE MATERIALIZED VIEW v3 AS SELECT g, count(*) FROM t GROUP BY g").await.unwrap();
+    let mut seen = Vec::new();
+    while let Ok(n) = notices.try_recv() {
+        seen.push(n);
+    }
+    assert!(seen.len() >= 2, "notices while the backfill ran and at its end: {seen:?}");
+    assert!(seen.iter().all(|n| n.starts_with("materialized view \"v3\": backfill ")), "{seen:?}");
+    assert!(seen.last().is_some_and(|n| n.contains("100.0% (150 of 150 rows")), "{seen:?}");
     let e = c.simple_query("SET backfill_progress_interval = 'soon'").await.unwrap_err();
     assert_eq!(crate::support::sqlstate(&e), "22023");
     server.shutdown().await.unwrap();

@@ -145,6 +145,27 @@ pub struct Engine {
     view_actors: Mutex<HashMap<u32, Vec<eddy_stream::ActorId>>>,
     /// Running and recent `COPY ... FROM STDIN` statements.
     pub copies: copies::Copies,
+    /// How long this server's statements take and how many fail.
+    pub statements: StatementMetrics,
+}
+
+/// Counters of the statements one server ran (for `/metrics`).
+#[derive(Debug, Default)]
+pub struct StatementMetrics {
+    /// Statement run times.
+    pub durations: eddy_stream::metrics::Histogram,
+    /// Statements that ended with an error.
+    pub errors: AtomicU64,
+}
+
+impl StatementMetrics {
+    /// Records one statement.
+    pub fn record(&self, took: Duration, failed: bool) {
+        self.durations.observe(took);
+        if failed {
+            self.errors.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
 }
 
 impl std::fmt::Debug for Engine {
@@ -181,6 +202,7 @@ impl Engine {
             next_actor: std::sync::atomic::AtomicU32::new(views::FIRST_ACTOR_ID),
             view_actors: Mutex::new(HashMap::new()),
             copies: Default::default(),
+            statements: Default::default(),
         });
         if !bootstrap.is_empty() {
             engine.commit_catalog(bootstrap, EpochBatch::default()).await?;

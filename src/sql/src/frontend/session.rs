@@ -53,6 +53,11 @@ pub struct Session {
 
 impl Session {
     /// A new session for `user`.
+    /// The server's shared state this session runs on.
+    pub fn engine(&self) -> &Arc<Engine> {
+        &self.engine
+    }
+
     pub fn new(engine: Arc<Engine>, user: &str, pid: i32) -> Self {
         let vars = Arc::new(RwLock::new(default_vars(user)));
         let info = SessionInfo { user: user.to_string(), vars: vars.clone(), pid };
