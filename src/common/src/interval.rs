@@ -194,14 +194,19 @@ pub fn parse_duration(v: &str, bare_seconds: bool) -> Option<std::time::Duration
 
 /// `v * factor` as PostgreSQL multiplies an interval: fractional months spill into days (30 to
 /// the month), fractional days into time (24 hours to the day), time kept to microseconds.
-pub fn scale(v: IntervalMonthDayNano, factor: f64) -> IntervalMonthDayNano {
+/// A field leaving its range (or a factor that is not finite) is PostgreSQL's 22008.
+pub fn scale(v: IntervalMonthDayNano, factor: f64) -> Result<IntervalMonthDayNano> {
     let months = f64::from(v.months) * factor;
     let whole_months = months.trunc();
     let days = f64::from(v.days) * factor + (months - whole_months) * 30.0;
     let whole_days = days.trunc();
     let nanos = v.nanoseconds as f64 * factor + (days - whole_days) * 86_400e9;
     let nanos = (nanos / 1_000.0).round() * 1_000.0;
-    IntervalMonthDayNano::new(whole_months as i32, whole_days as i32, nanos as i64)
+    let fits = |x: f64, limit: f64| x.is_finite() && x.abs() <= limit;
+    if !(fits(whole_months, f64::from(i32::MAX)) && fits(whole_days, f64::from(i32::MAX)) && fits(nanos, 9.2e18)) {
+        return Err(user_err!(sqlstate::DATETIME_FIELD_OVERFLOW, "interval out of range"));
+    }
+    Ok(IntervalMonthDayNano::new(whole_months as i32, whole_days as i32, nanos as i64))
 }
 
 /// What `sum(interval)` / `avg(interval)` keep: months, days and nanoseconds summed apart (so
@@ -233,7 +238,7 @@ impl IntervalSums {
             (Ok(m), Ok(d), Ok(n)) => IntervalMonthDayNano::new(m, d, n),
             _ => return Err(user_err!(sqlstate::DATETIME_FIELD_OVERFLOW, "interval out of range")),
         };
-        Ok(Some(if avg { scale(sum, 1.0 / self.n as f64) } else { sum }))
+        Ok(Some(if avg { scale(sum, 1.0 / self.n as f64)? } else { sum }))
     }
 }
 

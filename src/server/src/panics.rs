@@ -30,7 +30,12 @@ pub fn install_hook() {
         let previous = std::panic::take_hook();
         std::panic::set_hook(Box::new(move |info| {
             if GUARDED.with(Cell::get) {
-                let at = info.location().map(|l| format!("{}:{}", l.file(), l.line())).unwrap_or_default();
+                let mut at = info.location().map(|l| format!("{}:{}", l.file(), l.line())).unwrap_or_default();
+                // With RUST_BACKTRACE set (as for any Rust program), where it came from too.
+                let trace = std::backtrace::Backtrace::capture();
+                if trace.status() == std::backtrace::BacktraceStatus::Captured {
+                    at.push_str(&format!("\n{trace}"));
+                }
                 LOCATION.with(|l| *l.borrow_mut() = Some(at));
             } else {
                 previous(info);

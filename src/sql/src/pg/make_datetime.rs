@@ -134,6 +134,11 @@ fn make_timestamp(a: &[ArrayRef], n: usize) -> DfResult<ArrayRef> {
 /// `make_timestamptz(y, m, d, h, mi, s [, zone])`: the local time in `zone` (the session's,
 /// UTC, without it) as an instant.
 fn make_timestamptz(a: &[ArrayRef], n: usize) -> DfResult<ArrayRef> {
+    // Six fields and an optional zone: other counts name no function, as in PostgreSQL.
+    if !(6..=7).contains(&a.len()) {
+        let types = vec!["unknown"; a.len()].join(", ");
+        return Err(user_error(sqlstate::UNDEFINED_FUNCTION, format!("function make_timestamptz({types}) does not exist")));
+    }
     let local = local_timestamps(a, n)?;
     let zones = a.get(6).map(|z| arrow::compute::cast(z, &DataType::Utf8)).transpose()?;
     let zones = zones.as_ref().map(|z| z.as_string::<i32>());
@@ -241,5 +246,12 @@ mod tests {
         assert_eq!(pg_offset("+02"), "+02:00");
         assert_eq!(pg_offset("-5:30"), "-05:30");
         assert_eq!(pg_offset("UTC"), "+00:00");
+    }
+
+    #[test]
+    fn make_timestamptz_needs_six_or_seven_arguments() {
+        let two: Vec<ArrayRef> = vec![Arc::new(arrow::array::Int64Array::from(vec![2024])), Arc::new(arrow::array::StringArray::from(vec!["999"]))];
+        let e = make_timestamptz(&two, 1).unwrap_err().to_string();
+        assert!(e.contains("make_timestamptz(unknown, unknown) does not exist"), "{e}");
     }
 }

@@ -30,6 +30,7 @@ mod scalar_fns;
 mod make_datetime;
 pub(crate) mod jsonb_ops;
 pub mod series;
+mod series_check;
 pub mod session_functions;
 pub mod subquery;
 pub mod table;
@@ -242,6 +243,7 @@ pub fn install(ctx: &SessionContext, relations: &Arc<dyn Relations>, info: &Sess
     ctx.register_udtf("pg_get_keywords", Arc::new(KeywordsFn));
     let series = datafusion::functions_table::generate_series().function().clone();
     ctx.register_udtf("generate_series", Arc::new(series::GenerateSeries::new(series, true)));
+    series_check::install(ctx);
     let range = datafusion::functions_table::range().function().clone();
     ctx.register_udtf("range", Arc::new(series::GenerateSeries::new(range, false)));
 }

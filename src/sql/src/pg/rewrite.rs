@@ -521,6 +521,11 @@ fn name_recursive_cte_columns(q: &mut Query) {
 impl VisitorMut for PgRewriter {
     type Break = ();
 
+    fn pre_visit_value(&mut self, v: &mut datafusion::sql::sqlparser::ast::ValueWithSpan) -> ControlFlow<()> {
+        scalars::plain_number(&mut v.value);
+        ControlFlow::Continue(())
+    }
+
     fn post_visit_query(&mut self, _q: &mut Query) -> ControlFlow<()> {
         self.depth -= 1;
         ControlFlow::Continue(())

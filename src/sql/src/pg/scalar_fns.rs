@@ -242,7 +242,7 @@ pub fn interval_arithmetic_udf(divide: bool) -> datafusion::logical_expr::Scalar
             } else {
                 f.value(i)
             };
-            out.push(Some(eddy_common::interval::scale(iv.value(i), factor)));
+            out.push(Some(eddy_common::interval::scale(iv.value(i), factor).map_err(|e| datafusion::error::DataFusionError::External(Box::new(e)))?));
         }
         Ok(Arc::new(out.into_iter().collect::<IntervalMonthDayNanoArray>()) as ArrayRef)
     };

@@ -410,3 +410,19 @@ mod tests {
         assert_eq!(super::pg_replacement("$1 costs $"), "$$1 costs $$");
     }
 }
+
+/// A numeric literal with an exponent (`1e5`, `1.5E-3`) written out as PostgreSQL reads it
+/// (`100000`, `0.0015`). DataFusion reads `1e5` as a decimal of negative scale, which its
+/// optimizer mishandles (a power of ten by the scale as `u32`: a panic, or a wrapped number in
+/// a release build). Left as written past the 76 digits of the widest decimal.
+pub(super) fn plain_number(v: &mut Value) {
+    let Value::Number(n, _) = v else { return };
+    if !n.contains(['e', 'E']) {
+        return;
+    }
+    if let Ok(plain) = crate::planner::jsonb_value::canonical_number(n) {
+        if plain.bytes().filter(u8::is_ascii_digit).count() <= 76 {
+            *n = plain;
+        }
+    }
+}
