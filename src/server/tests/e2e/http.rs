@@ -179,6 +179,10 @@ async fn explain_analyze_ddl_progress_and_notices_report_live_counters() {
     assert!(lines.iter().any(|l| l.contains("] Exchange")), "{lines:?}");
     let e = c.simple_query("EXPLAIN ANALYZE MATERIALIZED VIEW nope").await.unwrap_err();
     assert_eq!(crate::support::sqlstate(&e), "42P01");
+    // A batch query's EXPLAIN ANALYZE runs it and shows DataFusion's metrics per operator.
+    let plan = rows(&c, "EXPLAIN ANALYZE SELECT g, count(*) FROM t GROUP BY g").await.unwrap();
+    let text: String = plan.iter().map(|r| r.join(" ")).collect::<Vec<_>>().join("\n");
+    assert!(text.contains("AggregateExec") && text.contains("output_rows=5") && text.contains("elapsed_compute="), "{text}");
 
     assert_eq!(
         rows(&c, "SELECT view, state, rows_done, rows_total, percent FROM eddy_ddl_progress WHERE view = 'public.v1'").await.unwrap(),

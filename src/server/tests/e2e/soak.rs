@@ -1,9 +1,10 @@
 //! Soak under load (issue 10): 32 clients mix transfers in transaction blocks, inserts and
-//! deletes, view reads and DDL for `EDDY_SOAK_SECS` (default 20). Transfers keep the total
+//! deletes, view reads and DDL for `EDDY_SOAK_SECS` (default 60). Transfers keep the total
 //! balance constant, so every read of the `total` view must see exactly the initial total
 //! (atomic commits, one snapshot per statement); no statement may fail with XX000; every view
-//! equals its recomputation at the end. Prints statements/s, p50/p99 latency, errors by
-//! SQLSTATE and the process RSS over time.
+//! equals its recomputation at the end. Freshness probes upsert a client's sequence number and
+//! read it back from a view until it shows (insert-to-visible time). Prints statements/s,
+//! p50/p99 latency, freshness, errors by SQLSTATE and the process RSS over time.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -28,13 +29,15 @@ fn rss_kib() -> u64 {
 #[derive(Default)]
 struct Tally {
     latencies_us: Vec<u64>,
+    /// Insert-to-visible times of the freshness probes.
+    freshness_us: Vec<u64>,
     errors: BTreeMap<String, u64>,
     broken: Vec<String>,
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn thirty_two_clients_mixing_dml_transactions_reads_and_ddl_keep_views_exact() {
-    let secs: u64 = std::env::var("EDDY_SOAK_SECS").ok().and_then(|s| s.parse().ok()).unwrap_or(20);
+    let secs: u64 = std::env::var("EDDY_SOAK_SECS").ok().and_then(|s| s.parse().ok()).unwrap_or(60);
     let srv = server("memory://").await;
     let c = connect(srv.addr).await;
     let accounts: Vec<String> = (0..ACCOUNTS).map(|i| format!("({i}, {INITIAL}, {})", i % 10)).collect();
@@ -45,7 +48,9 @@ async fn thirty_two_clients_mixing_dml_transactions_reads_and_ddl_keep_views_exa
          CREATE MATERIALIZED VIEW total AS SELECT sum(bal) AS s, count(*) AS n FROM acct;
          CREATE MATERIALIZED VIEW per_branch AS SELECT branch, sum(bal) AS s FROM acct GROUP BY branch;
          CREATE MATERIALIZED VIEW noted AS SELECT a.branch, count(n.id) AS notes FROM acct a LEFT JOIN note n ON n.acct = a.id GROUP BY a.branch;
-         CREATE MATERIALIZED VIEW richest AS SELECT id, bal FROM acct ORDER BY bal DESC, id LIMIT 5;",
+         CREATE MATERIALIZED VIEW richest AS SELECT id, bal FROM acct ORDER BY bal DESC, id LIMIT 5;
+         CREATE TABLE ping (client INT PRIMARY KEY, seq BIGINT NOT NULL);
+         CREATE MATERIALIZED VIEW pings AS SELECT client, seq FROM ping;",
         accounts.join(", ")
     ))
     .await
@@ -70,6 +75,7 @@ async fn thirty_two_clients_mixing_dml_transactions_reads_and_ddl_keep_views_exa
             let c = connect(addr).await;
             let mut rng = StdRng::seed_from_u64(client);
             let mut next_note = client * 1_000_000;
+            let mut probe = 0i64;
             while Instant::now() < deadline {
                 let started = Instant::now();
                 let pick = rng.gen_range(0..100);
@@ -85,6 +91,30 @@ async fn thirty_two_clients_mixing_dml_transactions_reads_and_ddl_keep_views_exa
                     c.batch_execute(&format!("INSERT INTO note VALUES ({next_note}, {}, 'n')", rng.gen_range(0..ACCOUNTS))).await.map(|_| ())
                 } else if pick < 62 {
                     c.batch_execute(&format!("DELETE FROM note WHERE acct = {}", rng.gen_range(0..ACCOUNTS))).await.map(|_| ())
+                } else if pick < 65 {
+                    // Freshness: the upserted sequence number shows in the view within a deadline.
+                    probe += 1;
+                    let seq = probe;
+                    let upsert = format!("INSERT INTO ping VALUES ({client}, {seq}) ON CONFLICT (client) DO UPDATE SET seq = excluded.seq");
+                    match c.batch_execute(&upsert).await {
+                        Ok(()) => {
+                            let acked = Instant::now();
+                            let read = format!("SELECT seq FROM pings WHERE client = {client}");
+                            loop {
+                                if rows(&c, &read).await.is_ok_and(|r| r == vec![vec![seq.to_string()]]) {
+                                    tally.lock().freshness_us.push(acked.elapsed().as_micros() as u64);
+                                    break;
+                                }
+                                if acked.elapsed() > Duration::from_secs(60) {
+                                    tally.lock().broken.push(format!("ping {seq} of client {client} not visible after 60 s"));
+                                    break;
+                                }
+                                tokio::time::sleep(Duration::from_millis(1)).await;
+                            }
+                            Ok(())
+                        }
+                        Err(e) => Err(e),
+                    }
                 } else if pick < 97 {
                     match rows(&c, "SELECT s, n FROM total").await {
                         Ok(r) if r == vec![vec![expected_total.clone(), ACCOUNTS.to_string()]] => Ok(()),
@@ -130,25 +160,31 @@ async fn thirty_two_clients_mixing_dml_transactions_reads_and_ddl_keep_views_exa
         h.await.unwrap();
     }
     sampler.abort();
-    for v in ["total", "per_branch", "noted", "richest"] {
+    for v in ["total", "per_branch", "noted", "richest", "pings"] {
         verify(&c, v).await.unwrap();
     }
     assert_eq!(rows(&c, "SELECT s FROM total").await.unwrap(), vec![vec![expected_total.clone()]]);
-    let (mut lat, errors, broken) = {
+    let (mut lat, mut fresh, errors, broken) = {
         let t = tally.lock();
-        (t.latencies_us.clone(), t.errors.clone(), t.broken.clone())
+        (t.latencies_us.clone(), t.freshness_us.clone(), t.errors.clone(), t.broken.clone())
     };
     lat.sort_unstable();
-    let pct = |p: f64| lat.get(((lat.len() as f64 * p) as usize).min(lat.len().saturating_sub(1))).copied().unwrap_or(0);
+    fresh.sort_unstable();
+    let pct = |v: &[u64], p: f64| v.get(((v.len() as f64 * p) as usize).min(v.len().saturating_sub(1))).copied().unwrap_or(0);
     println!(
-        "soak: {secs} s, 32 clients, {} statements ({:.0}/s), p50 {} ms, p99 {} ms, errors {:?}, RSS KiB over time {:?}",
+        "soak: {secs} s, 32 clients, {} statements ({:.0}/s), p50 {} ms, p99 {} ms, insert-to-visible p50 {} ms p99 {} ms max {} ms ({} probes), errors {:?}, RSS KiB over time {:?}",
         lat.len(),
         lat.len() as f64 / secs as f64,
-        pct(0.5) / 1000,
-        pct(0.99) / 1000,
+        pct(&lat, 0.5) / 1000,
+        pct(&lat, 0.99) / 1000,
+        pct(&fresh, 0.5) / 1000,
+        pct(&fresh, 0.99) / 1000,
+        fresh.last().copied().unwrap_or(0) / 1000,
+        fresh.len(),
         errors,
         rss.lock().clone()
     );
+    assert!(!fresh.is_empty(), "no freshness probe ran");
     assert!(broken.is_empty(), "broken invariants or internal errors:\n{}", broken.join("\n"));
     srv.shutdown().await.unwrap();
 }

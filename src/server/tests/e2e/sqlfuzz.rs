@@ -7,12 +7,16 @@
 //!
 //! The same queries also run as plain queries against a real PostgreSQL 15 holding the same
 //! rows (the oracle): every query both accept must give PostgreSQL's rows, in its text.
+//!
+//! A failure is reduced (`reduce.rs`) to a short script — the DML that still matters and a
+//! simplified query — printed with the seed.
 
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use tokio_postgres::Client;
 
 use crate::postgres::Postgres;
+use crate::reduce::{reduce, Case};
 use crate::support::{connect, rows, server, temp_dir, verify};
 
 const SETUP: &str = "
@@ -331,10 +335,13 @@ async fn random_views_equal_batch_recomputation_through_dml_and_a_restart() {
     let srv = server(&url).await;
     let c = connect(srv.addr).await;
     c.batch_execute(SETUP).await.unwrap();
+    let mut history = Vec::new();
     for _ in 0..20 {
         let s = g.dml();
         c.batch_execute(&s).await.unwrap_or_else(|e| panic!("seed {seed}: {s}: {e}"));
+        history.push(s);
     }
+    let created_after = history.len();
     let (mut views, mut unsupported, mut internal) = (Vec::new(), 0usize, Vec::new());
     for i in 0..n {
         let q = g.query();
@@ -349,6 +356,8 @@ async fn random_views_equal_batch_recomputation_through_dml_and_a_restart() {
         }
     }
     let mut mismatches = verify_all(&c, &views, seed, "after creation").await;
+    // The first view to diverge, and the DML run until then.
+    let mut first_failure = first_mismatch(&c, &views).await.map(|q| (q, history.len()));
     for round in 0..3 {
         for _ in 0..15 {
             let s = g.dml();
@@ -356,8 +365,12 @@ async fn random_views_equal_batch_recomputation_through_dml_and_a_restart() {
                 // Key conflicts are expected; internal errors are not.
                 assert_ne!(sqlstate(&e), "XX000", "seed {seed}: {s}: {e:?}");
             }
+            history.push(s);
         }
         mismatches += verify_all(&c, &views, seed, &format!("after DML round {round}")).await;
+        if first_failure.is_none() {
+            first_failure = first_mismatch(&c, &views).await.map(|q| (q, history.len()));
+        }
     }
     drop(c);
     srv.shutdown().await.unwrap();
@@ -371,6 +384,14 @@ async fn random_views_equal_batch_recomputation_through_dml_and_a_restart() {
         }
     }
     mismatches += verify_all(&c, &views, seed, "after DML following the restart").await;
+    if let Some((query, upto)) = first_failure {
+        // The view is created at the marker (or last, once the marker is reduced away).
+        let mut script = history[..created_after].to_vec();
+        script.push(VIEW_MARKER.into());
+        script.extend_from_slice(&history[created_after..upto]);
+        let reduced = reduce(Case { script, query }, 300, |case| view_diverges(&c, case)).await;
+        eprintln!("REDUCED (seed {seed}): a view that diverges from its query:\n{}", reduced.text());
+    }
     println!(
         "queries={n} created={} not_created={unsupported} internal_errors={} mismatches={mismatches} seed={seed}",
         views.len(),
@@ -380,6 +401,60 @@ async fn random_views_equal_batch_recomputation_through_dml_and_a_restart() {
     assert_eq!(mismatches, 0, "seed {seed}: views diverged (see stderr)");
     srv.shutdown().await.unwrap();
     let _ = std::fs::remove_dir_all(dir);
+}
+
+/// Where a reduced view script creates its view.
+const VIEW_MARKER: &str = "-- create the view here";
+
+/// The query of the first of `views` that differs from its recomputation.
+async fn first_mismatch(c: &Client, views: &[(String, String)]) -> Option<String> {
+    for (v, sql) in views {
+        if verify(c, v).await.is_err() {
+            return Some(sql.clone());
+        }
+    }
+    None
+}
+
+/// Fresh tables with `script`'s statements run on them (errors such as key conflicts are part
+/// of the script), and with `view` the view `fz_reduced` of that query created at
+/// [`VIEW_MARKER`] (or last); whether it was.
+async fn fresh_tables(c: &Client, script: &[String], view: Option<&str>) -> bool {
+    for t in ["t1", "t2", "t3"] {
+        let _ = c.batch_execute(&format!("DROP TABLE IF EXISTS {t} CASCADE")).await;
+    }
+    c.batch_execute(SETUP).await.unwrap();
+    let create = |q: &str| format!("CREATE MATERIALIZED VIEW fz_reduced AS {q}");
+    let mut created = None;
+    for s in script {
+        match (s == VIEW_MARKER, view) {
+            (true, Some(q)) => created = Some(c.batch_execute(&create(q)).await.is_ok()),
+            (true, None) => {}
+            (false, _) => {
+                let _ = c.batch_execute(s).await;
+            }
+        }
+    }
+    match (created, view) {
+        (Some(done), _) => done,
+        (None, Some(q)) => c.batch_execute(&create(q)).await.is_ok(),
+        (None, None) => false,
+    }
+}
+
+/// Whether `case`'s view still diverges from its query (the failure being reduced).
+async fn view_diverges(c: &Client, case: Case) -> bool {
+    fresh_tables(c, &case.script, Some(&case.query)).await && verify(c, "fz_reduced").await.is_err()
+}
+
+/// Whether `case`'s query still answers differently on Eddy and PostgreSQL.
+async fn answers_differ(eddy: &Client, postgres: &Client, case: Case) -> bool {
+    fresh_tables(eddy, &case.script, None).await;
+    fresh_tables(postgres, &case.script, None).await;
+    match (sorted_rows(eddy, &case.query).await, sorted_rows(postgres, &case.query).await) {
+        (Ok(e), Ok(p)) => without_trailing_zeros(&e) != without_trailing_zeros(&p),
+        _ => false,
+    }
 }
 
 /// `sql`'s rows as sorted text (the fuzzer's queries fix no order, or one with ties between
@@ -416,12 +491,14 @@ async fn random_queries_answer_as_postgresql_does() {
         db.batch_execute(SETUP).await.unwrap();
     }
     let (mut compared, mut only_postgres, mut only_eddy, mut mismatches, mut zeros) = (0, 0, 0, Vec::new(), 0);
+    let mut history = Vec::new();
     for round in 0..2 {
         for _ in 0..25 {
             let s = g.dml();
             // Both refuse the same conflicting rows.
             let (a, b) = (c.batch_execute(&s).await, oracle.batch_execute(&s).await);
             assert_eq!(a.is_ok(), b.is_ok(), "seed {seed}: {s}: Eddy {a:?}, PostgreSQL {b:?}");
+            history.push(s);
         }
         for _ in 0..n / 2 {
             let q = g.query();
@@ -433,7 +510,7 @@ async fn random_queries_answer_as_postgresql_does() {
                         eprintln!("numeric zeros differ: {q}\n  PostgreSQL: {p:?}\n  Eddy:       {e:?}");
                     } else if e != p {
                         eprintln!("MISMATCH seed {seed} round {round}: {q}\n  PostgreSQL: {p:?}\n  Eddy:       {e:?}");
-                        mismatches.push(q);
+                        mismatches.push(Case { script: history.clone(), query: q });
                     }
                 }
                 (Err(e), Ok(_)) => {
@@ -453,6 +530,10 @@ async fn random_queries_answer_as_postgresql_does() {
         "queries={n} compared={compared} only_postgres={only_postgres} only_eddy={only_eddy} trailing_zeros_differ={zeros} mismatches={} seed={seed}",
         mismatches.len()
     );
+    if let Some(first) = mismatches.first().cloned() {
+        let reduced = reduce(first, 300, |case| answers_differ(&c, &oracle, case)).await;
+        eprintln!("REDUCED (seed {seed}): a query that answers differently from PostgreSQL:\n{}", reduced.text());
+    }
     assert!(mismatches.is_empty(), "seed {seed}: {} queries differ from PostgreSQL (see stderr)", mismatches.len());
     assert!(compared >= n / 2, "seed {seed}: only {compared} of {n} queries ran on both");
     srv.shutdown().await.unwrap();
