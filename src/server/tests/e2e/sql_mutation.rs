@@ -212,7 +212,7 @@ async fn mutated_statements_of_the_corpus_answer_rows_or_a_proper_error() {
     let seed: u64 = match std::env::var("EDDY_FUZZ_SEED").ok().as_deref() {
         Some("random") => rand::random(),
         Some(s) => s.parse().expect("EDDY_FUZZ_SEED: a number or random"),
-        None => 0x5eed_0f_5e1,
+        None => 0x0005_eed0_f5e1,
     };
     let cases: usize = std::env::var("EDDY_FUZZ_CASES").ok().and_then(|s| s.parse().ok()).unwrap_or(10_000);
     let verbose = std::env::var("EDDY_FUZZ_VERBOSE").is_ok();

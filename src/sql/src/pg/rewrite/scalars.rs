@@ -395,22 +395,6 @@ pub(super) fn any_with_nulls(e: &Expr) -> Option<Expr> {
     Some(out)
 }
 
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn similar_to_patterns_become_anchored_regexes() {
-        assert_eq!(super::similar_regex("a%"), "^(?:a.*)$");
-        assert_eq!(super::similar_regex("(a|b)_"), "^(?:(a|b).)$");
-        assert_eq!(super::similar_regex("a.b\\%[x-z]*"), "^(?:a\\.b\\%[x-z]*)$");
-    }
-
-    #[test]
-    fn postgres_replacements_become_regex_crate_ones() {
-        assert_eq!(super::pg_replacement("\\2 \\1 \\&"), "\\2 \\1 ${0}");
-        assert_eq!(super::pg_replacement("$1 costs $"), "$$1 costs $$");
-    }
-}
-
 /// A numeric literal with an exponent (`1e5`, `1.5E-3`) written out as PostgreSQL reads it
 /// (`100000`, `0.0015`). DataFusion reads `1e5` as a decimal of negative scale, which its
 /// optimizer mishandles (a power of ten by the scale as `u32`: a panic, or a wrapped number in
@@ -424,5 +408,22 @@ pub(super) fn plain_number(v: &mut Value) {
         if plain.bytes().filter(u8::is_ascii_digit).count() <= 76 {
             *n = plain;
         }
+    }
+}
+
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn similar_to_patterns_become_anchored_regexes() {
+        assert_eq!(super::similar_regex("a%"), "^(?:a.*)$");
+        assert_eq!(super::similar_regex("(a|b)_"), "^(?:(a|b).)$");
+        assert_eq!(super::similar_regex("a.b\\%[x-z]*"), "^(?:a\\.b\\%[x-z]*)$");
+    }
+
+    #[test]
+    fn postgres_replacements_become_regex_crate_ones() {
+        assert_eq!(super::pg_replacement("\\2 \\1 \\&"), "\\2 \\1 ${0}");
+        assert_eq!(super::pg_replacement("$1 costs $"), "$$1 costs $$");
     }
 }
