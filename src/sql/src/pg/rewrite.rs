@@ -521,11 +521,6 @@ fn name_recursive_cte_columns(q: &mut Query) {
 impl VisitorMut for PgRewriter {
     type Break = ();
 
-    fn pre_visit_value(&mut self, v: &mut datafusion::sql::sqlparser::ast::ValueWithSpan) -> ControlFlow<()> {
-        scalars::plain_number(&mut v.value);
-        ControlFlow::Continue(())
-    }
-
     fn post_visit_query(&mut self, _q: &mut Query) -> ControlFlow<()> {
         self.depth -= 1;
         ControlFlow::Continue(())
@@ -543,7 +538,7 @@ impl VisitorMut for PgRewriter {
     fn pre_visit_expr(&mut self, e: &mut Expr) -> ControlFlow<()> {
         // Before the children are visited: the subquery of `x op ANY/ALL (subquery)` is a set,
         // not a scalar subquery to decorrelate.
-        if let Some(r) = quantified_subquery(e).or_else(|| row_in_subquery(e)).or_else(|| scalars::distinct_from_precedence(e)).or_else(|| scalars::negative_subscript(e)).or_else(|| scalars::substring_pattern(e)).or_else(|| scalars::unary_minus_power(e)) {
+        if let Some(r) = quantified_subquery(e).or_else(|| row_in_subquery(e)).or_else(|| scalars::distinct_from_precedence(e)).or_else(|| scalars::negative_subscript(e)).or_else(|| scalars::substring_pattern(e)).or_else(|| scalars::unary_minus_power(e)).or_else(|| scalars::exponent_literal(e)) {
             *e = r;
         }
         ControlFlow::Continue(())

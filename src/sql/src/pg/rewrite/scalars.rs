@@ -395,22 +395,34 @@ pub(super) fn any_with_nulls(e: &Expr) -> Option<Expr> {
     Some(out)
 }
 
-/// A numeric literal with an exponent (`1e5`, `1.5E-3`) written out as PostgreSQL reads it
-/// (`100000`, `0.0015`). DataFusion reads `1e5` as a decimal of negative scale, which its
-/// optimizer mishandles (a power of ten by the scale as `u32`: a panic, or a wrapped number in
-/// a release build). Left as written past the 76 digits of the widest decimal.
-pub(super) fn plain_number(v: &mut Value) {
-    let Value::Number(n, _) = v else { return };
+/// A numeric literal with an exponent (`1e5`, `1.5E-3`) as the numeric PostgreSQL reads,
+/// written out: `CAST(100000 AS NUMERIC(6, 0))`, `CAST(0.0015 AS NUMERIC(5, 4))` (its digits
+/// and scale; past numeric's 38 digits, the digits alone, a wide decimal). DataFusion reads
+/// `1e5` as a decimal of negative scale, which its optimizer mishandles (a power of ten by the
+/// scale as `u32`: a panic, or a wrapped number in a release build). Left as written past the
+/// 76 digits of the widest decimal.
+pub(super) fn exponent_literal(e: &Expr) -> Option<Expr> {
+    let Expr::Value(v) = e else { return None };
+    let Value::Number(n, _) = &v.value else { return None };
     if !n.contains(['e', 'E']) {
-        return;
+        return None;
     }
-    if let Ok(plain) = crate::planner::jsonb_value::canonical_number(n) {
-        if plain.bytes().filter(u8::is_ascii_digit).count() <= 76 {
-            *n = plain;
-        }
+    let plain = crate::planner::jsonb_value::canonical_number(n).ok()?;
+    let digits = plain.bytes().filter(u8::is_ascii_digit).count();
+    let scale = plain.split_once('.').map_or(0, |(_, f)| f.len());
+    let number = Expr::value(Value::Number(plain, false));
+    match digits {
+        0..=38 => Some(Expr::Cast {
+            kind: CastKind::Cast,
+            expr: Box::new(number),
+            data_type: SqlType::Numeric(ExactNumberInfo::PrecisionAndScale(digits as u64, scale as i64)),
+            array: false,
+            format: None,
+        }),
+        39..=76 => Some(number),
+        _ => None,
     }
 }
-
 
 #[cfg(test)]
 mod tests {
