@@ -24,10 +24,16 @@ pub const MAX_LIST_SERIES: u64 = 10_000_000;
 /// Values of each row's series: integers exactly, timestamps and dates by the step's length in
 /// microseconds (a month as 30 days: this only bounds the length).
 fn lengths(a: &[ArrayRef], n: usize) -> DfResult<Vec<Option<u64>>> {
-    if a[0].data_type().is_integer() && a[1].data_type().is_integer() {
+    if a.iter().take(2).all(|x| x.data_type().is_integer()) {
         let ints: Vec<ArrayRef> = a.iter().map(|x| arrow::compute::cast(x, &DataType::Int64)).collect::<Result<_, _>>()?;
         let v = |k: usize, i: usize| ints.get(k).map_or(Some(1), |x| x.is_valid(i).then(|| x.as_primitive::<Int64Type>().value(i)));
-        return Ok((0..n).map(|i| Some(series_len(v(0, i)?, v(1, i)?, v(2, i)?))).collect());
+        // DataFusion's one-argument form counts from 0 to it.
+        let one = ints.len() == 1;
+        let start = |i: usize| if one { Some(0) } else { v(0, i) };
+        return Ok((0..n).map(|i| Some(series_len(start(i)?, v(usize::from(!one), i)?, v(2, i)?))).collect());
+    }
+    if a.len() < 2 {
+        return Ok(vec![None; n]);
     }
     let micros = DataType::Timestamp(TimeUnit::Microsecond, None);
     let (Ok(start), Ok(stop)) = (arrow::compute::cast(&a[0], &micros), arrow::compute::cast(&a[1], &micros)) else { return Ok(vec![None; n]) };
@@ -89,7 +95,7 @@ impl ScalarUDFImpl for Bounded {
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
         let n = args.number_rows;
         let arrays = args.args.iter().map(|a| a.to_array(n)).collect::<DfResult<Vec<ArrayRef>>>()?;
-        if arrays.len() >= 2 {
+        if !arrays.is_empty() {
             check(&arrays, n)?;
         }
         self.inner.invoke_with_args(args)
@@ -119,5 +125,8 @@ mod tests {
         let e = check(&[ints(1), ints(2_147_483_647)], 1).unwrap_err().to_string();
         assert!(e.contains("2147483647 rows"), "{e}");
         assert!(check(&[ints(1), ints(2_147_483_647), ints(1000)], 1).is_ok());
+        // DataFusion's one-argument form, 0 to n.
+        assert!(check(&[ints(2_147_483_647)], 1).is_err());
+        assert!(check(&[ints(1000)], 1).is_ok());
     }
 }
