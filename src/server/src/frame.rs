@@ -391,3 +391,6 @@ pub fn decode_unchecked(mut frame: BytesMut, phase: Phase, protocol: ProtocolVer
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod props;
