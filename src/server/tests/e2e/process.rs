@@ -18,11 +18,19 @@ pub struct Eddy {
 impl Eddy {
     /// Starts `eddy playground` on a free port with extra `args`.
     pub fn start(name: &str, args: &[&str]) -> Self {
+        let mut all = vec!["playground"];
+        all.extend_from_slice(args);
+        Self::launch(env!("CARGO_BIN_EXE_eddy"), name, &all)
+    }
+
+    /// Starts the `eddy` binary at `bin` (another build of it, e.g. a release binary) on a free
+    /// port with `args`.
+    pub fn launch(bin: &str, name: &str, args: &[&str]) -> Self {
         let log = crate::support::temp_dir(name).join("eddy.log");
         let stderr = std::fs::File::create(&log).expect("log file");
-        let mut child = Command::new(env!("CARGO_BIN_EXE_eddy"))
-            .args(["playground", "--listen", "127.0.0.1:0", "--http", "127.0.0.1:0"])
+        let mut child = Command::new(bin)
             .args(args)
+            .args(["--listen", "127.0.0.1:0", "--http", "127.0.0.1:0"])
             .env("EDDY_LOG", "warn")
             .stdout(Stdio::piped())
             .stderr(Stdio::from(stderr))

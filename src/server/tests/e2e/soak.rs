@@ -5,6 +5,11 @@
 //! equals its recomputation at the end. Freshness probes upsert a client's sequence number and
 //! read it back from a view until it shows (insert-to-visible time). Prints statements/s,
 //! p50/p99 latency, freshness, errors by SQLSTATE and the process RSS over time.
+//!
+//! The server is in-process by default. `EDDY_SOAK_BIN=/path/to/eddy` runs the soak against
+//! that binary instead (a release build, on a durable local store), with its own RSS sampled:
+//! `EDDY_SOAK_BIN=target/release/eddy EDDY_SOAK_SECS=600 cargo test -p eddy-server --test e2e
+//! soak -- --nocapture` is the 10-minute soak of issue 10.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -14,16 +19,48 @@ use parking_lot::Mutex;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
-use crate::support::{connect, rows, server, verify};
+use crate::process::Eddy;
+use crate::support::{connect, rows, server, temp_dir, verify};
+use eddy_server::ServerHandle;
 
 const ACCOUNTS: i64 = 200;
 const INITIAL: i64 = 1000;
 
-fn rss_kib() -> u64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| s.lines().find(|l| l.starts_with("VmRSS:")).and_then(|l| l.split_whitespace().nth(1)?.parse().ok()))
-        .unwrap_or(0)
+/// The server under test: in this process, or a separate `eddy` binary.
+enum Target {
+    InProcess(ServerHandle),
+    Binary(Eddy),
+}
+
+impl Target {
+    async fn start() -> Self {
+        match std::env::var("EDDY_SOAK_BIN") {
+            Ok(bin) => {
+                let dir = temp_dir("soak-bin");
+                let store = format!("file://{}", dir.join("state").display());
+                Target::Binary(Eddy::launch(&bin, "soak-bin-log", &["--state-store", &store]))
+            }
+            Err(_) => Target::InProcess(server("memory://").await),
+        }
+    }
+
+    fn addr(&self) -> std::net::SocketAddr {
+        match self {
+            Target::InProcess(s) => s.addr,
+            Target::Binary(e) => e.addr,
+        }
+    }
+
+    /// The server's resident memory in KiB (the whole test process when in-process).
+    fn rss_kib(&self) -> u64 {
+        match self {
+            Target::InProcess(_) => std::fs::read_to_string("/proc/self/status")
+                .ok()
+                .and_then(|s| s.lines().find(|l| l.starts_with("VmRSS:")).and_then(|l| l.split_whitespace().nth(1)?.parse().ok()))
+                .unwrap_or(0),
+            Target::Binary(e) => e.rss_kib(),
+        }
+    }
 }
 
 #[derive(Default)]
@@ -38,8 +75,8 @@ struct Tally {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn thirty_two_clients_mixing_dml_transactions_reads_and_ddl_keep_views_exact() {
     let secs: u64 = std::env::var("EDDY_SOAK_SECS").ok().and_then(|s| s.parse().ok()).unwrap_or(60);
-    let srv = server("memory://").await;
-    let c = connect(srv.addr).await;
+    let srv = Arc::new(Target::start().await);
+    let c = connect(srv.addr()).await;
     let accounts: Vec<String> = (0..ACCOUNTS).map(|i| format!("({i}, {INITIAL}, {})", i % 10)).collect();
     c.batch_execute(&format!(
         "CREATE TABLE acct (id BIGINT PRIMARY KEY, bal BIGINT NOT NULL, branch INT NOT NULL);
@@ -58,19 +95,21 @@ async fn thirty_two_clients_mixing_dml_transactions_reads_and_ddl_keep_views_exa
     let expected_total = (ACCOUNTS * INITIAL).to_string();
     let tally = Arc::new(Mutex::new(Tally::default()));
     let deadline = Instant::now() + Duration::from_secs(secs);
-    let rss = Arc::new(Mutex::new(vec![rss_kib()]));
+    let rss = Arc::new(Mutex::new(vec![srv.rss_kib()]));
     let sampler = {
-        let rss = rss.clone();
+        let (rss, srv) = (rss.clone(), srv.clone());
+        // Every 2 s, or 60 samples over a long soak.
+        let every = Duration::from_secs((secs / 60).max(2));
         tokio::spawn(async move {
             while Instant::now() < deadline {
-                tokio::time::sleep(Duration::from_secs(2)).await;
-                rss.lock().push(rss_kib());
+                tokio::time::sleep(every).await;
+                rss.lock().push(srv.rss_kib());
             }
         })
     };
     let mut clients = Vec::new();
     for client in 0..32u64 {
-        let (tally, addr, expected_total) = (tally.clone(), srv.addr, expected_total.clone());
+        let (tally, addr, expected_total) = (tally.clone(), srv.addr(), expected_total.clone());
         clients.push(tokio::spawn(async move {
             let c = connect(addr).await;
             let mut rng = StdRng::seed_from_u64(client);
@@ -186,5 +225,14 @@ async fn thirty_two_clients_mixing_dml_transactions_reads_and_ddl_keep_views_exa
     );
     assert!(!fresh.is_empty(), "no freshness probe ran");
     assert!(broken.is_empty(), "broken invariants or internal errors:\n{}", broken.join("\n"));
-    srv.shutdown().await.unwrap();
+    drop(c);
+    match Arc::try_unwrap(srv) {
+        Ok(Target::InProcess(srv)) => srv.shutdown().await.unwrap(),
+        Ok(Target::Binary(mut eddy)) => {
+            assert!(eddy.alive(), "the server process died");
+            let log = eddy.log_text();
+            assert!(!log.contains("panicked"), "the server logged a panic:\n{log}");
+        }
+        Err(_) => panic!("the RSS sampler still holds the server"),
+    }
 }
