@@ -99,15 +99,15 @@ impl EddyTable {
         let snapshot = self.snapshot(state);
         let ext = |e: eddy_common::EddyError| DataFusionError::External(Box::new(e));
         let batches = self.state_table.scan(&snapshot).await.map_err(ext)?;
-        self.with_overlay(state, batches)
+        self.with_overlay(self.overlay(state).as_ref(), batches)
     }
 
     /// `batches` (stored rows) with the statement's transaction block's writes over them:
     /// rows it changed or deleted dropped, and every row it wrote added. (Rows it wrote that
     /// `batches` would not hold are the scan's filters to drop; DataFusion re-checks them.)
-    fn with_overlay(&self, state: &dyn Session, batches: Vec<RecordBatch>) -> DfResult<Vec<RecordBatch>> {
+    fn with_overlay(&self, overlay: Option<&TableOverlay>, batches: Vec<RecordBatch>) -> DfResult<Vec<RecordBatch>> {
         let ext = |e: eddy_common::EddyError| DataFusionError::External(Box::new(e));
-        let Some(overlay) = self.overlay(state) else { return Ok(batches) };
+        let Some(overlay) = overlay else { return Ok(batches) };
         let codec = self.catalog.codec().map_err(ext)?;
         let mut out = Vec::with_capacity(batches.len() + 1);
         for b in batches {
@@ -235,18 +235,18 @@ impl TableProvider for EddyTable {
                 self.catalog.name
             ))));
         }
-        let overlay = self.overlay(state).is_some();
+        let overlay = self.overlay(state);
         // A point read inside a transaction block that wrote the table: the stored row, with
         // the block's own writes over it.
         let point = match self.lookup_by_key(state, filters).await {
-            Some(b) if overlay => Some(self.with_overlay(state, b)?),
+            Some(b) if overlay.is_some() => Some(self.with_overlay(overlay.as_ref(), b)?),
             other => other,
         };
         let mut idx = self.catalog.visible_indices();
         if self.expose_row_id && self.catalog.has_row_id() {
             idx.push(self.catalog.columns.len());
         }
-        if point.is_none() && !overlay {
+        if point.is_none() && overlay.is_none() {
             // Stream the table: batches are decoded as the store is read, so a scan holds a
             // few batches at a time and a LIMIT stops it early.
             let scan = TableStream { table: self.state_table.clone(), snapshot: self.snapshot(state), columns: idx, schema: self.schema.clone() };
