@@ -73,6 +73,7 @@ pub mod sqlstate {
     pub const INVALID_PASSWORD: &str = "28P01";
     pub const QUERY_CANCELED: &str = "57014";
     pub const ADMIN_SHUTDOWN: &str = "57P01";
+    pub const OBJECT_IN_USE: &str = "55006";
     pub const IO_ERROR: &str = "58030";
     pub const INTERNAL_ERROR: &str = "XX000";
     pub const UNDEFINED_PREPARED_STATEMENT: &str = "26000";

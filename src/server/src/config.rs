@@ -31,6 +31,10 @@ pub struct ServerConfig {
     pub barrier_interval: Duration,
     /// Block cache size in bytes.
     pub block_cache_bytes: u64,
+    /// The block cache's disk part (`--cache-dir`), if any.
+    pub cache_dir: Option<PathBuf>,
+    /// Its size in bytes (`--cache-disk-mb`).
+    pub cache_disk_bytes: u64,
     /// The memory budget of the state layers (`--memory-mb`): the operators' state caches get
     /// half, the block cache a sixteenth unless set on its own, uncommitted writes and SlateDB's
     /// write buffers a sixty-fourth each (see [`ServerConfig::engine_config`]; benches/README.md,
@@ -62,6 +66,8 @@ impl Default for ServerConfig {
             password: None,
             barrier_interval: Duration::from_millis(250),
             block_cache_bytes: 64 << 20,
+            cache_dir: None,
+            cache_disk_bytes: 1 << 30,
             memory_bytes: 1 << 30,
             test_functions: false,
             object_store: None,
@@ -84,6 +90,8 @@ pub struct ConfigOverrides {
     pub password: Option<String>,
     pub barrier_interval_ms: Option<u64>,
     pub block_cache_mb: Option<u64>,
+    pub cache_dir: Option<PathBuf>,
+    pub cache_disk_mb: Option<u64>,
     pub memory_mb: Option<u64>,
     pub max_message_bytes: Option<u64>,
     pub max_connections: Option<u64>,
@@ -102,7 +110,7 @@ impl ConfigOverrides {
     }
 
     /// Reads `EDDY_LISTEN`, `EDDY_HTTP`, `EDDY_STATE_STORE`, `EDDY_PASSWORD`, `EDDY_BARRIER_INTERVAL_MS`,
-    /// `EDDY_BLOCK_CACHE_MB`, `EDDY_MEMORY_MB`, `EDDY_MAX_MESSAGE_BYTES`, `EDDY_MAX_CONNECTIONS`,
+    /// `EDDY_BLOCK_CACHE_MB`, `EDDY_CACHE_DIR`, `EDDY_CACHE_DISK_MB`, `EDDY_MEMORY_MB`, `EDDY_MAX_MESSAGE_BYTES`, `EDDY_MAX_CONNECTIONS`,
     /// `EDDY_QUERY_MEMORY_MB`, `EDDY_TLS_CERT`, `EDDY_TLS_KEY`, `EDDY_PASSWORD_FILE`.
     pub fn from_env() -> Result<Self> {
         let get = |k: &str| -> Result<Option<String>> {
@@ -122,6 +130,8 @@ impl ConfigOverrides {
             password: get("EDDY_PASSWORD")?,
             barrier_interval_ms: num("EDDY_BARRIER_INTERVAL_MS")?,
             block_cache_mb: num("EDDY_BLOCK_CACHE_MB")?,
+            cache_dir: get("EDDY_CACHE_DIR")?.map(PathBuf::from),
+            cache_disk_mb: num("EDDY_CACHE_DISK_MB")?,
             memory_mb: num("EDDY_MEMORY_MB")?,
             max_message_bytes: num("EDDY_MAX_MESSAGE_BYTES")?,
             max_connections: num("EDDY_MAX_CONNECTIONS")?,
@@ -159,6 +169,12 @@ impl ConfigOverrides {
         if let Some(v) = self.block_cache_mb {
             c.block_cache_bytes = v << 20;
         }
+        if let Some(dir) = self.cache_dir {
+            c.cache_dir = Some(dir);
+        }
+        if let Some(mb) = self.cache_disk_mb {
+            c.cache_disk_bytes = mb.max(16) << 20;
+        }
         if let Some(v) = self.max_message_bytes {
             // At least a page, at most PostgreSQL's own ceiling.
             c.limits.max_message_bytes = (v as usize).clamp(4096, MAX_MESSAGE_CEILING);
@@ -188,6 +204,7 @@ impl ServerConfig {
             store: StoreOptions {
                 url: self.state_store.clone(),
                 block_cache_bytes: self.block_cache_bytes,
+                cache_dir: self.cache_dir.clone().map(|d| (d, self.cache_disk_bytes)),
                 object_store: self.object_store.clone(),
                 tuning: self.store_tuning.clone(),
                 operator_cache_bytes: self.memory_bytes / 2,

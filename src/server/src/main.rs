@@ -38,6 +38,14 @@ struct Cli {
     /// Block cache size in MiB. Default: a sixteenth of --memory-mb.
     #[arg(long, global = true)]
     block_cache_mb: Option<u64>,
+    /// Local directory for the block cache's disk part: SST blocks evicted from memory are
+    /// kept there and read back before the object store is asked (useful with S3). It
+    /// survives restarts. Default: none (memory only).
+    #[arg(long, global = true)]
+    cache_dir: Option<PathBuf>,
+    /// Size of the block cache's disk part in MiB (with --cache-dir). Default 1024.
+    #[arg(long, global = true)]
+    cache_disk_mb: Option<u64>,
     /// Memory budget of the state layers in MiB: operators' state caches get half, the block
     /// cache a sixteenth, uncommitted writes and SlateDB's write buffers a sixty-fourth each;
     /// the rest is headroom. Default 1024.
@@ -131,6 +139,8 @@ fn build_config(cli: &Cli) -> Result<ServerConfig, eddy_common::EddyError> {
         password: cli.password.clone(),
         barrier_interval_ms: cli.barrier_interval_ms,
         block_cache_mb: cli.block_cache_mb,
+        cache_dir: cli.cache_dir.clone(),
+        cache_disk_mb: cli.cache_disk_mb,
         memory_mb: cli.memory_mb,
         max_message_bytes: cli.max_message_bytes,
         max_connections: cli.max_connections,
@@ -307,6 +317,15 @@ async fn run() {
             }
         });
     }
+    // One server per local state directory: a second one refuses here (on S3, SlateDB fences
+    // the older server instead, which then stops below).
+    let _lock = match eddy_storage::object_store_url::lock_local_store(&config.state_store) {
+        Ok(lock) => lock,
+        Err(e) => {
+            eprintln!("eddy: cannot start: {}", e.message);
+            std::process::exit(1);
+        }
+    };
     let handle = match eddy_server::start(config.clone()).await {
         Ok(h) => h,
         Err(e) => {
@@ -325,7 +344,15 @@ async fn run() {
     if let Some(http) = handle.http_addr {
         println!("Dashboard: http://{http}/ (metrics: http://{http}/metrics)");
     }
-    shutdown_signal().await;
+    let store = handle.engine.store.clone();
+    tokio::select! {
+        _ = shutdown_signal() => {}
+        _ = store.fenced() => {
+            // Everything acknowledged is durable; the newer server owns the store now.
+            eprintln!("eddy: stopping: another eddy process opened state store {} and fenced this one", store.description());
+            std::process::exit(1);
+        }
+    }
     println!("eddy: shutting down");
     if let Err(e) = handle.shutdown().await {
         eprintln!("eddy: shutdown: {e}");

@@ -13,6 +13,7 @@
 
 mod background;
 pub mod batch;
+mod block_cache;
 pub mod maintenance;
 pub mod memory;
 pub mod metered;

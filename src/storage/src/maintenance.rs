@@ -181,6 +181,11 @@ async fn maintenance_loop(store: Weak<StateStore>, mut stop: watch::Receiver<boo
             return;
         }
         let Some(s) = store.upgrade() else { return };
+        // Fenced by another process (noticed here even while no commit runs): this process
+        // writes nothing more.
+        if s.note_if_fenced(&s.incarnation().db) {
+            return;
+        }
         let mut busy = false;
         if s.maintenance.gc_pending.swap(false, Ordering::SeqCst) {
             match s.discard_garbage_runs().await {

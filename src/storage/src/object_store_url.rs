@@ -71,6 +71,44 @@ pub fn resolve(url: &str) -> Result<ResolvedStore> {
     Ok(ResolvedStore { store: Arc::new(store), path: "eddy".into(), description: format!("file://{}", dir.display()) })
 }
 
+/// Name of the lock file a server holds in a local state directory.
+pub const LOCK_FILE: &str = "eddy.lock";
+
+/// For a local state directory (`file://` or a bare path), takes an exclusive lock on its
+/// `eddy.lock` for as long as the returned file stays open (the kernel drops it when the
+/// process ends, `kill -9` included), so a second server on the same directory refuses to
+/// start instead of fencing the first. Other stores (S3, memory) return `None`: on S3 a second
+/// server fences the first through SlateDB, and the first stops (`StateStore::fenced`).
+pub fn lock_local_store(url: &str) -> Result<Option<std::fs::File>> {
+    if url.contains("://") && !url.starts_with("file://") {
+        return Ok(None);
+    }
+    let resolved = resolve(url)?;
+    let Some(dir) = resolved.description.strip_prefix("file://").map(PathBuf::from) else { return Ok(None) };
+    let path = dir.join(LOCK_FILE);
+    let io = |e: std::io::Error| EddyError::external(format!("cannot lock state directory {}: {e}", dir.display()));
+    let mut file = std::fs::OpenOptions::new().read(true).write(true).create(true).truncate(false).open(&path).map_err(io)?;
+    match file.try_lock() {
+        Ok(()) => {
+            use std::io::{Seek, Write};
+            file.set_len(0).map_err(io)?;
+            file.seek(std::io::SeekFrom::Start(0)).map_err(io)?;
+            writeln!(file, "{}", std::process::id()).map_err(io)?;
+            Ok(Some(file))
+        }
+        Err(std::fs::TryLockError::WouldBlock) => {
+            let holder = std::fs::read_to_string(&path).unwrap_or_default();
+            let holder = holder.trim();
+            let who = if holder.is_empty() { "another eddy process".to_string() } else { format!("another eddy process (pid {holder})") };
+            Err(EddyError::user(
+                sqlstate::OBJECT_IN_USE,
+                format!("state directory {} is in use by {who}; stop it first, or give this server its own --state-store", dir.display()),
+            ))
+        }
+        Err(std::fs::TryLockError::Error(e)) => Err(io(e)),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -88,6 +126,20 @@ mod tests {
         let r = resolve(&url).unwrap();
         assert!(dir.is_dir());
         assert!(r.description.starts_with("file://"));
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    #[test]
+    fn a_locked_state_directory_refuses_a_second_lock_until_released() {
+        let dir = std::env::temp_dir().join(format!("eddy-lock-test-{}", std::process::id()));
+        let url = format!("file://{}", dir.display());
+        let first = lock_local_store(&url).unwrap().expect("a local directory is locked");
+        let e = lock_local_store(&url).expect_err("the second lock is refused");
+        assert_eq!(e.sqlstate, sqlstate::OBJECT_IN_USE);
+        assert!(e.message.contains(&format!("pid {}", std::process::id())), "{}", e.message);
+        drop(first);
+        assert!(lock_local_store(&url).unwrap().is_some());
+        assert!(lock_local_store("memory://").unwrap().is_none());
         let _ = std::fs::remove_dir_all(dir);
     }
 }

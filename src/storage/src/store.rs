@@ -61,12 +61,12 @@ use eddy_common::{internal_err, EddyError, Epoch, Result};
 use object_store::ObjectStore;
 use parking_lot::{Mutex, RwLock};
 use slatedb::config::{CloseOptions, Settings};
-use slatedb::db_cache::foyer::FoyerCache;
-use slatedb::db_cache::{CachedEntry, CachedKey, DbCache};
+use slatedb::db_cache::DbCache;
 use slatedb::{BlockCachePolicy, CacheTarget, Db, DbSnapshot, WriteBatch};
 
 use crate::batch::EpochBatch;
 use crate::background::Maintenance;
+use crate::block_cache::BlockCache;
 pub(crate) use crate::slate::{add_ops, bounded};
 use crate::object_store_url;
 use crate::protocol::{self, CommitRecord};
@@ -83,6 +83,9 @@ pub struct StoreOptions {
     pub url: String,
     /// Bytes of the in-memory block cache (foyer).
     pub block_cache_bytes: u64,
+    /// A local directory for the block cache's disk part (foyer's hybrid cache), and its
+    /// size in bytes; `None`: memory only.
+    pub cache_dir: Option<(std::path::PathBuf, u64)>,
     /// Tests: use this object store instead of resolving `url` (which then only names the
     /// store in logs), e.g. a [`crate::testing::FaultyStore`] under a whole server.
     pub object_store: Option<Arc<dyn ObjectStore>>,
@@ -104,6 +107,7 @@ impl Default for StoreOptions {
         Self {
             url: "memory://".into(),
             block_cache_bytes: 64 << 20,
+            cache_dir: None,
             object_store: None,
             tuning: StoreTuning::default(),
             operator_cache_bytes: 512 << 20,
@@ -191,6 +195,10 @@ pub struct StateStore {
     /// A commit failed: reopen before anything else is written. Changed only under
     /// `commit_lock`; read anywhere.
     pub(crate) failed: AtomicBool,
+    /// Another process opened the same store and fenced this one's SlateDB writer: nothing
+    /// more may be written here, and recovery must not reopen (that would fence the other
+    /// process in turn, and both would write). Set once, never cleared.
+    fenced: tokio::sync::watch::Sender<bool>,
     /// Next run id to mint (`generation << 32 | counter`).
     next_run_id: AtomicU64,
     /// Runs of this generation deleted by `discard_run`; a commit refuses them.
@@ -217,7 +225,7 @@ pub struct StateStore {
     /// Requests, bytes and errors of `object_store`.
     object_stats: Arc<crate::metered::ObjectStoreStats>,
     /// The block cache itself (a clone of what `cache` wraps), for its usage.
-    blocks: foyer::Cache<CachedKey, CachedEntry>,
+    blocks: BlockCache,
     /// SlateDB's metrics (every incarnation records into it).
     lsm_metrics: Arc<slatedb_common::metrics::DefaultMetricsRecorder>,
     /// [`StoreOptions::lsm_buffer_bytes`], for every incarnation.
@@ -259,12 +267,8 @@ impl StateStore {
         let metered = crate::metered::MeteredStore::new(object_store);
         let object_stats = metered.stats().clone();
         let object_store: Arc<dyn ObjectStore> = Arc::new(metered);
-        // Built here (as FoyerCache::new_with_opts builds it) so a clone can report its usage.
-        let blocks: foyer::Cache<CachedKey, CachedEntry> = foyer::CacheBuilder::new(usize::try_from(options.block_cache_bytes).unwrap_or(usize::MAX))
-            .with_weighter(|_, v: &CachedEntry| v.size())
-            .with_shards(8)
-            .build();
-        let cache: Arc<dyn DbCache> = Arc::new(FoyerCache::new_with_cache(blocks.clone()));
+        let disk = options.cache_dir.as_ref().map(|(dir, bytes)| (dir.as_path(), *bytes));
+        let (blocks, cache) = BlockCache::build(options.block_cache_bytes, disk).await?;
         let lsm_metrics = Arc::new(slatedb_common::metrics::DefaultMetricsRecorder::new());
         let lsm_buffer_bytes = usize::try_from(options.lsm_buffer_bytes).unwrap_or(usize::MAX);
         let opened = Self::open_incarnation(&object_store, &path, &cache, &lsm_metrics, &tuning, lsm_buffer_bytes)
@@ -281,6 +285,7 @@ impl StateStore {
             committed: RwLock::new(Arc::new(Committed { epoch: opened.committed, snapshot })),
             commit_lock: tokio::sync::Mutex::new(()),
             failed: AtomicBool::new(false),
+            fenced: tokio::sync::watch::Sender::new(false),
             next_run_id: AtomicU64::new(first_run),
             discarded: Mutex::new(HashSet::new()),
             run_bounds: Mutex::new(HashMap::new()),
@@ -365,6 +370,44 @@ impl StateStore {
         }
     }
 
+    /// True once another process opened this store and fenced this one (see [`Self::fenced`]).
+    pub fn is_fenced(&self) -> bool {
+        *self.fenced.borrow()
+    }
+
+    /// Returns once another process has opened this store and fenced this one. Commits fail
+    /// from then on and recovery refuses; the server should stop.
+    pub async fn fenced(&self) {
+        let mut rx = self.fenced.subscribe();
+        let _ = rx.wait_for(|f| *f).await;
+    }
+
+    /// Records that SlateDB says this instance was fenced (its writer or compactor lost to a
+    /// newer one on the same path). Returns whether it was.
+    pub(crate) fn note_if_fenced(&self, db: &slatedb::Db) -> bool {
+        if db.status().close_reason != Some(slatedb::CloseReason::Fenced) {
+            return self.is_fenced();
+        }
+        if !self.fenced.send_replace(true) {
+            tracing::error!(
+                "state store {}: another process opened it and fenced this one; this server stops writing to it",
+                self.description
+            );
+        }
+        true
+    }
+
+    /// The error of every commit and recovery once fenced.
+    fn fenced_error(&self) -> EddyError {
+        EddyError::user(
+            eddy_common::error::sqlstate::ADMIN_SHUTDOWN,
+            format!(
+                "state store {} was opened by another eddy process, which fenced this one: this server no longer writes to it",
+                self.description
+            ),
+        )
+    }
+
     /// The current SlateDB instance.
     pub(crate) fn incarnation(&self) -> Arc<Incarnation> {
         self.current.read().clone()
@@ -408,6 +451,11 @@ impl StateStore {
     /// Capacity of the block cache (`--block-cache-mb`).
     pub fn block_cache_bytes(&self) -> u64 {
         self.blocks.capacity() as u64
+    }
+
+    /// True if the block cache has a disk part (`--cache-dir`).
+    pub fn block_cache_on_disk(&self) -> bool {
+        self.blocks.has_disk()
     }
 
     /// Bytes of blocks, indexes and filters the block cache holds now.
@@ -533,6 +581,9 @@ impl StateStore {
     /// commit failed, or SlateDB died in the background), recovers first.
     pub async fn commit(&self, epoch: Epoch, mut batch: EpochBatch) -> Result<()> {
         let _guard = self.commit_lock.lock().await;
+        if self.note_if_fenced(&self.incarnation().db) {
+            return Err(self.fenced_error());
+        }
         if self.needs_recovery() {
             self.reopen_locked().await?;
         }
@@ -577,8 +628,13 @@ impl StateStore {
             }
             Err(e) => {
                 // The instance may hold (and might still upload) the failed batch: it must not
-                // serve another snapshot or write. Recovery replaces it.
+                // serve another snapshot or write. Recovery replaces it, unless another process
+                // fenced this one.
                 self.failed.store(true, Ordering::SeqCst);
+                if self.note_if_fenced(&inc.db) || e.message.contains("detected newer DB client") {
+                    self.fenced.send_replace(true);
+                    return Err(self.fenced_error());
+                }
                 Err(e)
             }
         }
@@ -602,6 +658,9 @@ impl StateStore {
     /// Recovery; the caller holds the commit lock.
     async fn reopen_locked(&self) -> Result<()> {
         let old = self.incarnation();
+        if self.note_if_fenced(&old.db) {
+            return Err(self.fenced_error());
+        }
         // Stop the old instance without a final flush: what it still buffers belongs to a
         // failed commit and must not become durable now. If it does not stop in time, the new
         // instance fences it anyway.
@@ -636,9 +695,12 @@ impl StateStore {
         let inc = self.incarnation();
         if self.needs_recovery() {
             Self::abandon(&inc.db, &self.tuning).await;
+            self.blocks.close().await;
             return Ok(());
         }
-        bounded(self.tuning.close_timeout, "close", inc.db.close()).await
+        let closed = bounded(self.tuning.close_timeout, "close", inc.db.close()).await;
+        self.blocks.close().await;
+        closed
     }
 }
 

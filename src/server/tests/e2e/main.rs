@@ -20,6 +20,7 @@ mod dashboard;
 mod drivers;
 mod durability;
 mod failures;
+mod fencing;
 mod faults;
 mod hostile;
 mod http;

@@ -336,6 +336,8 @@ impl Engine {
             };
             match attempt.await {
                 Ok(()) => break,
+                // Reopening would fence the process that fenced this one.
+                Err(e) if self.store.is_fenced() => return tracing::error!("not recovering: {e}"),
                 Err(e) => {
                     tracing::error!("recovery failed, retrying in {delay:?}: {e}");
                     for t in std::mem::take(&mut *self.tasks.lock()) {
