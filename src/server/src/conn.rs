@@ -40,6 +40,12 @@ use crate::wire::{session_setting, Factory, Prepared};
 /// How long a client may take from connecting to finishing authentication.
 const STARTUP_TIMEOUT: Duration = Duration::from_secs(60);
 
+/// Largest read buffer a connection keeps between messages. A frame is split off the buffer
+/// and shares its allocation, so after one 20 MB query the idle connection would hold those
+/// 20 MB (and more, from growth) for the rest of its life: 32 clients that had each sent one
+/// held over a gigabyte between queries.
+const KEPT_READ_BUFFER: usize = 1 << 20;
+
 type Socket = Framed<MaybeTls, PgWireMessageServerCodec<Arc<Prepared>>>;
 
 /// Why reading the next frame stopped.
@@ -209,7 +215,12 @@ impl Conn {
         while self.inbuf.len() < len {
             self.fill(deadline, len - self.inbuf.len()).await?;
         }
-        Ok((self.inbuf.split_to(len), budget))
+        let frame = self.inbuf.split_to(len);
+        if len > KEPT_READ_BUFFER || self.inbuf.capacity() > KEPT_READ_BUFFER {
+            // Only the bytes after the frame are kept, in a buffer of their own.
+            self.inbuf = BytesMut::from(&self.inbuf[..]);
+        }
+        Ok((frame, budget))
     }
 
     /// Reads more bytes (at least one) into the buffer, reserving room for `want` more.

@@ -179,6 +179,12 @@ impl TableScan {
         }
     }
 
+    /// The number of rows of the next batch, without decoding them (`count(*)`), or `None` at
+    /// the end.
+    pub async fn next_len(&mut self) -> Result<Option<usize>> {
+        Ok(self.cursor.next_batch().await?.map(|entries| entries.len()))
+    }
+
     /// Like [`TableScan::next_batch`], with the full key of the batch's last row (where a scan
     /// that stopped here resumes).
     pub async fn next_batch_with_last_key(&mut self) -> Result<Option<(RecordBatch, Vec<u8>)>> {

@@ -249,8 +249,12 @@ impl TableProvider for EddyTable {
         if point.is_none() && overlay.is_none() {
             // Stream the table: batches are decoded as the store is read, so a scan holds a
             // few batches at a time and a LIMIT stops it early.
-            let scan = TableStream { table: self.state_table.clone(), snapshot: self.snapshot(state), columns: idx, schema: self.schema.clone() };
-            return Ok(Arc::new(StreamingTableExec::try_new(self.schema.clone(), vec![Arc::new(scan)], projection, vec![], false, limit)?));
+            // No column read (`count(*)`): the rows are counted, not decoded.
+            let count_only = projection.is_some_and(|p| p.is_empty());
+            let (schema, projection) = if count_only { (Arc::new(self.schema.project(&[])?), None) } else { (self.schema.clone(), projection) };
+            let parallelism = state.config().target_partitions().clamp(1, MAX_SCAN_TASKS);
+            let scan = TableStream { table: self.state_table.clone(), snapshot: self.snapshot(state), columns: idx, schema: schema.clone(), parallelism, count_only };
+            return Ok(Arc::new(StreamingTableExec::try_new(schema, vec![Arc::new(scan)], projection, vec![], false, limit)?));
         }
         let mut batches = match point {
             Some(b) => b,
@@ -269,8 +273,17 @@ impl TableProvider for EddyTable {
     }
 }
 
+/// Most scan tasks one table scan runs at once.
+const MAX_SCAN_TASKS: usize = 8;
+
+/// Batches a scan task reads ahead of the consumer.
+const SCAN_READ_AHEAD_BATCHES: usize = 2;
+
 /// One table's rows at one snapshot, as a stream of batches of its visible columns (and the
-/// row id where exposed), rebound to the planned schema.
+/// row id where exposed), rebound to the planned schema. The table is read by `parallelism`
+/// tasks at once, each over a contiguous range of vnodes and a couple of batches ahead of the
+/// consumer; the stream returns their batches range after range, so rows still come in key
+/// order (one partition: results do not depend on which task ran first).
 #[derive(Debug)]
 struct TableStream {
     table: Arc<StateTable>,
@@ -278,6 +291,59 @@ struct TableStream {
     /// Storage columns to keep, in order.
     columns: Vec<usize>,
     schema: SchemaRef,
+    /// Scan tasks.
+    parallelism: usize,
+    /// No column is read: batches carry only their row count (`schema` has no field).
+    count_only: bool,
+}
+
+/// Rows of the scan's batches (a storage scan reads 8,192 rows at a time).
+const COALESCED_ROWS: usize = 8192;
+
+/// `batches` as one batch (zero-column batches keep their row count).
+fn concat(schema: &SchemaRef, batches: Vec<RecordBatch>) -> DfResult<RecordBatch> {
+    if batches.len() == 1 {
+        return Ok(batches.into_iter().next().expect("one batch"));
+    }
+    if schema.fields().is_empty() {
+        let rows = batches.iter().map(RecordBatch::num_rows).sum();
+        let options = arrow::array::RecordBatchOptions::new().with_row_count(Some(rows));
+        return Ok(RecordBatch::try_new_with_options(schema.clone(), vec![], &options)?);
+    }
+    Ok(arrow::compute::concat_batches(schema, &batches)?)
+}
+
+/// One message of a scan task: a batch, or the end of its range (a task that stops without
+/// saying so failed, and the scan fails rather than come up short).
+type ScanItem = eddy_common::Result<Option<RecordBatch>>;
+
+impl TableStream {
+    /// Reads the vnodes `range` into `tx` until the consumer goes away.
+    async fn read_range(self: Arc<Self>, range: std::ops::Range<u16>, tx: tokio::sync::mpsc::Sender<ScanItem>) {
+        let run = async {
+            let mut scan = self.table.scan_stream_vnodes(&self.snapshot, range).await?;
+            loop {
+                let batch = if self.count_only {
+                    let Some(rows) = scan.next_len().await? else { return Ok(true) };
+                    let options = arrow::array::RecordBatchOptions::new().with_row_count(Some(rows));
+                    RecordBatch::try_new_with_options(self.schema.clone(), vec![], &options)?
+                } else {
+                    let Some(b) = scan.next_batch().await? else { return Ok(true) };
+                    let b = if self.columns.len() != self.table.schema().fields().len() { b.project(&self.columns)? } else { b };
+                    RecordBatch::try_new(self.schema.clone(), b.columns().to_vec())?
+                };
+                if tx.send(Ok(Some(batch))).await.is_err() {
+                    return Ok(false);
+                }
+            }
+        };
+        let end = match run.await {
+            Ok(true) => Ok(None),
+            Ok(false) => return,
+            Err(e) => Err(e),
+        };
+        let _ = tx.send(end).await;
+    }
 }
 
 impl PartitionStream for TableStream {
@@ -286,17 +352,64 @@ impl PartitionStream for TableStream {
     }
 
     fn execute(&self, _ctx: Arc<datafusion::execution::TaskContext>) -> datafusion::execution::SendableRecordBatchStream {
-        use futures::{StreamExt, TryStreamExt};
-        let (table, snapshot) = (self.table.clone(), self.snapshot.clone());
-        let (columns, schema) = (self.columns.clone(), self.schema.clone());
-        let project = columns.len() != table.schema().fields().len();
-        let batches = futures::stream::once(async move { table.scan_stream(&snapshot).await }).map_ok(|scan| scan.into_stream()).try_flatten();
-        let out = batches.map(move |b| -> DfResult<RecordBatch> {
-            let b = b.map_err(|e| DataFusionError::External(Box::new(e)))?;
-            let b = if project { b.project(&columns)? } else { b };
-            Ok(RecordBatch::try_new(schema.clone(), b.columns().to_vec())?)
+        use futures::StreamExt;
+        let this = Arc::new(TableStream {
+            table: self.table.clone(),
+            snapshot: self.snapshot.clone(),
+            columns: self.columns.clone(),
+            schema: self.schema.clone(),
+            parallelism: self.parallelism,
+            count_only: self.count_only,
         });
-        Box::pin(datafusion::physical_plan::stream::RecordBatchStreamAdapter::new(self.schema.clone(), out))
+        let vnodes = eddy_common::codec::VNODE_COUNT;
+        let tasks = u16::try_from(self.parallelism).unwrap_or(1).clamp(1, vnodes);
+        let receivers: Vec<_> = (0..tasks)
+            .map(|i| {
+                let range = i * vnodes / tasks..(i + 1) * vnodes / tasks;
+                let (tx, rx) = tokio::sync::mpsc::channel(SCAN_READ_AHEAD_BATCHES);
+                tokio::spawn(this.clone().read_range(range, tx));
+                rx
+            })
+            .collect();
+        let batches = futures::stream::iter(receivers).flat_map(|rx| {
+            futures::stream::unfold(Some(rx), |rx| async move {
+                let mut rx = rx?;
+                match rx.recv().await {
+                    Some(Ok(Some(batch))) => Some((Ok(batch), Some(rx))),
+                    Some(Ok(None)) => None,
+                    Some(Err(e)) => Some((Err(DataFusionError::External(Box::new(e))), None)),
+                    None => Some((Err(DataFusionError::Execution("a table scan task ended early".into())), None)),
+                }
+            })
+        });
+        // The ranges' last partial batches are joined with the next ones: a table smaller than
+        // a batch is one batch whatever the number of tasks (DataFusion spreads batches over
+        // its partitions, and an order-dependent aggregate such as string_agg without ORDER BY
+        // should not change its answer with the number of scan tasks).
+        let schema = self.schema.clone();
+        let coalesced = futures::stream::unfold((batches.boxed(), Vec::new(), false), move |(mut input, mut pending, done)| {
+            let schema = schema.clone();
+            async move {
+                if done {
+                    return None;
+                }
+                loop {
+                    match input.next().await {
+                        Some(Ok(b)) => {
+                            pending.push(b);
+                            if pending.iter().map(RecordBatch::num_rows).sum::<usize>() >= COALESCED_ROWS {
+                                let out = concat(&schema, std::mem::take(&mut pending));
+                                return Some((out, (input, pending, false)));
+                            }
+                        }
+                        Some(Err(e)) => return Some((Err(e), (input, Vec::new(), true))),
+                        None if pending.is_empty() => return None,
+                        None => return Some((concat(&schema, std::mem::take(&mut pending)), (input, Vec::new(), true))),
+                    }
+                }
+            }
+        });
+        Box::pin(datafusion::physical_plan::stream::RecordBatchStreamAdapter::new(self.schema.clone(), coalesced))
     }
 }
 
