@@ -282,8 +282,7 @@ const SCAN_READ_AHEAD_BATCHES: usize = 2;
 /// One table's rows at one snapshot, as a stream of batches of its visible columns (and the
 /// row id where exposed), rebound to the planned schema. The table is read by `parallelism`
 /// tasks at once, each over a contiguous range of vnodes and a couple of batches ahead of the
-/// consumer; the stream returns their batches range after range, so rows still come in key
-/// order (one partition: results do not depend on which task ran first).
+/// consumer (memory stays bounded, and a LIMIT stops them early).
 #[derive(Debug)]
 struct TableStream {
     table: Arc<StateTable>,
@@ -300,8 +299,11 @@ struct TableStream {
 /// Rows of the scan's batches (a storage scan reads 8,192 rows at a time).
 const COALESCED_ROWS: usize = 8192;
 
-/// `batches` as one batch (zero-column batches keep their row count).
-fn concat(schema: &SchemaRef, batches: Vec<RecordBatch>) -> DfResult<RecordBatch> {
+/// `batches` as one batch in the order of their ranges (zero-column batches keep their row
+/// count).
+fn concat(schema: &SchemaRef, mut batches: Vec<(usize, RecordBatch)>) -> DfResult<RecordBatch> {
+    batches.sort_by_key(|(range, _)| *range);
+    let batches: Vec<RecordBatch> = batches.into_iter().map(|(_, b)| b).collect();
     if batches.len() == 1 {
         return Ok(batches.into_iter().next().expect("one batch"));
     }
@@ -371,23 +373,26 @@ impl PartitionStream for TableStream {
                 rx
             })
             .collect();
-        let batches = futures::stream::iter(receivers).flat_map(|rx| {
-            futures::stream::unfold(Some(rx), |rx| async move {
+        // Batches as the tasks deliver them, each with its range's index.
+        let batches = futures::stream::select_all(receivers.into_iter().enumerate().map(|(range, rx)| {
+            futures::stream::unfold(Some(rx), move |rx| async move {
                 let mut rx = rx?;
                 match rx.recv().await {
-                    Some(Ok(Some(batch))) => Some((Ok(batch), Some(rx))),
+                    Some(Ok(Some(batch))) => Some((Ok((range, batch)), Some(rx))),
                     Some(Ok(None)) => None,
                     Some(Err(e)) => Some((Err(DataFusionError::External(Box::new(e))), None)),
                     None => Some((Err(DataFusionError::Execution("a table scan task ended early".into())), None)),
                 }
             })
-        });
-        // The ranges' last partial batches are joined with the next ones: a table smaller than
-        // a batch is one batch whatever the number of tasks (DataFusion spreads batches over
-        // its partitions, and an order-dependent aggregate such as string_agg without ORDER BY
-        // should not change its answer with the number of scan tasks).
+            .boxed()
+        }));
+        // Small batches (each range's last) are joined into batches of `COALESCED_ROWS`, the
+        // rest in range order: a table smaller than a batch comes out as one batch in key order
+        // whatever the number of tasks (DataFusion spreads batches over its partitions, and an
+        // order-dependent aggregate such as string_agg without ORDER BY would otherwise answer
+        // differently from run to run). Larger tables come in the order the tasks read them.
         let schema = self.schema.clone();
-        let coalesced = futures::stream::unfold((batches.boxed(), Vec::new(), false), move |(mut input, mut pending, done)| {
+        let coalesced = futures::stream::unfold((batches, Vec::new(), false), move |(mut input, mut pending, done)| {
             let schema = schema.clone();
             async move {
                 if done {
@@ -397,7 +402,7 @@ impl PartitionStream for TableStream {
                     match input.next().await {
                         Some(Ok(b)) => {
                             pending.push(b);
-                            if pending.iter().map(RecordBatch::num_rows).sum::<usize>() >= COALESCED_ROWS {
+                            if pending.iter().map(|(_, b): &(usize, RecordBatch)| b.num_rows()).sum::<usize>() >= COALESCED_ROWS {
                                 let out = concat(&schema, std::mem::take(&mut pending));
                                 return Some((out, (input, pending, false)));
                             }
