@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use crate::support::{connect, create_bucket, eventually, server, spawn_eddy, spawn_eddy_env, start_s3_server, temp_dir};
+use crate::support::{connect, create_bucket, eventually, s3_env, server, spawn_eddy, spawn_eddy_env, start_s3_server, temp_dir};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn clean_restart_keeps_tables_rows_and_schemas() {
@@ -95,13 +95,7 @@ async fn rows_acknowledged_before_sigkill_survive_it() {
 async fn state_on_an_s3_server_survives_sigkill() {
     let Some((_s3, port)) = start_s3_server() else { return };
     create_bucket(port, "eddy-test").await;
-    let env = [
-        ("AWS_ENDPOINT_URL", format!("http://127.0.0.1:{port}")),
-        ("AWS_ALLOW_HTTP", "true".to_string()),
-        ("AWS_ACCESS_KEY_ID", "test".to_string()),
-        ("AWS_SECRET_ACCESS_KEY", "test".to_string()),
-        ("AWS_REGION", "us-east-1".to_string()),
-    ];
+    let env = s3_env(port);
     let url = "s3://eddy-test/state";
     let (p1, addr) = spawn_eddy_env(url, &env);
     let c = connect(addr).await;

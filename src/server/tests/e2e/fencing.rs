@@ -6,7 +6,7 @@
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::support::{connect, create_bucket, spawn_eddy, spawn_eddy_env, start_s3_server, temp_dir};
+use crate::support::{connect, create_bucket, s3_env, spawn_eddy, spawn_eddy_env, start_s3_server, temp_dir};
 
 /// Runs `eddy` on `state` and waits (up to a minute) for it to exit; returns its exit success
 /// and stderr. A server that starts and keeps running fails the test.
@@ -62,13 +62,7 @@ async fn a_second_server_on_the_same_local_directory_refuses_to_start() {
 async fn a_second_server_on_the_same_s3_prefix_fences_the_first() {
     let Some((_s3, port)) = start_s3_server() else { return };
     create_bucket(port, "fence").await;
-    let env = [
-        ("AWS_ENDPOINT_URL", format!("http://127.0.0.1:{port}")),
-        ("AWS_ALLOW_HTTP", "true".to_string()),
-        ("AWS_ACCESS_KEY_ID", "test".to_string()),
-        ("AWS_SECRET_ACCESS_KEY", "test".to_string()),
-        ("AWS_REGION", "us-east-1".to_string()),
-    ];
+    let env = s3_env(port);
     let url = "s3://fence/state";
     let (mut first, addr1) = spawn_eddy_env(url, &env);
     let c1 = connect(addr1).await;

@@ -202,6 +202,17 @@ pub fn start_s3_server() -> Option<(Process, u16)> {
     }
 }
 
+/// The environment an `eddy` process needs to keep its state on the S3 server on `port`.
+pub fn s3_env(port: u16) -> [(&'static str, String); 5] {
+    [
+        ("AWS_ENDPOINT_URL", format!("http://127.0.0.1:{port}")),
+        ("AWS_ALLOW_HTTP", "true".to_string()),
+        ("AWS_ACCESS_KEY_ID", "test".to_string()),
+        ("AWS_SECRET_ACCESS_KEY", "test".to_string()),
+        ("AWS_REGION", "us-east-1".to_string()),
+    ]
+}
+
 pub fn http_put(port: u16, path: &str) -> std::io::Result<String> {
     use std::io::{Read, Write};
     let mut s = std::net::TcpStream::connect(("127.0.0.1", port))?;
