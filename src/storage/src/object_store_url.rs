@@ -28,7 +28,7 @@ pub struct ResolvedStore {
 /// Resolves a state-store URL (see the module docs for the accepted forms).
 pub fn resolve(url: &str) -> Result<ResolvedStore> {
     let bad = |m: String| EddyError::user(sqlstate::INVALID_PARAMETER_VALUE, m);
-    if url == "memory://" || url == "memory:" || url == "memory" {
+    if is_memory(url) {
         return Ok(ResolvedStore { store: Arc::new(InMemory::new()), path: "eddy".into(), description: "memory://".into() });
     }
     if let Some(rest) = url.strip_prefix("s3://") {
@@ -47,6 +47,26 @@ pub fn resolve(url: &str) -> Result<ResolvedStore> {
         let path = if prefix.trim_matches('/').is_empty() { "eddy".to_string() } else { prefix.trim_matches('/').to_string() };
         return Ok(ResolvedStore { store: Arc::new(store), path, description: url.to_string() });
     }
+    let dir = local_dir(url)?.ok_or_else(|| bad(format!("unsupported state store URL {url:?}")))?;
+    // fsync files and directories: an acknowledged commit must survive power loss, not only
+    // a killed process.
+    let store = LocalFileSystem::new_with_prefix(&dir)
+        .map_err(|e| EddyError::external(format!("cannot open state directory {}: {e}", dir.display())))?
+        .with_fsync(true);
+    Ok(ResolvedStore { store: Arc::new(store), path: "eddy".into(), description: format!("file://{}", dir.display()) })
+}
+
+fn is_memory(url: &str) -> bool {
+    matches!(url, "memory://" | "memory:" | "memory")
+}
+
+/// The local directory a `file://` URL or a bare path names, created if missing, canonical;
+/// `None` for an in-memory or S3 store.
+fn local_dir(url: &str) -> Result<Option<PathBuf>> {
+    let bad = |m: String| EddyError::user(sqlstate::INVALID_PARAMETER_VALUE, m);
+    if is_memory(url) || url.starts_with("s3://") {
+        return Ok(None);
+    }
     let local = if let Some(rest) = url.strip_prefix("file://") {
         rest
     } else if url.contains("://") {
@@ -63,12 +83,7 @@ pub fn resolve(url: &str) -> Result<ResolvedStore> {
     let dir = dir
         .canonicalize()
         .map_err(|e| EddyError::external(format!("cannot open state directory {}: {e}", dir.display())))?;
-    // fsync files and directories: an acknowledged commit must survive power loss, not only
-    // a killed process.
-    let store = LocalFileSystem::new_with_prefix(&dir)
-        .map_err(|e| EddyError::external(format!("cannot open state directory {}: {e}", dir.display())))?
-        .with_fsync(true);
-    Ok(ResolvedStore { store: Arc::new(store), path: "eddy".into(), description: format!("file://{}", dir.display()) })
+    Ok(Some(dir))
 }
 
 /// Name of the lock file a server holds in a local state directory.
@@ -80,11 +95,7 @@ pub const LOCK_FILE: &str = "eddy.lock";
 /// start instead of fencing the first. Other stores (S3, memory) return `None`: on S3 a second
 /// server fences the first through SlateDB, and the first stops (`StateStore::fenced`).
 pub fn lock_local_store(url: &str) -> Result<Option<std::fs::File>> {
-    if url.contains("://") && !url.starts_with("file://") {
-        return Ok(None);
-    }
-    let resolved = resolve(url)?;
-    let Some(dir) = resolved.description.strip_prefix("file://").map(PathBuf::from) else { return Ok(None) };
+    let Some(dir) = local_dir(url)? else { return Ok(None) };
     let path = dir.join(LOCK_FILE);
     let io = |e: std::io::Error| EddyError::external(format!("cannot lock state directory {}: {e}", dir.display()));
     let mut file = std::fs::OpenOptions::new().read(true).write(true).create(true).truncate(false).open(&path).map_err(io)?;

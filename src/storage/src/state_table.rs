@@ -21,7 +21,7 @@ use crate::batch::EpochBatch;
 use crate::scan::{prefix_bounds, ReadSnapshot, ScanCursor};
 
 /// Rows per decoded batch when scanning.
-const SCAN_BATCH_ROWS: usize = 8192;
+pub const SCAN_BATCH_ROWS: usize = 8192;
 
 /// One keyed table of rows in the state store.
 #[derive(Debug)]

@@ -385,16 +385,20 @@ impl StateStore {
     /// Records that SlateDB says this instance was fenced (its writer or compactor lost to a
     /// newer one on the same path). Returns whether it was.
     pub(crate) fn note_if_fenced(&self, db: &slatedb::Db) -> bool {
-        if db.status().close_reason != Some(slatedb::CloseReason::Fenced) {
-            return self.is_fenced();
+        if db.status().close_reason == Some(slatedb::CloseReason::Fenced) {
+            self.mark_fenced();
         }
+        self.is_fenced()
+    }
+
+    /// Records (once, with a log line) that this instance was fenced.
+    fn mark_fenced(&self) {
         if !self.fenced.send_replace(true) {
             tracing::error!(
                 "state store {}: another process opened it and fenced this one; this server stops writing to it",
                 self.description
             );
         }
-        true
     }
 
     /// The error of every commit and recovery once fenced.
@@ -451,11 +455,6 @@ impl StateStore {
     /// Capacity of the block cache (`--block-cache-mb`).
     pub fn block_cache_bytes(&self) -> u64 {
         self.blocks.capacity() as u64
-    }
-
-    /// True if the block cache has a disk part (`--cache-dir`).
-    pub fn block_cache_on_disk(&self) -> bool {
-        self.blocks.has_disk()
     }
 
     /// Bytes of blocks, indexes and filters the block cache holds now.
@@ -581,9 +580,7 @@ impl StateStore {
     /// commit failed, or SlateDB died in the background), recovers first.
     pub async fn commit(&self, epoch: Epoch, mut batch: EpochBatch) -> Result<()> {
         let _guard = self.commit_lock.lock().await;
-        if self.note_if_fenced(&self.incarnation().db) {
-            return Err(self.fenced_error());
-        }
+        // (A fenced instance is closed, or marked failed: recovery refuses it.)
         if self.needs_recovery() {
             self.reopen_locked().await?;
         }
@@ -631,8 +628,10 @@ impl StateStore {
                 // serve another snapshot or write. Recovery replaces it, unless another process
                 // fenced this one.
                 self.failed.store(true, Ordering::SeqCst);
-                if self.note_if_fenced(&inc.db) || e.message.contains("detected newer DB client") {
-                    self.fenced.send_replace(true);
+                if e.message.contains("detected newer DB client") {
+                    self.mark_fenced();
+                }
+                if self.note_if_fenced(&inc.db) {
                     return Err(self.fenced_error());
                 }
                 Err(e)

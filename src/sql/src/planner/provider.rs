@@ -283,7 +283,7 @@ const SCAN_READ_AHEAD_BATCHES: usize = 2;
 /// row id where exposed), rebound to the planned schema. The table is read by `parallelism`
 /// tasks at once, each over a contiguous range of vnodes and a couple of batches ahead of the
 /// consumer (memory stays bounded, and a LIMIT stops them early).
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 struct TableStream {
     table: Arc<StateTable>,
     snapshot: ReadSnapshot,
@@ -296,9 +296,6 @@ struct TableStream {
     count_only: bool,
 }
 
-/// Rows of the scan's batches (a storage scan reads 8,192 rows at a time).
-const COALESCED_ROWS: usize = 8192;
-
 /// `batches` as one batch in the order of their ranges (zero-column batches keep their row
 /// count).
 fn concat(schema: &SchemaRef, mut batches: Vec<(usize, RecordBatch)>) -> DfResult<RecordBatch> {
@@ -308,11 +305,14 @@ fn concat(schema: &SchemaRef, mut batches: Vec<(usize, RecordBatch)>) -> DfResul
         return Ok(batches.into_iter().next().expect("one batch"));
     }
     if schema.fields().is_empty() {
-        let rows = batches.iter().map(RecordBatch::num_rows).sum();
-        let options = arrow::array::RecordBatchOptions::new().with_row_count(Some(rows));
-        return Ok(RecordBatch::try_new_with_options(schema.clone(), vec![], &options)?);
+        return Ok(counted(schema, batches.iter().map(RecordBatch::num_rows).sum())?);
     }
     Ok(arrow::compute::concat_batches(schema, &batches)?)
+}
+
+/// A batch of `rows` rows and no column (`schema` has no field).
+fn counted(schema: &SchemaRef, rows: usize) -> Result<RecordBatch, arrow::error::ArrowError> {
+    RecordBatch::try_new_with_options(schema.clone(), vec![], &arrow::array::RecordBatchOptions::new().with_row_count(Some(rows)))
 }
 
 /// One message of a scan task: a batch, or the end of its range (a task that stops without
@@ -327,8 +327,7 @@ impl TableStream {
             loop {
                 let batch = if self.count_only {
                     let Some(rows) = scan.next_len().await? else { return Ok(true) };
-                    let options = arrow::array::RecordBatchOptions::new().with_row_count(Some(rows));
-                    RecordBatch::try_new_with_options(self.schema.clone(), vec![], &options)?
+                    counted(&self.schema, rows)?
                 } else {
                     let Some(b) = scan.next_batch().await? else { return Ok(true) };
                     let b = if self.columns.len() != self.table.schema().fields().len() { b.project(&self.columns)? } else { b };
@@ -355,14 +354,7 @@ impl PartitionStream for TableStream {
 
     fn execute(&self, _ctx: Arc<datafusion::execution::TaskContext>) -> datafusion::execution::SendableRecordBatchStream {
         use futures::StreamExt;
-        let this = Arc::new(TableStream {
-            table: self.table.clone(),
-            snapshot: self.snapshot.clone(),
-            columns: self.columns.clone(),
-            schema: self.schema.clone(),
-            parallelism: self.parallelism,
-            count_only: self.count_only,
-        });
+        let this = Arc::new(self.clone());
         let vnodes = eddy_common::codec::VNODE_COUNT;
         let tasks = u16::try_from(self.parallelism).unwrap_or(1).clamp(1, vnodes);
         let receivers: Vec<_> = (0..tasks)
@@ -386,7 +378,7 @@ impl PartitionStream for TableStream {
             })
             .boxed()
         }));
-        // Small batches (each range's last) are joined into batches of `COALESCED_ROWS`, the
+        // Small batches (each range's last) are joined into batches of `eddy_storage::state_table::SCAN_BATCH_ROWS`, the
         // rest in range order: a table smaller than a batch comes out as one batch in key order
         // whatever the number of tasks (DataFusion spreads batches over its partitions, and an
         // order-dependent aggregate such as string_agg without ORDER BY would otherwise answer
@@ -402,7 +394,7 @@ impl PartitionStream for TableStream {
                     match input.next().await {
                         Some(Ok(b)) => {
                             pending.push(b);
-                            if pending.iter().map(|(_, b): &(usize, RecordBatch)| b.num_rows()).sum::<usize>() >= COALESCED_ROWS {
+                            if pending.iter().map(|(_, b): &(usize, RecordBatch)| b.num_rows()).sum::<usize>() >= eddy_storage::state_table::SCAN_BATCH_ROWS {
                                 let out = concat(&schema, std::mem::take(&mut pending));
                                 return Some((out, (input, pending, false)));
                             }
