@@ -7,8 +7,9 @@ rows, 1,000,000 per COPY statement). Creates
 max(v) AS m FROM g_t GROUP BY id` (one group per row), COPYs the rows and
 prints rows/s through the view, the server's peak RSS (VmHWM) and the state directory's size.
 """
-import io, os, subprocess, sys, threading, time
+import subprocess, sys, time
 import psycopg
+from benchlib import copy_rows, status_mib
 
 port, pid = int(sys.argv[1]), int(sys.argv[2])
 rows = int(sys.argv[3]) if len(sys.argv) > 3 else 20_000_000
@@ -17,26 +18,21 @@ step = int(sys.argv[5]) if len(sys.argv) > 5 else 1_000_000
 
 
 def status(field):
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith(field + ":"):
-                return int(line.split()[1]) // 1024
-    return 0
+    return status_mib(pid, field)
 
 
 conn = psycopg.connect(f"host=127.0.0.1 port={port} dbname=dev user=root", autocommit=True)
 conn.execute("CREATE TABLE g_t (id BIGINT PRIMARY KEY, v INT)")
 conn.execute("CREATE MATERIALIZED VIEW g_v AS SELECT id AS k, count(*) AS n, sum(v) AS s, max(v) AS m FROM g_t GROUP BY id")
 started = time.time()
-for lo in range(0, rows, step):
-    buf = io.StringIO()
-    for i in range(lo, min(lo + step, rows)):
-        buf.write(f"{i}\t{i % 997}\n")
-    with conn.cursor().copy("COPY g_t FROM STDIN") as copy:
-        copy.write(buf.getvalue())
-    done = min(lo + step, rows)
+
+
+def progress(done):
     if done % 1_000_000 == 0 or done == rows:
         print(f"{done} rows, {time.time() - started:.0f} s, RSS {status('VmRSS')} MiB, peak {status('VmHWM')} MiB", flush=True)
+
+
+copy_rows(conn, "g_t", rows, step, lambda i: f"{i}\t{i % 997}\n", progress)
 elapsed = time.time() - started
 n = conn.execute("SELECT count(*) FROM g_v").fetchone()[0]
 size = subprocess.run(["du", "-sm", state_dir], capture_output=True, text=True).stdout.split()[0] if state_dir else "?"

@@ -7,8 +7,9 @@ default 5,000,000 rows). Loads `scan_t(id BIGINT PRIMARY KEY, a INT, b TEXT)` wi
 (the fold and compaction after a bulk load), then runs each query three times and prints the
 best wall time, its server CPU seconds, and rows/s.
 """
-import io, sys, time
+import sys, time
 import psycopg
+from benchlib import copy_rows, status_mib
 
 port, pid = int(sys.argv[1]), int(sys.argv[2])
 rows = int(sys.argv[3]) if len(sys.argv) > 3 else 5_000_000
@@ -22,11 +23,7 @@ def cpu():
 
 
 def rss_mib():
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) // 1024
-    return 0
+    return status_mib(pid, "VmRSS")
 
 
 conn = psycopg.connect(f"host=127.0.0.1 port={port} dbname=dev user=root", autocommit=True)
@@ -35,13 +32,7 @@ have = conn.execute("SELECT count(*) FROM scan_t").fetchone()[0]
 if have != rows:
     conn.execute("DELETE FROM scan_t")
     started = time.time()
-    step = 500_000
-    for lo in range(0, rows, step):
-        buf = io.StringIO()
-        for i in range(lo, min(lo + step, rows)):
-            buf.write(f"{i}\t{i % 1000}\trow {i}\n")
-        with conn.cursor().copy("COPY scan_t FROM STDIN") as copy:
-            copy.write(buf.getvalue())
+    copy_rows(conn, "scan_t", rows, 500_000, lambda i: f"{i}\t{i % 1000}\trow {i}\n")
     print(f"loaded {rows} rows in {time.time() - started:.1f} s")
 # Wait for the background fold and compaction: less than 5% of a core over 5 s.
 while True:
