@@ -77,6 +77,26 @@ impl StreamChunk {
         StreamChunk::try_new(batch, ops)
     }
 
+    /// The chunk in consecutive pieces of at most `max_rows` rows (one more where a piece
+    /// would end between the halves of an update); itself if it is no larger.
+    pub fn split_rows(self, max_rows: usize) -> Vec<StreamChunk> {
+        let max_rows = max_rows.max(2);
+        if self.len() <= max_rows {
+            return vec![self];
+        }
+        let mut out = Vec::with_capacity(self.len() / max_rows + 1);
+        let mut start = 0;
+        while start < self.len() {
+            let mut end = (start + max_rows).min(self.len());
+            if end < self.len() && self.ops[end - 1] == Op::UpdateDelete {
+                end += 1;
+            }
+            out.push(StreamChunk { batch: self.batch.slice(start, end - start), ops: self.ops[start..end].to_vec() });
+            start = end;
+        }
+        out
+    }
+
     /// Splits the chunk among `n` owners, row `i` going to `owner(vnodes[i])` (contiguous vnode
     /// ranges, [`crate::codec::owner_of`]): one chunk per owner that gets rows, each in
     /// the input's order. An update whose halves go to different owners becomes a delete and an
@@ -208,5 +228,17 @@ mod tests {
         let parts = chunk.split_by_owner(&[0; 6], 2).unwrap();
         assert!(parts[1].is_none());
         assert_eq!(parts[0].as_ref().unwrap().ops, chunk.ops);
+    }
+
+    #[test]
+    fn pieces_of_a_large_chunk_keep_its_rows_in_order_and_updates_whole() {
+        let chunk = StreamChunk::from_pretty(" I\n + 1\n U- 2\n U+ 3\n - 4\n + 5\n U- 6\n U+ 7").unwrap();
+        let pieces = chunk.clone().split_rows(2);
+        let lens: Vec<usize> = pieces.iter().map(StreamChunk::len).collect();
+        assert_eq!(lens, vec![3, 2, 2], "no piece ends between U- and U+");
+        assert!(pieces.iter().all(|p| p.ops.first() != Some(&Op::UpdateInsert)));
+        let ops: Vec<Op> = pieces.iter().flat_map(|p| p.ops.clone()).collect();
+        assert_eq!(ops, chunk.ops);
+        assert_eq!(chunk.clone().split_rows(7).len(), 1);
     }
 }

@@ -190,6 +190,8 @@ pub struct StateStore {
     current: RwLock<Arc<Incarnation>>,
     /// Last committed epoch and a snapshot of it.
     committed: RwLock<Arc<Committed>>,
+    /// The last committed epoch, for those who wait for one ([`StateStore::committed_through`]).
+    committed_watch: tokio::sync::watch::Sender<Epoch>,
     /// Serializes commits (epoch order), fold steps and recovery without blocking readers.
     pub(crate) commit_lock: tokio::sync::Mutex<()>,
     /// A commit failed: reopen before anything else is written. Changed only under
@@ -283,6 +285,7 @@ impl StateStore {
         let store = Arc::new(Self {
             current: RwLock::new(Arc::new(opened.incarnation)),
             committed: RwLock::new(Arc::new(Committed { epoch: opened.committed, snapshot })),
+            committed_watch: tokio::sync::watch::Sender::new(opened.committed),
             commit_lock: tokio::sync::Mutex::new(()),
             failed: AtomicBool::new(false),
             fenced: tokio::sync::watch::Sender::new(false),
@@ -425,6 +428,17 @@ impl StateStore {
     /// Replaces the committed view (after a commit or a fold step).
     pub(crate) fn set_committed(&self, epoch: Epoch, snapshot: ReadSnapshot) {
         *self.committed.write() = Arc::new(Committed { epoch, snapshot });
+        self.committed_watch.send_if_modified(|e| std::mem::replace(e, epoch) != epoch);
+    }
+
+    /// Returns once `epoch` has committed. Errs if this instance was fenced first (it will
+    /// commit nothing more); a commit that fails leads to recovery, which rebuilds whoever waits.
+    pub async fn committed_through(&self, epoch: Epoch) -> Result<()> {
+        let mut rx = self.committed_watch.subscribe();
+        tokio::select! {
+            r = rx.wait_for(|e| *e >= epoch) => r.map(|_| ()).map_err(|_| internal_err!("state store closed before epoch {epoch} committed")),
+            () = self.fenced() => Err(self.fenced_error()),
+        }
     }
 
     /// Requests, bytes and errors of the object store underneath.

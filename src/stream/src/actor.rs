@@ -60,6 +60,11 @@ pub(crate) async fn run_reporting(
     let _ = collector.send(Collected::failed(id, owner, error));
 }
 
+/// Most rows a stateful operator takes in one `prefetch`/`process` step: a statement's chunk
+/// can be its whole input (`INSERT ... SELECT`), and an operator's cache is kept within its
+/// budget between steps, not inside one.
+pub const OPERATOR_CHUNK_ROWS: usize = 8192;
+
 /// Upstream rows a backfilling view reads per epoch: bounds the epoch's state changes and
 /// output, so a view over a big table never holds its whole backfill in one epoch.
 pub const BACKFILL_EPOCH_ROWS: usize = 65_536;
@@ -371,7 +376,7 @@ impl ViewActor {
             let start = Instant::now();
             let (mut n, mut rows) = (0, 0);
             let mut next = Vec::new();
-            for c in chunks {
+            for c in chunks.into_iter().flat_map(|c| c.split_rows(OPERATOR_CHUNK_ROWS)) {
                 if !c.is_empty() {
                     n += 1;
                     rows += c.len();
@@ -450,7 +455,7 @@ impl ViewActor {
                 let start = Instant::now();
                 let (mut n, mut rows) = (0, 0);
                 let mut joined = Vec::new();
-                for c in chunks {
+                for c in chunks.into_iter().flat_map(|c| c.split_rows(OPERATOR_CHUNK_ROWS)) {
                     if !c.is_empty() {
                         n += 1;
                         rows += c.len();

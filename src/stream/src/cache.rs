@@ -13,6 +13,15 @@
 //! [`MemoryBudget`] is exceeded, the cache that notices sheds a quarter of its bytes, least
 //! recently used first.
 //!
+//! One epoch may touch more entries than the budget holds (a statement is one epoch). Then the
+//! cache asks its operator to *flush* ([`StateCache::flush_due`]): the operator writes its dirty
+//! entries into a batch of its own for the open epoch (spilled to a run, and readable by the
+//! operator before a miss goes to the snapshot) and reports them with
+//! [`StateCache::flushed`]; they are clean then and may leave. At the barrier the operator hands
+//! that batch to the epoch ([`StateCache::seal`]); if entries of the epoch left the cache, the
+//! next miss first waits until the epoch has committed ([`StateCache::commit_to_wait_for`]),
+//! since only then does the snapshot hold them.
+//!
 //! A cache created for a new operator starts *complete* (every entry of its table is in it, so
 //! a miss means absent and costs no read) and stays so until its first eviction.
 
@@ -24,6 +33,18 @@ use eddy_storage::{MemoryBudget, StateStore};
 
 /// Estimated bytes of a cached entry beyond its key and value (map slot, allocations).
 pub const ENTRY_OVERHEAD_BYTES: usize = 96;
+
+/// Entries flushed before their barrier since the process started (all caches).
+static FLUSHED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// Entries operators flushed before their barrier since the process started (see the module
+/// docs), for tests and metrics.
+pub fn flushed_entries() -> u64 {
+    FLUSHED.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+/// Fewest dirty entries worth a flush (fewer cannot be what exceeds the budget).
+const MIN_FLUSH_ENTRIES: usize = 1024;
 
 /// What a cache holds and how often it answered without a read ([`StateCache::stats`]).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -41,14 +62,26 @@ impl CacheStats {
     }
 }
 
+/// Which batch last wrote an entry.
+#[derive(Debug, Clone, Copy)]
+enum Written {
+    /// Read from the store (or created) and not written since.
+    Never,
+    /// An epoch's batch, at its barrier.
+    Epoch(Epoch),
+    /// The operator's own batch of the open epoch or a later-sealed one, by generation
+    /// (the number of epochs the cache had sealed when the entry was flushed).
+    Flushed(u64),
+}
+
 /// One cached entry.
 struct Slot<V> {
     /// The value; `None`: deleted by an epoch that may not have committed yet.
     value: Option<V>,
     /// Estimated bytes (key included).
     bytes: usize,
-    /// Epoch whose batch last wrote the entry (`None`: read from the store, never written).
-    written: Option<Epoch>,
+    /// The batch that last wrote the entry.
+    written: Written,
     /// Recency (the cache's tick at the last access).
     tick: u64,
 }
@@ -64,6 +97,9 @@ pub struct StateCache<V> {
     tick: u64,
     /// Every entry of the table is cached: a miss means the key is absent.
     complete: bool,
+    /// Estimated bytes of a value created by [`StateCache::get_or_insert_with`] (its owner
+    /// knows what a fresh value grows to; see [`StateCache::set_fresh_value_bytes`]).
+    fresh_bytes: usize,
     /// The budget shared with the other caches (known from the first prefetch on).
     budget: Option<Arc<MemoryBudget>>,
     /// `bytes` and `tick` after the last eviction: the next waits until the cache has grown by
@@ -75,12 +111,41 @@ pub struct StateCache<V> {
     hits: u64,
     /// Lookups that had to read the store.
     misses: u64,
+    /// Generation of the open epoch (epochs sealed so far).
+    generation: u64,
+    /// Sealed generations whose epoch may not have committed yet, oldest first.
+    sealed: std::collections::VecDeque<(u64, Epoch)>,
+    /// Entries flushed in the open epoch have left the cache (so reads must wait for its
+    /// commit once it is sealed).
+    open_evicted: bool,
+    /// The newest sealed epoch some of whose entries left before it committed.
+    wait_for: Option<Epoch>,
+    /// The budget stayed exceeded although every clean entry that may leave was shed: the
+    /// operator should flush its dirty entries.
+    flush: bool,
 }
 
 impl<V> StateCache<V> {
     /// An empty cache; `complete` if the table is known to be empty (a new operator).
     pub fn new(complete: bool) -> Self {
-        Self { entries: HashMap::new(), dirty: HashSet::new(), bytes: 0, tick: 0, complete, budget: None, bytes_after_evict: 0, tick_of_evict: 0, hits: 0, misses: 0 }
+        Self {
+            entries: HashMap::new(),
+            dirty: HashSet::new(),
+            bytes: 0,
+            tick: 0,
+            complete,
+            fresh_bytes: 0,
+            budget: None,
+            bytes_after_evict: 0,
+            tick_of_evict: 0,
+            hits: 0,
+            misses: 0,
+            generation: 0,
+            sealed: Default::default(),
+            open_evicted: false,
+            wait_for: None,
+            flush: false,
+        }
     }
 
     /// Starts a chunk: joins the store's budget and, if it is exceeded, sheds entries.
@@ -92,10 +157,63 @@ impl<V> StateCache<V> {
             self.budget = Some(budget);
         }
         let due = self.bytes > self.bytes_after_evict + self.bytes_after_evict / 8 || self.tick >= self.tick_of_evict + 16;
-        if due && self.budget.as_ref().is_some_and(|b| b.is_over()) {
+        let over = |b: &Option<Arc<MemoryBudget>>| b.as_ref().is_some_and(|b| b.is_over());
+        let evicted = (due || self.flush) && over(&self.budget);
+        if evicted {
             self.evict(store.committed_epoch());
             self.bytes_after_evict = self.bytes;
             self.tick_of_evict = self.tick;
+        }
+        // Still over after shedding what may leave: dirty entries hold the memory.
+        self.flush = evicted && over(&self.budget) && self.dirty.len() >= MIN_FLUSH_ENTRIES;
+    }
+
+    /// Sets the estimated bytes of a value created by [`StateCache::get_or_insert_with`], until
+    /// it is written (and measured) at a barrier or flush.
+    pub fn set_fresh_value_bytes(&mut self, bytes: usize) {
+        self.fresh_bytes = bytes;
+    }
+
+    /// True when the operator should flush its dirty entries (see the module docs), as decided
+    /// by the last [`StateCache::begin`].
+    pub fn flush_due(&self) -> bool {
+        self.flush
+    }
+
+    /// `key` was written (`value_bytes` of value; `None`: deleted) into the operator's own
+    /// batch of the open epoch, which is spilled before the next [`StateCache::begin`] and
+    /// read before the snapshot on a miss: the entry may leave from then on.
+    pub fn flushed(&mut self, key: &[u8], value_bytes: Option<usize>) {
+        FLUSHED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let mark = Written::Flushed(self.generation);
+        match value_bytes {
+            Some(b) => self.mark_written(key, mark, b),
+            None => self.mark_deleted(key, mark),
+        }
+    }
+
+    /// The operator's batch of the open epoch became `epoch`'s (at its barrier).
+    pub fn seal(&mut self, epoch: Epoch) {
+        if std::mem::take(&mut self.open_evicted) {
+            self.wait_for = Some(epoch);
+        }
+        self.sealed.push_back((self.generation, epoch));
+        self.generation += 1;
+        self.flush = false;
+    }
+
+    /// An epoch to wait for before reading a miss from the committed snapshot (see the module
+    /// docs), given the last committed one; `None` when the snapshot is current.
+    pub fn commit_to_wait_for(&mut self, committed: Epoch) -> Option<Epoch> {
+        while self.sealed.front().is_some_and(|(_, e)| *e <= committed) {
+            self.sealed.pop_front();
+        }
+        match self.wait_for {
+            Some(e) if e > committed => Some(e),
+            _ => {
+                self.wait_for = None;
+                None
+            }
         }
     }
 
@@ -130,7 +248,7 @@ impl<V> StateCache<V> {
     /// Adds an entry read from the store (`None`: absent there).
     pub fn load(&mut self, key: Vec<u8>, value: Option<V>, value_bytes: usize) {
         let bytes = key.len() + value_bytes + ENTRY_OVERHEAD_BYTES;
-        let slot = Slot { value, bytes, written: None, tick: self.tick };
+        let slot = Slot { value, bytes, written: Written::Never, tick: self.tick };
         self.account(bytes, 0);
         if let Some(old) = self.entries.insert(key, slot) {
             self.account(0, old.bytes);
@@ -154,10 +272,14 @@ impl<V> StateCache<V> {
             }
             let bytes = key.len() + ENTRY_OVERHEAD_BYTES;
             self.account(bytes, 0);
-            self.entries.insert(key.to_vec(), Slot { value: None, bytes, written: None, tick: self.tick });
+            self.entries.insert(key.to_vec(), Slot { value: None, bytes, written: Written::Never, tick: self.tick });
         }
+        // A value created here (the key was absent, or loaded as absent) is counted as fresh.
+        let fresh = if self.entries.get(key).is_some_and(|s| s.value.is_none()) { self.fresh_bytes } else { 0 };
+        self.account(fresh, 0);
         let slot = self.entries.get_mut(key).ok_or_else(|| internal_err!("cache entry vanished"))?;
         slot.tick = self.tick;
+        slot.bytes += fresh;
         Ok(slot.value.get_or_insert_with(new))
     }
 
@@ -175,21 +297,41 @@ impl<V> StateCache<V> {
 
     /// `key` was written by `epoch`'s batch; its value now takes about `value_bytes`.
     pub fn written(&mut self, key: &[u8], epoch: Epoch, value_bytes: usize) {
-        let bytes = key.len() + value_bytes + ENTRY_OVERHEAD_BYTES;
-        let Some(slot) = self.entries.get_mut(key) else { return };
-        let old = std::mem::replace(&mut slot.bytes, bytes);
-        slot.written = Some(epoch);
-        self.account(bytes, old);
+        self.mark_written(key, Written::Epoch(epoch), value_bytes);
     }
 
     /// `key` was deleted by `epoch`'s batch: a tombstone until that epoch commits.
     pub fn deleted(&mut self, key: &[u8], epoch: Epoch) {
+        self.mark_deleted(key, Written::Epoch(epoch));
+    }
+
+    fn mark_written(&mut self, key: &[u8], mark: Written, value_bytes: usize) {
+        let bytes = key.len() + value_bytes + ENTRY_OVERHEAD_BYTES;
+        let Some(slot) = self.entries.get_mut(key) else { return };
+        let old = std::mem::replace(&mut slot.bytes, bytes);
+        slot.written = mark;
+        self.account(bytes, old);
+    }
+
+    fn mark_deleted(&mut self, key: &[u8], mark: Written) {
         let bytes = key.len() + ENTRY_OVERHEAD_BYTES;
         let Some(slot) = self.entries.get_mut(key) else { return };
         slot.value = None;
         let old = std::mem::replace(&mut slot.bytes, bytes);
-        slot.written = Some(epoch);
+        slot.written = mark;
         self.account(bytes, old);
+    }
+
+    /// Whether an entry last written so may leave: its batch is committed by `committed`, or
+    /// is the operator's batch of the open epoch (read back on a miss).
+    fn may_leave(&self, written: Written, committed: Epoch) -> bool {
+        match written {
+            Written::Never => true,
+            Written::Epoch(e) => e <= committed,
+            Written::Flushed(g) if g == self.generation => true,
+            // Sealed generations leave `sealed` only once committed.
+            Written::Flushed(g) => self.sealed.iter().find(|(s, _)| *s == g).is_none_or(|(_, e)| *e <= committed),
+        }
     }
 
     /// Cached values (all of the table's while [`StateCache::is_complete`]).
@@ -230,17 +372,22 @@ impl<V> StateCache<V> {
         }
     }
 
-    /// Sheds about a quarter of the cache's bytes: clean entries whose last write has
-    /// committed by `committed`, least recently used first.
+    /// Sheds a quarter of the cache's bytes, or as much as the shared budget is over its limit
+    /// if that is more: clean entries that may leave (see [`StateCache::may_leave`]), least
+    /// recently used first.
     pub fn evict(&mut self, committed: Epoch) {
-        let goal = self.bytes / 4;
+        let excess = self.budget.as_ref().map_or(0, |b| b.used().saturating_sub(b.limit()));
+        let goal = (self.bytes / 4).max(excess).min(self.bytes);
         if goal == 0 {
             return;
+        }
+        while self.sealed.front().is_some_and(|(_, e)| *e <= committed) {
+            self.sealed.pop_front();
         }
         let mut candidates: Vec<(u64, &Vec<u8>, usize)> = self
             .entries
             .iter()
-            .filter(|(k, s)| s.written.is_none_or(|e| e <= committed) && !self.dirty.contains(*k))
+            .filter(|(k, s)| self.may_leave(s.written, committed) && !self.dirty.contains(*k))
             .map(|(k, s)| (s.tick, k, s.bytes))
             .collect();
         candidates.sort_unstable_by_key(|c| c.0);
@@ -258,6 +405,7 @@ impl<V> StateCache<V> {
         }
         for k in victims {
             if let Some(slot) = self.entries.remove(&k) {
+                self.open_evicted |= matches!(slot.written, Written::Flushed(g) if g == self.generation);
                 self.account(0, slot.bytes);
             }
         }

@@ -96,6 +96,45 @@ async fn statements_larger_than_the_write_budget_spill_their_view_changes_and_st
     srv.shutdown().await.unwrap();
 }
 
+/// Issue 11, item 2: one statement (one epoch) that changes more groups than the operators'
+/// memory budget holds. Its changed groups are flushed before the barrier (output early, state
+/// to a run of the epoch), leave the cache, and are read back from that run within the epoch and,
+/// until the epoch commits, by the next statement's; the budget holds throughout and the view
+/// is exactly its recomputation.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_epoch_with_more_groups_than_the_budget_flushes_them_and_stays_exact() {
+    let srv = server_with(|c| c.memory_bytes = 32 << 20).await;
+    let c = connect(srv.addr).await;
+    c.batch_execute(
+        "CREATE TABLE t (id BIGINT PRIMARY KEY, g INT, s TEXT); \
+         CREATE MATERIALIZED VIEW per_row AS SELECT id, count(*) AS n, sum(g) AS total, max(s) AS hi FROM t GROUP BY id",
+    )
+    .await
+    .unwrap();
+    let budget = srv.engine.store.operator_memory().clone();
+    let flushed = eddy_stream::cache::flushed_entries();
+    // 120K groups of ~1 KB each against a 16 MiB budget for the operators' caches.
+    assert_eq!(bounded(STEP, "COPY", copy(&c, 0..120_000, "")).await.unwrap(), 120_000);
+    assert!(eddy_stream::cache::flushed_entries() > flushed, "no group was flushed before its barrier");
+    assert!(budget.used() < 2 * budget.limit(), "operator caches hold {} bytes for a budget of {}", budget.used(), budget.limit());
+    check_view(&c).await;
+    // Every group changes again in one statement: each is read back (from the committed
+    // snapshot, or the run of the epoch still committing), retracted and re-emitted.
+    c.batch_execute("UPDATE t SET g = g + 1, s = s || '!' WHERE id % 2 = 0; DELETE FROM t WHERE id % 7 = 0").await.unwrap();
+    assert!(budget.used() < 2 * budget.limit(), "operator caches hold {} bytes for a budget of {}", budget.used(), budget.limit());
+    check_view(&c).await;
+    let kept = (0..120_000i64).filter(|i| i % 7 != 0);
+    let total: i64 = kept.clone().map(|i| i % 50 + i64::from(i % 2 == 0)).sum();
+    assert_eq!(one(&c, "SELECT count(*) || '/' || sum(n) || '/' || sum(total) FROM per_row").await, format!("{0}/{0}/{total}", kept.count()));
+    assert_eq!(one(&c, "SELECT hi FROM per_row WHERE id = 10").await, "row 10!");
+    drop(c);
+    srv.shutdown().await.unwrap();
+}
+
+async fn check_view(c: &Client) {
+    bounded(STEP, "VERIFY", verify(c, "per_row")).await.unwrap();
+}
+
 /// A transaction block keeps its writes in the session until COMMIT, so they count against the
 /// session's memory (`--query-memory-mb`): a statement that would take the block past it fails
 /// with 53200 and aborts the block, and the server carries on. The same COPY outside a block

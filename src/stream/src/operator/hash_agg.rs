@@ -24,14 +24,13 @@ use datafusion::physical_expr::PhysicalExpr;
 use datafusion::scalar::ScalarValue;
 use eddy_common::codec::make_key;
 use eddy_common::interval::IntervalSums;
-use eddy_common::percentile::{ordered_set_result, Fractions, OrderedSet};
-use eddy_common::error::sqlstate;
-use eddy_common::{internal_err, user_err, Epoch, Op, Result, StreamChunk};
+use eddy_common::percentile::{Fractions, OrderedSet};
+use eddy_common::{internal_err, Epoch, Op, Result, StreamChunk};
 use eddy_storage::{EpochBatch, ReadSnapshot, StateStore};
 
 use super::eval::{evaluate, RowErrors};
 use crate::cache::StateCache;
-use {encoding::{decode_group, encode_group}, fsum::Fsum, input::{distinct_sum, float_total, ArgInput}, regr::CoMoments};
+use {encoding::{decode_group, encode_group, fresh_group_bytes, group_bytes}, fsum::Fsum, input::ArgInput, regr::CoMoments};
 pub use regr::RegrFn;
 use super::Operator;
 
@@ -158,6 +157,10 @@ pub struct HashAgg {
     output_converter: RowConverter,
     /// Groups (the cache tracks which changed in the current epoch).
     groups: StateCache<Group>,
+    /// Groups of the open epoch flushed out of the cache when it outgrew the memory budget
+    /// (see [`crate::cache`]): spilled to a run before they may leave, read before the
+    /// snapshot on a miss, and handed to the epoch's batch at the barrier.
+    flushed: EpochBatch,
     /// Event-time handling, when the first group column carries a watermark.
     windows: Option<Windows>,
     /// The input only ever inserts: `min`/`max` (and `first_value`/`last_value`) keep just
@@ -271,7 +274,7 @@ impl HashAgg {
         let output_converter = RowConverter::new(schema.fields().iter().map(|f| SortField::new(f.data_type().clone())).collect())?;
         let key_converter = RowConverter::new(key_fields)?;
         let router = crate::exchange::ExprRouter::try_new(group_exprs.clone(), input_schema)?;
-        Ok(Self {
+        let mut agg = Self {
             router: Arc::new(router),
             vnodes: 0..eddy_common::codec::VNODE_COUNT,
             table_id,
@@ -283,9 +286,12 @@ impl HashAgg {
             value_converters,
             output_converter,
             groups: StateCache::new(true),
+            flushed: EpochBatch::default(),
             windows: None,
             append_only: false,
-        })
+        };
+        agg.groups.set_fresh_value_bytes(agg.fresh_bytes());
+        Ok(agg)
     }
 
     /// For an input that never retracts (append-only tables and sources, through stateless
@@ -335,37 +341,107 @@ impl HashAgg {
         Ok(encoded.iter().map(|r| r.as_ref().to_vec()).collect())
     }
 
-    /// Writes group `key`'s state into `batch` (deleting it once it has no rows).
-    fn write_group(&mut self, key: &[u8], epoch: Epoch, batch: &mut EpochBatch) {
+    /// Writes group `key`'s state into `batch` (deleting it once it has no rows): `epoch`'s
+    /// batch, or with `None` the open epoch's flushed groups.
+    fn write_group(&mut self, key: &[u8], epoch: Option<Epoch>, batch: &mut EpochBatch) {
         let state_key = make_key(self.table_id, key);
         let encoded = match self.groups.get(key) {
             Some(g) if g.rows > 0 || self.is_global() => Some(encode_group(g)),
             _ => None,
         };
+        let bytes = encoded.as_ref().and(self.groups.get(key)).map(group_bytes);
+        match (epoch, bytes) {
+            (Some(epoch), Some(bytes)) => self.groups.written(key, epoch, bytes),
+            (Some(epoch), None) => self.groups.deleted(key, epoch),
+            (None, bytes) => self.groups.flushed(key, bytes),
+        }
         match encoded {
-            Some(e) => {
-                self.groups.written(key, epoch, e.len() * 2);
-                batch.put(state_key, e);
-            }
-            None => {
-                self.groups.deleted(key, epoch);
-                batch.delete(state_key);
-            }
+            Some(e) => batch.put(state_key, e),
+            None => batch.delete(state_key),
         }
     }
 
-    /// Closes the groups below the watermark: drops their state and, under `EMIT ON WINDOW
-    /// CLOSE`, returns their final rows.
-    async fn close_windows(&mut self, epoch: Epoch, batch: &mut EpochBatch) -> Result<Vec<(Op, Vec<u8>)>> {
+    /// Writes the changed groups `keys` into `batch` (see [`HashAgg::write_group`]) and returns
+    /// their output changes: one per group, from the row it last emitted to its current one
+    /// (none under `EMIT ON WINDOW CLOSE`, which emits groups when they close).
+    fn settle(&mut self, mut keys: Vec<Vec<u8>>, epoch: Option<Epoch>, batch: &mut EpochBatch) -> Result<Vec<(Op, Vec<u8>)>> {
+        keys.sort_unstable();
+        let mut out: Vec<(Op, Vec<u8>)> = Vec::new();
+        if self.windows.as_ref().is_some_and(|w| w.eowc) {
+            for key in &keys {
+                self.write_group(key, epoch, batch);
+            }
+            return Ok(out);
+        }
+        // New output rows of the groups that (still) exist.
+        let alive: Vec<&Vec<u8>> = keys.iter().filter(|k| self.is_global() || self.groups.get(k).is_some_and(|g| g.rows > 0)).collect();
+        let mut new_rows: HashMap<Vec<u8>, Vec<u8>> = alive.iter().map(|k| (*k).clone()).zip(self.output_rows(&alive)?).collect();
+        for key in keys {
+            let new = new_rows.remove(&key);
+            let Some(group) = self.groups.get_mut(&key) else { continue };
+            match (&group.emitted, &new) {
+                (None, Some(n)) => out.push((Op::Insert, n.clone())),
+                (Some(o), Some(n)) if o != n => {
+                    out.push((Op::UpdateDelete, o.clone()));
+                    out.push((Op::UpdateInsert, n.clone()));
+                }
+                (Some(o), None) => out.push((Op::Delete, o.clone())),
+                _ => {}
+            }
+            group.emitted = new;
+            self.write_group(&key, epoch, batch);
+        }
+        Ok(out)
+    }
+
+    /// Output changes as a chunk.
+    fn chunk_of(&self, out: Vec<(Op, Vec<u8>)>) -> Result<Vec<StreamChunk>> {
+        if out.is_empty() {
+            return Ok(vec![]);
+        }
+        let parser = self.output_converter.parser();
+        let columns = self.output_converter.convert_rows(out.iter().map(|(_, r)| parser.parse(r)))?;
+        let batch = RecordBatch::try_new(self.schema.clone(), columns)?;
+        Ok(vec![StreamChunk::try_new(batch, out.into_iter().map(|(op, _)| op).collect())?])
+    }
+
+    /// Loads the states of `keys`, which the cache does not hold: from the groups this epoch
+    /// flushed, else from the committed snapshot (once it holds what earlier epochs flushed).
+    async fn load(&mut self, keys: Vec<Vec<u8>>, store: &StateStore) -> Result<()> {
+        if keys.is_empty() {
+            return Ok(());
+        }
+        if let Some(epoch) = self.groups.commit_to_wait_for(store.committed_epoch()) {
+            store.committed_through(epoch).await?;
+        }
+        // Looked up by key in its run, not by a search of the in-memory ops.
+        if self.flushed.in_memory_len() > 0 {
+            self.flushed.spill(store).await?;
+        }
+        let snapshot = store.snapshot();
+        for key in keys {
+            let state_key = make_key(self.table_id, &key);
+            let stored = match self.flushed.lookup(store, &state_key).await? {
+                Some(flushed) => flushed,
+                None => snapshot.get(&state_key).await?,
+            };
+            let group = stored.map(|v| decode_group(&v)).transpose()?;
+            let bytes = group.as_ref().map_or(0, group_bytes);
+            self.groups.load(key, group, bytes);
+        }
+        Ok(())
+    }
+
+    /// The groups the watermark closes this epoch, loaded into the cache.
+    async fn closing_groups(&mut self) -> Result<Vec<Vec<u8>>> {
         let Some(w) = self.windows.as_ref() else { return Ok(vec![]) };
         let Some(watermark) = w.watermark.clone() else { return Ok(vec![]) };
         let store = w.store.clone().ok_or_else(|| internal_err!("windowed aggregation without its store"))?;
-        let snapshot = store.snapshot();
         if !w.complete {
             // Restored: the open groups are the committed ones (the cache only holds groups
             // loaded since, which are committed or in `open` already).
             let (start, end) = eddy_storage::scan::vnode_bounds(self.table_id, &self.vnodes);
-            let mut cursor = snapshot.scan_batches(start, end, 4096).await?;
+            let mut cursor = store.snapshot().scan_batches(start, end, 4096).await?;
             let mut keys = Vec::new();
             while let Some(entries) = cursor.next_batch().await? {
                 keys.extend(entries.into_iter().map(|(k, _)| k[eddy_common::codec::KEY_PREFIX_LEN..].to_vec()));
@@ -378,15 +454,15 @@ impl HashAgg {
         let Some(w) = self.windows.as_mut() else { return Ok(vec![]) };
         let rest = w.open.split_off(&watermark);
         let below = std::mem::replace(&mut w.open, rest);
-        // Closed groups evicted from the cache: their committed state is current.
-        for key in &below {
-            if !self.groups.knows(key) {
-                let stored = snapshot.get(&make_key(self.table_id, key)).await?;
-                let bytes = stored.as_ref().map_or(0, |v| v.len() * 2);
-                self.groups.load(key.clone(), stored.map(|v| decode_group(&v)).transpose()?, bytes);
-            }
-        }
-        let closed: Vec<Vec<u8>> = below.into_iter().filter(|k| self.groups.get(k).is_some_and(|g| g.rows > 0)).collect();
+        // Closed groups evicted from the cache.
+        let missing: Vec<Vec<u8>> = below.iter().filter(|k| !self.groups.knows(k)).cloned().collect();
+        self.load(missing, &store).await?;
+        Ok(below.into_iter().filter(|k| self.groups.get(k).is_some_and(|g| g.rows > 0)).collect())
+    }
+
+    /// Drops the state of the `closed` groups in `epoch`'s batch and, under `EMIT ON WINDOW
+    /// CLOSE`, returns their final rows.
+    fn close_windows(&mut self, closed: Vec<Vec<u8>>, epoch: Epoch, batch: &mut EpochBatch) -> Result<Vec<(Op, Vec<u8>)>> {
         let eowc = self.windows.as_ref().is_some_and(|w| w.eowc);
         let rows = if eowc { self.output_rows(&closed.iter().collect::<Vec<_>>())? } else { vec![] };
         for key in &closed {
@@ -398,6 +474,12 @@ impl HashAgg {
 
     fn is_global(&self) -> bool {
         self.group_exprs.is_empty()
+    }
+
+    /// Estimated bytes of a new group with its first row (see [`fresh_group_bytes`]).
+    fn fresh_bytes(&self) -> usize {
+        let row: usize = self.schema.fields().iter().map(|f| f.data_type().primitive_width().unwrap_or(16) + 1).sum();
+        fresh_group_bytes(&self.new_group(), row)
     }
 
     fn new_group(&self) -> Group {
@@ -414,13 +496,15 @@ impl HashAgg {
         if let Some(snapshot) = snapshot {
             // Groups load when first touched; only the global group is read now.
             self.groups = StateCache::new(false);
+            self.groups.set_fresh_value_bytes(self.fresh_bytes());
             if let Some(w) = self.windows.as_mut() {
                 w.complete = false;
             }
             if self.is_global() {
                 let stored = snapshot.get(&make_key(self.table_id, &[])).await?;
-                let bytes = stored.as_ref().map_or(0, |v| v.len() * 2);
-                self.groups.load(Vec::new(), stored.map(|v| decode_group(&v)).transpose()?, bytes);
+                let group = stored.map(|v| decode_group(&v)).transpose()?;
+                let bytes = group.as_ref().map_or(0, group_bytes);
+                self.groups.load(Vec::new(), group, bytes);
             }
         }
         if self.is_global() && self.groups.get(&[]).is_none() {
@@ -429,147 +513,15 @@ impl HashAgg {
         }
         Ok(())
     }
-
-    /// The output value of call `i` for `group`.
-    fn output_value(&self, i: usize, acc: &Acc) -> Result<ScalarValue> {
-        let call = &self.calls[i];
-        let null = || ScalarValue::try_from(&call.output).unwrap_or(ScalarValue::Null);
-        let v = match (&call.kind, acc) {
-            (AggKind::CountStar | AggKind::Count, Acc::Count(c)) => ScalarValue::Int64(Some(*c)),
-            (AggKind::CountDistinct, Acc::Values(m)) => ScalarValue::Int64(Some(m.len() as i64)),
-            (_, Acc::SumInt { n: 0, .. } | Acc::SumFloat { n: 0, .. }) => null(),
-            (AggKind::Sum | AggKind::Avg, Acc::SumInterval(sums)) => ScalarValue::IntervalMonthDayNano(sums.value(call.kind == AggKind::Avg)?),
-            (AggKind::Sum, &Acc::SumFloat { sum, nan, pos_inf, neg_inf, .. }) => ScalarValue::Float64(Some(float_total(sum.value(), nan, pos_inf, neg_inf))),
-            (AggKind::Avg, &Acc::SumFloat { sum, n, nan, pos_inf, neg_inf }) => {
-                ScalarValue::Float64(Some(float_total(sum.value(), nan, pos_inf, neg_inf) / n as f64))
-            }
-            (AggKind::Sum, Acc::SumInt { sum, .. }) => match &self.arg_types[i] {
-                Some(DataType::Decimal128(_, s)) => ScalarValue::Decimal128(Some(*sum), 38, *s),
-                _ => {
-                    let v = i64::try_from(*sum)
-                        .map_err(|_| user_err!(sqlstate::NUMERIC_VALUE_OUT_OF_RANGE, "sum out of range for bigint"))?;
-                    ScalarValue::Int64(Some(v))
-                }
-            },
-            (AggKind::Avg, Acc::SumInt { sum, n }) => match (&self.arg_types[i], &call.output) {
-                (Some(DataType::Decimal128(_, s_in)), DataType::Decimal128(p_out, s_out)) => {
-                    let shift = u32::try_from(i32::from(*s_out) - i32::from(*s_in)).unwrap_or(0);
-                    let scaled = sum.checked_mul(10i128.pow(shift)).ok_or_else(|| internal_err!("avg overflow"))?;
-                    ScalarValue::Decimal128(Some(scaled / i128::from(*n)), *p_out, *s_out)
-                }
-                _ => ScalarValue::Float64(Some(*sum as f64 / *n as f64)),
-            },
-            (AggKind::Variance { sample, sqrt }, &Acc::Moments { n, sum, sumsq, .. }) => {
-                let denominator = if *sample { n - 1 } else { n };
-                if denominator <= 0 {
-                    null()
-                } else {
-                    let (nf, sum, sumsq) = (n as f64, sum.value(), sumsq.value());
-                    let var = ((sumsq - sum * sum / nf) / denominator as f64).max(0.0);
-                    ScalarValue::Float64(Some(if *sqrt { var.sqrt() } else { var }))
-                }
-            }
-            (AggKind::Regr(RegrFn::Count), Acc::CoMoments(m)) => ScalarValue::Int64(Some(m.n)),
-            (AggKind::Regr(f), Acc::CoMoments(m)) => ScalarValue::Float64(m.value(*f)),
-            (AggKind::Bit(op), Acc::Bits { n, ones }) => {
-                if *n == 0 {
-                    null()
-                } else {
-                    let mut v = 0u64;
-                    for (bit, c) in ones.iter().enumerate() {
-                        let set = match op {
-                            BitOp::And => c == n,
-                            BitOp::Or => *c > 0,
-                            BitOp::Xor => c % 2 != 0,
-                        };
-                        if set {
-                            v |= 1 << bit;
-                        }
-                    }
-                    ScalarValue::Int64(Some(v as i64))
-                }
-            }
-            (AggKind::SumDistinct { avg }, Acc::Values(m)) => {
-                if m.is_empty() {
-                    return Ok(null());
-                }
-                let conv = self.value_converters[i].as_ref().ok_or_else(|| internal_err!("missing value converter"))?;
-                let parser = conv.parser();
-                let arr = conv.convert_rows(m.keys().map(|k| parser.parse(k)))?.pop().ok_or_else(|| internal_err!("empty value row"))?;
-                distinct_sum(&arr, *avg, m.len(), &call.output)?
-            }
-            (AggKind::BoolAnd, Acc::Bools { trues, falses }) => {
-                if trues + falses == 0 { null() } else { ScalarValue::Boolean(Some(*falses == 0)) }
-            }
-            (AggKind::BoolOr, Acc::Bools { trues, falses }) => {
-                if trues + falses == 0 { null() } else { ScalarValue::Boolean(Some(*trues > 0)) }
-            }
-            (
-                AggKind::Min
-                | AggKind::Max
-                | AggKind::StringAgg { .. }
-                | AggKind::ArrayAgg { .. }
-                | AggKind::Percentile { .. }
-                | AggKind::FirstValue
-                | AggKind::LastValue,
-                Acc::Values(m),
-            ) => {
-                let conv = self.value_converters[i].as_ref().ok_or_else(|| internal_err!("missing value converter"))?;
-                let picked: Vec<(&Vec<u8>, i64)> = match call.kind {
-                    AggKind::Min | AggKind::FirstValue => m.iter().next().map(|(k, _)| (k, 1)).into_iter().collect(),
-                    AggKind::Max | AggKind::LastValue => m.iter().next_back().map(|(k, _)| (k, 1)).into_iter().collect(),
-                    AggKind::StringAgg { distinct: true, .. } | AggKind::ArrayAgg { distinct: true } => m.keys().map(|k| (k, 1)).collect(),
-                    _ => m.iter().map(|(k, c)| (k, *c)).collect(),
-                };
-                if picked.is_empty() && !matches!(call.kind, AggKind::Percentile { .. }) {
-                    return Ok(null());
-                }
-                let parser = conv.parser();
-                // The value is the last column (first/last rows start with their order keys).
-                let arr = conv.convert_rows(picked.iter().map(|(k, _)| parser.parse(k)))?.pop().ok_or_else(|| internal_err!("empty value row"))?;
-                // Each value as often as it occurs.
-                let all_values = || -> Result<ArrayRef> {
-                    let take: Vec<u32> = picked.iter().enumerate().flat_map(|(j, (_, c))| std::iter::repeat_n(j as u32, *c as usize)).collect();
-                    Ok(arrow::compute::take(&arr, &arrow::array::UInt32Array::from(take), None)?)
-                };
-                match &call.kind {
-                    AggKind::ArrayAgg { .. } => {
-                        let list = datafusion::common::utils::SingleRowListArrayBuilder::new(all_values()?).with_nullable(true).build_list_array();
-                        ScalarValue::List(Arc::new(list))
-                    }
-                    AggKind::Percentile { kind, fractions } => ordered_set_result(*kind, fractions, &all_values()?, &call.output)?,
-                    AggKind::StringAgg { sep, .. } => {
-                        let arr = arrow::compute::cast(&arr, &DataType::Utf8)?;
-                        let s = arr.as_any().downcast_ref::<arrow::array::StringArray>().ok_or_else(|| internal_err!("string_agg input"))?;
-                        let mut out = String::new();
-                        let mut first = true;
-                        for (j, (_, count)) in picked.iter().enumerate() {
-                            for _ in 0..*count {
-                                if !first {
-                                    out.push_str(sep);
-                                }
-                                first = false;
-                                out.push_str(s.value(j));
-                            }
-                        }
-                        ScalarValue::Utf8(Some(out))
-                    }
-                    _ => ScalarValue::try_from_array(&arr, 0)?,
-                }
-            }
-            (k, a) => return Err(internal_err!("aggregate {k:?} has state {a:?}")),
-        };
-        if v.data_type() == call.output || v.is_null() && matches!(v, ScalarValue::Null) {
-            Ok(v)
-        } else {
-            Ok(v.cast_to(&call.output)?)
-        }
-    }
 }
 
 #[async_trait]
 impl Operator for HashAgg {
     async fn prefetch(&mut self, chunk: &StreamChunk, store: &StateStore) -> Result<()> {
+        // Groups the last chunk flushed go to a run before they may leave the cache.
+        if self.flushed.in_memory_len() > 0 {
+            self.flushed.spill(store).await?;
+        }
         self.groups.begin(store);
         if self.groups.is_complete() {
             // Nothing to load: what is not cached does not exist.
@@ -589,13 +541,7 @@ impl Operator for HashAgg {
         }
         missing.sort_unstable();
         missing.dedup();
-        let snapshot = store.snapshot();
-        for key in missing {
-            let stored = snapshot.get(&make_key(self.table_id, &key)).await?;
-            let bytes = stored.as_ref().map_or(0, |v| v.len() * 2);
-            self.groups.load(key, stored.map(|v| decode_group(&v)).transpose()?, bytes);
-        }
-        Ok(())
+        self.load(missing, store).await
     }
 
     fn process(&mut self, chunk: StreamChunk, errors: &mut RowErrors) -> Result<Vec<StreamChunk>> {
@@ -697,49 +643,27 @@ impl Operator for HashAgg {
                 }
             }
         }
+        if self.groups.flush_due() {
+            // The epoch's changed groups outgrew the budget: out of the cache with them.
+            let dirty = self.groups.take_dirty();
+            let mut flushed = std::mem::take(&mut self.flushed);
+            let out = self.settle(dirty, None, &mut flushed);
+            self.flushed = flushed;
+            return self.chunk_of(out?);
+        }
         Ok(vec![])
     }
 
     async fn on_barrier(&mut self, epoch: Epoch, batch: &mut EpochBatch, _errors: &mut RowErrors) -> Result<Vec<StreamChunk>> {
-        let mut dirty = self.groups.take_dirty();
-        dirty.sort();
-        let mut out: Vec<(Op, Vec<u8>)> = Vec::new();
-        if self.windows.as_ref().is_some_and(|w| w.eowc) {
-            // Groups are emitted when they close, not when they change.
-            for key in &dirty {
-                self.write_group(key, epoch, batch);
-            }
-        } else if !dirty.is_empty() {
-            // New output rows of the groups that (still) exist.
-            let alive: Vec<&Vec<u8>> = dirty
-                .iter()
-                .filter(|k| self.is_global() || self.groups.get(k).is_some_and(|g| g.rows > 0))
-                .collect();
-            let mut new_rows: HashMap<Vec<u8>, Vec<u8>> = alive.iter().map(|k| (*k).clone()).zip(self.output_rows(&alive)?).collect();
-            for key in dirty {
-                let new = new_rows.remove(&key);
-                let Some(group) = self.groups.get_mut(&key) else { continue };
-                match (&group.emitted, &new) {
-                    (None, Some(n)) => out.push((Op::Insert, n.clone())),
-                    (Some(o), Some(n)) if o != n => {
-                        out.push((Op::UpdateDelete, o.clone()));
-                        out.push((Op::UpdateInsert, n.clone()));
-                    }
-                    (Some(o), None) => out.push((Op::Delete, o.clone())),
-                    _ => {}
-                }
-                group.emitted = new;
-                self.write_group(&key, epoch, batch);
-            }
-        }
-        out.extend(self.close_windows(epoch, batch).await?);
-        if out.is_empty() {
-            return Ok(vec![]);
-        }
-        let parser = self.output_converter.parser();
-        let columns = self.output_converter.convert_rows(out.iter().map(|(_, r)| parser.parse(r)))?;
-        let batch = RecordBatch::try_new(self.schema.clone(), columns)?;
-        Ok(vec![StreamChunk::try_new(batch, out.into_iter().map(|(op, _)| op).collect())?])
+        // Read while the groups this epoch flushed are still this operator's to read.
+        let closed = self.closing_groups().await?;
+        // The flushed groups come first in the epoch: the writes below are newer.
+        batch.extend(std::mem::take(&mut self.flushed));
+        self.groups.seal(epoch);
+        let dirty = self.groups.take_dirty();
+        let mut out = self.settle(dirty, Some(epoch), batch)?;
+        out.extend(self.close_windows(closed, epoch, batch)?);
+        self.chunk_of(out)
     }
 
     fn on_watermarks(&mut self, input: &[crate::watermark::Watermark]) -> Result<Vec<crate::watermark::Watermark>> {
@@ -791,6 +715,7 @@ impl Operator for HashAgg {
 
 mod encoding;
 mod fsum;
+mod output;
 mod input;
 mod regr;
 #[cfg(test)]

@@ -11,6 +11,39 @@ fn put_bytes(out: &mut Vec<u8>, b: &[u8]) {
     out.extend_from_slice(b);
 }
 
+/// Heap bytes of a `BTreeMap` node of a multiset (eleven keys and counts, links).
+const BTREE_NODE_BYTES: usize = 400;
+
+/// Bytes an allocator spends on one small allocation beyond its length.
+const ALLOCATION_BYTES: usize = 16;
+
+/// Estimated bytes a group takes in memory, decoded (its cache entry's size).
+pub(super) fn group_bytes(g: &Group) -> usize {
+    let accs: usize = g
+        .accs
+        .iter()
+        .map(|a| match a {
+            Acc::Values(m) if !m.is_empty() => {
+                BTREE_NODE_BYTES * (m.len() / 6 + 1) + m.keys().map(|k| k.capacity() + ALLOCATION_BYTES).sum::<usize>()
+            }
+            Acc::Bits { ones, .. } => ones.capacity() * 8 + ALLOCATION_BYTES,
+            _ => 0,
+        })
+        .sum();
+    std::mem::size_of::<Group>()
+        + g.accs.capacity() * std::mem::size_of::<Acc>()
+        + ALLOCATION_BYTES
+        + g.emitted.as_ref().map_or(0, |e| e.capacity() + ALLOCATION_BYTES)
+        + accs
+}
+
+/// Estimated bytes of a fresh group once its first row is in: [`group_bytes`] with one value
+/// in each multiset and an emitted row of `row_bytes`.
+pub(super) fn fresh_group_bytes(g: &Group, row_bytes: usize) -> usize {
+    let multisets = g.accs.iter().filter(|a| matches!(a, Acc::Values(_))).count();
+    group_bytes(g) + multisets * (BTREE_NODE_BYTES + 2 * ALLOCATION_BYTES) + row_bytes + ALLOCATION_BYTES
+}
+
 pub(super) fn encode_group(g: &Group) -> Vec<u8> {
     let mut out = Vec::with_capacity(64);
     out.extend_from_slice(&g.rows.to_be_bytes());

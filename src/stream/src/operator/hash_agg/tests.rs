@@ -150,6 +150,104 @@ async fn evicted_and_restored_groups_continue_exactly() {
     }
 }
 
+/// Applies output chunks to a view of group → other columns.
+fn apply(view: &mut BTreeMap<String, Vec<String>>, out: Vec<StreamChunk>) -> usize {
+    let mut rows = 0;
+    for c in out {
+        for i in 0..c.len() {
+            let vals: Vec<String> = c.batch.columns().iter().map(|col| arrow::util::display::array_value_to_string(col, i).unwrap()).collect();
+            if c.ops[i].is_insert() {
+                view.insert(vals[0].clone(), vals[1..].to_vec());
+            } else {
+                assert_eq!(view.remove(&vals[0]).as_deref(), Some(&vals[1..]), "a retraction names the row last emitted");
+            }
+            rows += 1;
+        }
+    }
+    rows
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_epoch_larger_than_the_budget_is_flushed_mid_epoch_and_stays_exact() {
+    use eddy_storage::{StateStore, StoreOptions};
+    // Every epoch changes thousands of groups under a one-byte budget: the changed groups are
+    // flushed (output early, state to a run), leave the cache, and are read back by later
+    // chunks of the same epoch and, before their epoch has committed, of the next one.
+    let store = StateStore::open(&StoreOptions { operator_cache_bytes: 1, ..Default::default() }).await.unwrap();
+    let kinds = [(AggKind::CountStar, DataType::Int64), (AggKind::Min, DataType::Int32), (AggKind::Sum, DataType::Int64)];
+    let mut a = agg(&kinds, true);
+    a.restore(None).await.unwrap();
+    let mut live: Vec<(String, i32)> = Vec::new();
+    let mut view: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+    let mut next = move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    };
+    let (mut early_rows, mut fewest_cached) = (0, usize::MAX);
+    let mut committing: Option<tokio::task::JoinHandle<()>> = None;
+    for epoch in 1..=6u64 {
+        for _ in 0..8 {
+            let (mut ops, mut gs, mut vs) = (Vec::new(), Vec::new(), Vec::new());
+            for _ in 0..600 {
+                let r = next();
+                if r % 4 == 0 && !live.is_empty() {
+                    let (g, v) = live.swap_remove((r / 4) as usize % live.len());
+                    ops.push(Op::Delete);
+                    gs.push(g);
+                    vs.push(Some(v));
+                } else {
+                    let (g, v) = (format!("g{}", r % 5000), (r / 5000 % 1000) as i32);
+                    live.push((g.clone(), v));
+                    ops.push(Op::Insert);
+                    gs.push(g);
+                    vs.push(Some(v));
+                }
+            }
+            let g: Vec<&str> = gs.iter().map(String::as_str).collect();
+            let c = chunk(&ops, &g, &vs);
+            a.prefetch(&c, &store).await.unwrap();
+            fewest_cached = fewest_cached.min(a.groups.len());
+            early_rows += apply(&mut view, a.process(c, &mut RowErrors::default()).unwrap());
+        }
+        let mut b = EpochBatch::default();
+        apply(&mut view, a.on_barrier(Epoch(epoch), &mut b, &mut RowErrors::default()).await.unwrap());
+        // The next epoch runs while this one commits.
+        if let Some(h) = committing.take() {
+            h.await.unwrap();
+        }
+        let s = store.clone();
+        committing = Some(tokio::spawn(async move { s.commit(Epoch(epoch), b).await.unwrap() }));
+        let mut expected: BTreeMap<String, (i64, i32, i64)> = BTreeMap::new();
+        for (g, v) in &live {
+            let e = expected.entry(g.clone()).or_insert((0, i32::MAX, 0));
+            *e = (e.0 + 1, e.1.min(*v), e.2 + i64::from(*v));
+        }
+        let expected: BTreeMap<String, Vec<String>> =
+            expected.into_iter().map(|(g, (n, m, s))| (g, vec![n.to_string(), m.to_string(), s.to_string()])).collect();
+        assert_eq!(view, expected, "epoch {epoch}");
+    }
+    committing.unwrap().await.unwrap();
+    assert!(early_rows > 0, "changed groups were flushed before their barrier");
+    assert!(fewest_cached < 2000, "flushed groups left the cache (fewest cached: {fewest_cached})");
+    // What was committed is what was emitted: a restored operator continues from it.
+    let mut b = a;
+    b.groups = StateCache::new(false);
+    let keys: Vec<&str> = view.keys().map(String::as_str).collect();
+    let c = chunk(&vec![Op::Insert; keys.len()], &keys, &vec![Some(-1); keys.len()]);
+    b.prefetch(&c, &store).await.unwrap();
+    b.process(c, &mut RowErrors::default()).unwrap();
+    let mut batch = EpochBatch::default();
+    for c in b.on_barrier(Epoch(7), &mut batch, &mut RowErrors::default()).await.unwrap() {
+        for i in (0..c.len()).filter(|i| c.ops[*i] == Op::UpdateDelete) {
+            let vals: Vec<String> = c.batch.columns().iter().map(|col| arrow::util::display::array_value_to_string(col, i).unwrap()).collect();
+            assert_eq!(view.get(&vals[0]), Some(&vals[1..].to_vec()), "committed state of {}", vals[0]);
+        }
+    }
+}
+
 #[tokio::test]
 async fn a_global_count_of_nothing_is_one_row_with_zero() {
     let mut a = agg(&[(AggKind::CountStar, DataType::Int64), (AggKind::Sum, DataType::Int64)], false);
