@@ -111,6 +111,65 @@ async fn state_on_an_s3_server_survives_sigkill() {
     assert_eq!(n, 10);
 }
 
+/// Issue 11, item 6: state on an S3 server process, with the block cache's disk part, across
+/// restarts with an empty cache directory (a second data directory on the same bucket) and
+/// back on the first one, whose cached blocks are stale by then. A small memory budget makes
+/// operator state leave memory, so the restarted servers read it back through those caches.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn state_on_s3_survives_restarts_on_an_empty_cache_and_a_second_data_directory() {
+    let Some((_s3, port)) = start_s3_server() else { return };
+    create_bucket(port, "eddy-dirs").await;
+    let (dir_a, dir_b) = (temp_dir("s3-cache-a"), temp_dir("s3-cache-b"));
+    let env_on = |dir: &std::path::Path| {
+        let mut env = s3_env(port).to_vec();
+        env.push(("EDDY_CACHE_DIR", dir.display().to_string()));
+        env.push(("EDDY_MEMORY_MB", "32".to_string()));
+        env
+    };
+    let url = "s3://eddy-dirs/state";
+    let check = |c: tokio_postgres::Client, rows: i64| async move {
+        let row = c.query_one("SELECT (SELECT count(*) FROM t), (SELECT sum(n)::BIGINT FROM by_g), (SELECT count(*) FROM per_row)", &[]).await.unwrap();
+        let (a, b, d): (i64, i64, i64) = (row.get(0), row.get(1), row.get(2));
+        assert_eq!((a, b, d), (rows, rows, rows));
+        for v in ["by_g", "per_row"] {
+            crate::support::verify(&c, v).await.unwrap();
+        }
+        c
+    };
+
+    let (p1, addr) = spawn_eddy_env(url, &env_on(&dir_a));
+    let c = connect(addr).await;
+    c.batch_execute(
+        "CREATE TABLE t (id BIGINT PRIMARY KEY, g INT, s TEXT); \
+         CREATE MATERIALIZED VIEW by_g AS SELECT g, count(*) AS n, max(s) AS hi FROM t GROUP BY g; \
+         CREATE MATERIALIZED VIEW per_row AS SELECT id, count(*) AS n, sum(g) AS total FROM t GROUP BY id; \
+         INSERT INTO t SELECT x, x % 100, 'row ' || x FROM generate_series(1, 30000) AS x; \
+         UPDATE t SET g = g + 1 WHERE id % 3 = 0",
+    )
+    .await
+    .unwrap();
+    let c = check(c, 30_000).await;
+    drop(c);
+    drop(p1);
+
+    // A second data directory: nothing cached.
+    let (p2, addr) = spawn_eddy_env(url, &env_on(&dir_b));
+    let c = check(connect(addr).await, 30_000).await;
+    c.batch_execute("INSERT INTO t SELECT x, x % 100, 'row ' || x FROM generate_series(30001, 40000) AS x; DELETE FROM t WHERE id % 10 = 0")
+        .await
+        .unwrap();
+    let c = check(c, 36_000).await;
+    drop(c);
+    drop(p2);
+
+    // Back on the first directory: its cached blocks predate the second server's writes.
+    let (_p3, addr) = spawn_eddy_env(url, &env_on(&dir_a));
+    let c = check(connect(addr).await, 36_000).await;
+    c.batch_execute("INSERT INTO t VALUES (50000, 7, 'late')").await.unwrap();
+    check(c, 36_001).await;
+    let _ = (std::fs::remove_dir_all(dir_a), std::fs::remove_dir_all(dir_b));
+}
+
 /// A view created under another `search_path` keeps reading the same relations after a restart
 /// (its stored query names them with their schemas).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

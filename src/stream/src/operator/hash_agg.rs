@@ -20,6 +20,7 @@ use arrow::array::{Array, ArrayRef, RecordBatch};
 use arrow::datatypes::{DataType, Schema, SchemaRef};
 use arrow::row::{RowConverter, SortField};
 use async_trait::async_trait;
+use futures::{StreamExt, TryStreamExt};
 use datafusion::physical_expr::PhysicalExpr;
 use datafusion::scalar::ScalarValue;
 use eddy_common::codec::make_key;
@@ -33,6 +34,9 @@ use crate::cache::StateCache;
 use {encoding::{decode_group, encode_group, fresh_group_bytes, group_bytes}, fsum::Fsum, input::ArgInput, regr::CoMoments};
 pub use regr::RegrFn;
 use super::Operator;
+
+/// Group states read from the store at once when a chunk misses the cache.
+const LOAD_CONCURRENCY: usize = 16;
 
 /// Which aggregate function.
 #[derive(Debug, Clone, PartialEq)]
@@ -419,12 +423,24 @@ impl HashAgg {
             self.flushed.spill(store).await?;
         }
         let snapshot = store.snapshot();
-        for key in keys {
-            let state_key = make_key(self.table_id, &key);
-            let stored = match self.flushed.lookup(store, &state_key).await? {
-                Some(flushed) => flushed,
-                None => snapshot.get(&state_key).await?,
-            };
+        let (flushed, table_id) = (&self.flushed, self.table_id);
+        // Several reads in flight: a miss waits on the store, not on the CPU.
+        let read = futures::stream::iter(keys)
+            .map(|key| {
+                let snapshot = &snapshot;
+                async move {
+                    let state_key = make_key(table_id, &key);
+                    let stored = match flushed.lookup(store, &state_key).await? {
+                        Some(flushed) => flushed,
+                        None => snapshot.get(&state_key).await?,
+                    };
+                    Ok::<_, eddy_common::EddyError>((key, stored))
+                }
+            })
+            .buffered(LOAD_CONCURRENCY)
+            .try_collect::<Vec<_>>()
+            .await?;
+        for (key, stored) in read {
             let group = stored.map(|v| decode_group(&v)).transpose()?;
             let bytes = group.as_ref().map_or(0, group_bytes);
             self.groups.load(key, group, bytes);
