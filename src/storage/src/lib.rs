@@ -14,6 +14,7 @@
 mod background;
 pub mod batch;
 mod block_cache;
+mod lsm_settings;
 pub mod maintenance;
 pub mod memory;
 pub mod metered;

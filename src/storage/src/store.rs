@@ -60,7 +60,7 @@ use bytes::Bytes;
 use eddy_common::{internal_err, EddyError, Epoch, Result};
 use object_store::ObjectStore;
 use parking_lot::{Mutex, RwLock};
-use slatedb::config::{CloseOptions, Settings};
+use slatedb::config::CloseOptions;
 use slatedb::db_cache::DbCache;
 use slatedb::{BlockCachePolicy, CacheTarget, Db, DbSnapshot, WriteBatch};
 
@@ -71,6 +71,7 @@ pub(crate) use crate::slate::{add_ops, bounded};
 use crate::object_store_url;
 use crate::protocol::{self, CommitRecord};
 use crate::memory::MemoryBudget;
+use crate::lsm_settings::lsm_settings;
 use crate::runs::{self, KeyBounds, Op, RunId, COMMIT_RECORD_KEY, LIVE_RUNS_KEY};
 use crate::scan::{storage_err, ReadSnapshot};
 
@@ -98,7 +99,7 @@ pub struct StoreOptions {
     pub write_buffer_bytes: u64,
     /// Bytes of writes SlateDB may hold before they reach L0 (memtables and the WAL queue;
     /// writers wait beyond it). L0 SSTs and compaction outputs are cut at half of it (outputs
-    /// 8–32 MiB), so SlateDB's write-side memory follows this one figure ([`lsm_settings`]).
+    /// 8–32 MiB), so SlateDB's write-side memory follows this one figure ([`lsm_settings`](crate::lsm_settings::lsm_settings)).
     pub lsm_buffer_bytes: u64,
 }
 
@@ -321,7 +322,7 @@ impl StateStore {
         tuning: &StoreTuning,
         lsm_buffer_bytes: usize,
     ) -> Result<Opened> {
-        let settings = lsm_settings(tuning, lsm_buffer_bytes);
+        let settings = lsm_settings(tuning.object_store_max_retries, lsm_buffer_bytes);
         let build = Db::builder(path.to_string(), object_store.clone())
             .with_settings(settings)
             .with_db_cache(cache.clone(), 1)
@@ -755,53 +756,3 @@ impl crate::runs::RunStore for StateStore {
     }
 }
 
-/// SlateDB's settings for a store whose writes may hold `buffer_bytes` before L0.
-///
-/// Memory: SlateDB's defaults let 512 MiB of writes wait in memtables, cut 64 MiB L0 SSTs,
-/// build four of them at once and compact into outputs of up to 1 GiB, each held in memory
-/// until uploaded. Eddy's epochs are made durable by the commit's own flush, so far smaller
-/// buffers keep the server's memory flat under bulk loads; all of them scale with the one
-/// figure the memory budget gives (see benches/README.md, "SlateDB's buffers").
-fn lsm_settings(tuning: &StoreTuning, buffer_bytes: usize) -> Settings {
-    let buffer_bytes = buffer_bytes.max(4 << 20);
-    Settings {
-        object_store_max_retries: tuning.object_store_max_retries,
-        max_unflushed_bytes: buffer_bytes,
-        // Not smaller: more, smaller L0 SSTs reach `l0_max_ssts` sooner, and then writers wait
-        // for compaction (a quarter halved the COPY's speed; benches/README.md).
-        l0_sst_size_bytes: buffer_bytes / 2,
-        // Twice SlateDB's 8: with 8 MiB L0 SSTs (the default budget), eight of them stalled a
-        // bulk load on compaction (a 5M-row COPY took 44 s instead of 39 s).
-        l0_max_ssts: 16,
-        l0_max_ssts_per_key: 16,
-        // Two L0 SSTs built and uploaded at once (each held whole in memory until its upload
-        // completes); SlateDB's four are meant for slow object stores under large buffers.
-        l0_flush_parallelism: 2,
-        // One compaction at a time, in one piece: each holds SST builders and read-ahead
-        // blocks in memory, and a small machine has few cores to give them. SlateDB's
-        // embedded worker would otherwise run four jobs, each split four ways, each input
-        // SST read 8 MiB ahead, into outputs of up to 1 GiB.
-        //
-        // SlateDB's compaction polls stay at 5 s. Under a bulk load L0 then reaches
-        // `l0_max_ssts` before a job is picked up and writers wait for seconds, but polling at
-        // 250 ms or 1 s merged sorted runs again and again during the load: a 5M-row COPY ran
-        // in 22 s instead of 33 and spent 35-38 CPU-seconds instead of 26-29, at a higher
-        // peak RSS (benches/README.md).
-        compactor_options: Some(slatedb::config::CompactorOptions {
-            max_concurrent_compactions: 1,
-            worker: Some(slatedb::config::CompactionWorkerOptions {
-                max_concurrent_compactions: 1,
-                max_subcompactions: 1,
-                // Each output SST is built whole in memory before its upload.
-                max_sst_size: (buffer_bytes / 2).clamp(8 << 20, 32 << 20),
-                max_fetch_tasks: 2,
-                // Read ahead per input SST and fetch task: a compaction of 16 L0 SSTs at 1 MiB
-                // held 17 MB of reads at a 5M-row COPY's peak.
-                bytes_to_fetch: 256 << 10,
-                ..Default::default()
-            }),
-            ..Default::default()
-        }),
-        ..Settings::default()
-    }
-}

@@ -53,6 +53,57 @@ async fn barrier(a: &mut HashAgg) -> Vec<(Op, Vec<String>)> {
     rows
 }
 
+/// Random inserts and deletes of `(group, value)` rows, and the count/min/sum view they make.
+struct Workload {
+    live: Vec<(String, i32)>,
+    seed: u64,
+}
+
+impl Workload {
+    fn new(seed: u64) -> Self {
+        Self { live: Vec::new(), seed }
+    }
+
+    fn next(&mut self) -> u64 {
+        self.seed ^= self.seed << 13;
+        self.seed ^= self.seed >> 7;
+        self.seed ^= self.seed << 17;
+        self.seed
+    }
+
+    /// `rows` changes: one in `delete_one_in` deletes a live row, the others insert into one of
+    /// `groups` groups a value below `values`.
+    fn chunk(&mut self, rows: usize, delete_one_in: u64, groups: u64, values: u64) -> StreamChunk {
+        let (mut ops, mut gs, mut vs) = (Vec::new(), Vec::new(), Vec::new());
+        for _ in 0..rows {
+            let r = self.next();
+            let (op, (g, v)) = if r.is_multiple_of(delete_one_in) && !self.live.is_empty() {
+                let i = (r / delete_one_in) as usize % self.live.len();
+                (Op::Delete, self.live.swap_remove(i))
+            } else {
+                let row = (format!("g{}", r % groups), (r / groups % values) as i32);
+                self.live.push(row.clone());
+                (Op::Insert, row)
+            };
+            ops.push(op);
+            gs.push(g);
+            vs.push(Some(v));
+        }
+        let g: Vec<&str> = gs.iter().map(String::as_str).collect();
+        chunk(&ops, &g, &vs)
+    }
+
+    /// Group → count, min, sum of the live rows.
+    fn expected(&self) -> BTreeMap<String, Vec<String>> {
+        let mut expected: BTreeMap<String, (i64, i32, i64)> = BTreeMap::new();
+        for (g, v) in &self.live {
+            let e = expected.entry(g.clone()).or_insert((0, i32::MAX, 0));
+            *e = (e.0 + 1, e.1.min(*v), e.2 + i64::from(*v));
+        }
+        expected.into_iter().map(|(g, (n, m, s))| (g, vec![n.to_string(), m.to_string(), s.to_string()])).collect()
+    }
+}
+
 #[tokio::test]
 async fn deleting_the_minimum_exposes_the_next_smallest() {
     let mut a = agg(&[(AggKind::Min, DataType::Int32), (AggKind::Max, DataType::Int32)], true);
@@ -89,35 +140,11 @@ async fn evicted_and_restored_groups_continue_exactly() {
         let kinds = [(AggKind::CountStar, DataType::Int64), (AggKind::Min, DataType::Int32), (AggKind::Sum, DataType::Int64)];
         let mut a = agg(&kinds, true);
         a.restore(None).await.unwrap();
-        let mut live: Vec<(String, i32)> = Vec::new();
+        let mut w = Workload::new(0x2545_f491_4f6c_dd1d);
         let mut view: BTreeMap<String, Vec<String>> = BTreeMap::new();
-        let mut seed = 0x2545_f491_4f6c_dd1du64;
-        let mut next = move || {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed
-        };
         for epoch in 1..=30u64 {
             for _ in 0..4 {
-                let (mut ops, mut gs, mut vs) = (Vec::new(), Vec::new(), Vec::new());
-                for _ in 0..6 {
-                    let r = next();
-                    if r % 3 == 0 && !live.is_empty() {
-                        let (g, v) = live.swap_remove((r / 3) as usize % live.len());
-                        ops.push(Op::Delete);
-                        gs.push(g);
-                        vs.push(Some(v));
-                    } else {
-                        let (g, v) = (format!("g{}", r % 17), (r / 17 % 100) as i32);
-                        live.push((g.clone(), v));
-                        ops.push(Op::Insert);
-                        gs.push(g);
-                        vs.push(Some(v));
-                    }
-                }
-                let g: Vec<&str> = gs.iter().map(String::as_str).collect();
-                let c = chunk(&ops, &g, &vs);
+                let c = w.chunk(6, 3, 17, 100);
                 a.prefetch(&c, &store).await.unwrap();
                 a.process(c, &mut RowErrors::default()).unwrap();
             }
@@ -134,13 +161,7 @@ async fn evicted_and_restored_groups_continue_exactly() {
                 }
             }
             store.commit(Epoch(epoch), b).await.unwrap();
-            let mut expected: BTreeMap<String, (i64, i32, i64)> = BTreeMap::new();
-            for (g, v) in &live {
-                let e = expected.entry(g.clone()).or_insert((0, i32::MAX, 0));
-                *e = (e.0 + 1, e.1.min(*v), e.2 + i64::from(*v));
-            }
-            let expected: BTreeMap<String, Vec<String>> =
-                expected.into_iter().map(|(g, (n, m, s))| (g, vec![n.to_string(), m.to_string(), s.to_string()])).collect();
+            let expected = w.expected();
             assert_eq!(view, expected, "cache {cache_bytes} epoch {epoch}");
             if epoch % 10 == 0 {
                 a = agg(&kinds, true);
@@ -177,37 +198,13 @@ async fn an_epoch_larger_than_the_budget_is_flushed_mid_epoch_and_stays_exact() 
     let kinds = [(AggKind::CountStar, DataType::Int64), (AggKind::Min, DataType::Int32), (AggKind::Sum, DataType::Int64)];
     let mut a = agg(&kinds, true);
     a.restore(None).await.unwrap();
-    let mut live: Vec<(String, i32)> = Vec::new();
+    let mut w = Workload::new(0x9e37_79b9_7f4a_7c15);
     let mut view: BTreeMap<String, Vec<String>> = BTreeMap::new();
-    let mut seed = 0x9e37_79b9_7f4a_7c15u64;
-    let mut next = move || {
-        seed ^= seed << 13;
-        seed ^= seed >> 7;
-        seed ^= seed << 17;
-        seed
-    };
     let (mut early_rows, mut fewest_cached) = (0, usize::MAX);
     let mut committing: Option<tokio::task::JoinHandle<()>> = None;
     for epoch in 1..=6u64 {
         for _ in 0..8 {
-            let (mut ops, mut gs, mut vs) = (Vec::new(), Vec::new(), Vec::new());
-            for _ in 0..600 {
-                let r = next();
-                if r % 4 == 0 && !live.is_empty() {
-                    let (g, v) = live.swap_remove((r / 4) as usize % live.len());
-                    ops.push(Op::Delete);
-                    gs.push(g);
-                    vs.push(Some(v));
-                } else {
-                    let (g, v) = (format!("g{}", r % 5000), (r / 5000 % 1000) as i32);
-                    live.push((g.clone(), v));
-                    ops.push(Op::Insert);
-                    gs.push(g);
-                    vs.push(Some(v));
-                }
-            }
-            let g: Vec<&str> = gs.iter().map(String::as_str).collect();
-            let c = chunk(&ops, &g, &vs);
+            let c = w.chunk(600, 4, 5000, 1000);
             a.prefetch(&c, &store).await.unwrap();
             fewest_cached = fewest_cached.min(a.groups.len());
             early_rows += apply(&mut view, a.process(c, &mut RowErrors::default()).unwrap());
@@ -220,13 +217,7 @@ async fn an_epoch_larger_than_the_budget_is_flushed_mid_epoch_and_stays_exact() 
         }
         let s = store.clone();
         committing = Some(tokio::spawn(async move { s.commit(Epoch(epoch), b).await.unwrap() }));
-        let mut expected: BTreeMap<String, (i64, i32, i64)> = BTreeMap::new();
-        for (g, v) in &live {
-            let e = expected.entry(g.clone()).or_insert((0, i32::MAX, 0));
-            *e = (e.0 + 1, e.1.min(*v), e.2 + i64::from(*v));
-        }
-        let expected: BTreeMap<String, Vec<String>> =
-            expected.into_iter().map(|(g, (n, m, s))| (g, vec![n.to_string(), m.to_string(), s.to_string()])).collect();
+        let expected = w.expected();
         assert_eq!(view, expected, "epoch {epoch}");
     }
     committing.unwrap().await.unwrap();
