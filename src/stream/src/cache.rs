@@ -121,8 +121,11 @@ pub struct StateCache<V> {
     /// The newest sealed epoch some of whose entries left before it committed.
     wait_for: Option<Epoch>,
     /// The budget stayed exceeded although every clean entry that may leave was shed: the
-    /// operator should flush its dirty entries.
+    /// operator should flush its dirty entries (operators that cannot flush ignore it).
     flush: bool,
+    /// Entries were flushed since the last eviction: the next [`StateCache::begin`] sheds
+    /// without waiting for the cache to grow.
+    flushed_since_evict: bool,
 }
 
 impl<V> StateCache<V> {
@@ -145,6 +148,7 @@ impl<V> StateCache<V> {
             open_evicted: false,
             wait_for: None,
             flush: false,
+            flushed_since_evict: false,
         }
     }
 
@@ -158,8 +162,9 @@ impl<V> StateCache<V> {
         }
         let due = self.bytes > self.bytes_after_evict + self.bytes_after_evict / 8 || self.tick >= self.tick_of_evict + 16;
         let over = |b: &Option<Arc<MemoryBudget>>| b.as_ref().is_some_and(|b| b.is_over());
-        let evicted = (due || self.flush) && over(&self.budget);
+        let evicted = (due || self.flushed_since_evict) && over(&self.budget);
         if evicted {
+            self.flushed_since_evict = false;
             self.evict(store.committed_epoch());
             self.bytes_after_evict = self.bytes;
             self.tick_of_evict = self.tick;
@@ -185,6 +190,7 @@ impl<V> StateCache<V> {
     /// read before the snapshot on a miss: the entry may leave from then on.
     pub fn flushed(&mut self, key: &[u8], value_bytes: Option<usize>) {
         FLUSHED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.flushed_since_evict = true;
         let mark = Written::Flushed(self.generation);
         match value_bytes {
             Some(b) => self.mark_written(key, mark, b),
