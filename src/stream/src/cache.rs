@@ -205,15 +205,19 @@ impl<V> StateCache<V> {
         }
         self.sealed.push_back((self.generation, epoch));
         self.generation += 1;
-        self.flush = false;
+    }
+
+    /// Forgets sealed generations whose epoch has committed by `committed`.
+    fn prune_sealed(&mut self, committed: Epoch) {
+        while self.sealed.front().is_some_and(|(_, e)| *e <= committed) {
+            self.sealed.pop_front();
+        }
     }
 
     /// An epoch to wait for before reading a miss from the committed snapshot (see the module
     /// docs), given the last committed one; `None` when the snapshot is current.
     pub fn commit_to_wait_for(&mut self, committed: Epoch) -> Option<Epoch> {
-        while self.sealed.front().is_some_and(|(_, e)| *e <= committed) {
-            self.sealed.pop_front();
-        }
+        self.prune_sealed(committed);
         match self.wait_for {
             Some(e) if e > committed => Some(e),
             _ => {
@@ -387,9 +391,7 @@ impl<V> StateCache<V> {
         if goal == 0 {
             return;
         }
-        while self.sealed.front().is_some_and(|(_, e)| *e <= committed) {
-            self.sealed.pop_front();
-        }
+        self.prune_sealed(committed);
         let mut candidates: Vec<(u64, &Vec<u8>, usize)> = self
             .entries
             .iter()

@@ -16,7 +16,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::sync::Arc;
 
-use arrow::array::{Array, ArrayRef, RecordBatch};
+use arrow::array::{Array, ArrayRef};
 use arrow::datatypes::{DataType, Schema, SchemaRef};
 use arrow::row::{RowConverter, SortField};
 use async_trait::async_trait;
@@ -349,11 +349,10 @@ impl HashAgg {
     /// batch, or with `None` the open epoch's flushed groups.
     fn write_group(&mut self, key: &[u8], epoch: Option<Epoch>, batch: &mut EpochBatch) {
         let state_key = make_key(self.table_id, key);
-        let encoded = match self.groups.get(key) {
-            Some(g) if g.rows > 0 || self.is_global() => Some(encode_group(g)),
-            _ => None,
+        let (encoded, bytes) = match self.groups.get(key) {
+            Some(g) if g.rows > 0 || self.is_global() => (Some(encode_group(g)), Some(group_bytes(g))),
+            _ => (None, None),
         };
-        let bytes = encoded.as_ref().and(self.groups.get(key)).map(group_bytes);
         match (epoch, bytes) {
             (Some(epoch), Some(bytes)) => self.groups.written(key, epoch, bytes),
             (Some(epoch), None) => self.groups.deleted(key, epoch),
@@ -400,13 +399,15 @@ impl HashAgg {
 
     /// Output changes as a chunk.
     fn chunk_of(&self, out: Vec<(Op, Vec<u8>)>) -> Result<Vec<StreamChunk>> {
-        if out.is_empty() {
-            return Ok(vec![]);
-        }
-        let parser = self.output_converter.parser();
-        let columns = self.output_converter.convert_rows(out.iter().map(|(_, r)| parser.parse(r)))?;
-        let batch = RecordBatch::try_new(self.schema.clone(), columns)?;
-        Ok(vec![StreamChunk::try_new(batch, out.into_iter().map(|(op, _)| op).collect())?])
+        super::chunk_of_rows(&self.output_converter, &self.schema, out)
+    }
+
+    /// Caches group `key` as read from the store (`None`: absent).
+    fn load_stored(&mut self, key: Vec<u8>, stored: Option<impl AsRef<[u8]>>) -> Result<()> {
+        let group = stored.map(|v| decode_group(v.as_ref())).transpose()?;
+        let bytes = group.as_ref().map_or(0, group_bytes);
+        self.groups.load(key, group, bytes);
+        Ok(())
     }
 
     /// Loads the states of `keys`, which the cache does not hold: from the groups this epoch
@@ -441,9 +442,7 @@ impl HashAgg {
             .try_collect::<Vec<_>>()
             .await?;
         for (key, stored) in read {
-            let group = stored.map(|v| decode_group(&v)).transpose()?;
-            let bytes = group.as_ref().map_or(0, group_bytes);
-            self.groups.load(key, group, bytes);
+            self.load_stored(key, stored)?;
         }
         Ok(())
     }
@@ -518,9 +517,7 @@ impl HashAgg {
             }
             if self.is_global() {
                 let stored = snapshot.get(&make_key(self.table_id, &[])).await?;
-                let group = stored.map(|v| decode_group(&v)).transpose()?;
-                let bytes = group.as_ref().map_or(0, group_bytes);
-                self.groups.load(Vec::new(), group, bytes);
+                self.load_stored(Vec::new(), stored)?;
             }
         }
         if self.is_global() && self.groups.get(&[]).is_none() {

@@ -43,6 +43,18 @@ pub use project::Project;
 pub use temporal_filter::{TemporalBound, TemporalFilter, TimeBound};
 pub use unnest::{Unnest, UnnestColumn};
 
+/// A chunk of `changes`, each an op and an output row encoded by `rows` (whose columns are
+/// `schema`'s); none when there are no changes.
+pub(crate) fn chunk_of_rows(rows: &arrow::row::RowConverter, schema: &arrow::datatypes::SchemaRef, changes: Vec<(eddy_common::Op, Vec<u8>)>) -> Result<Vec<StreamChunk>> {
+    if changes.is_empty() {
+        return Ok(vec![]);
+    }
+    let parser = rows.parser();
+    let columns = rows.convert_rows(changes.iter().map(|(_, r)| parser.parse(r)))?;
+    let batch = arrow::array::RecordBatch::try_new(schema.clone(), columns)?;
+    Ok(vec![StreamChunk::try_new(batch, changes.into_iter().map(|(op, _)| op).collect())?])
+}
+
 /// One incremental operator.
 #[async_trait]
 pub trait Operator: Send + std::fmt::Display {

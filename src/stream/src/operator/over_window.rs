@@ -242,17 +242,11 @@ impl OverWindow {
 
     /// Output chunk of `(op, encoded output row)`s.
     fn chunk_of(&self, out: Vec<(Op, Vec<u8>)>) -> Result<Vec<StreamChunk>> {
-        if out.is_empty() {
-            return Ok(vec![]);
-        }
         let (conv, schema) = match self.mode {
             WindowMode::TopN { .. } => (&self.rows, &self.input_schema),
             WindowMode::Functions(_) => (&self.output, &self.schema),
         };
-        let parser = conv.parser();
-        let columns = conv.convert_rows(out.iter().map(|(_, r)| parser.parse(r)))?;
-        let batch = RecordBatch::try_new(schema.clone(), columns)?;
-        Ok(vec![StreamChunk::try_new(batch, out.into_iter().map(|(op, _)| op).collect())?])
+        super::chunk_of_rows(conv, schema, out)
     }
 
     /// Recovery: partitions load when first touched.

@@ -276,13 +276,7 @@ impl Operator for TemporalFilter {
             }
             self.recent.insert(k, (epoch, v));
         }
-        if out_rows.is_empty() {
-            return Ok(vec![]);
-        }
-        let parser = self.rows.parser();
-        let columns = self.rows.convert_rows(out_rows.iter().map(|(_, r)| parser.parse(r)))?;
-        let rows = RecordBatch::try_new(self.schema.clone(), columns)?;
-        Ok(vec![StreamChunk::try_new(rows, out_rows.into_iter().map(|(op, _)| op).collect())?])
+        super::chunk_of_rows(&self.rows, &self.schema, out_rows)
     }
 
     fn attach_store(&mut self, store: &Arc<StateStore>) {

@@ -1,6 +1,6 @@
 //! HashAgg: retraction, SQL edge cases, state encoding, and eviction and restore through a state store.
 
-use arrow::array::{Int32Array, StringArray};
+use arrow::array::{Int32Array, RecordBatch, StringArray};
 use arrow::datatypes::Field;
 use datafusion::physical_expr::expressions::Column;
 
