@@ -114,6 +114,37 @@ pub fn watermark_key(table_id: u32) -> Vec<u8> {
     k
 }
 
+/// Prefix of the records of views being created in the background (`SET background_ddl`):
+/// key + view id (u32 BE), value the view's catalog entry and backfill settings. A record
+/// outlives a crash, so recovery resumes the view's backfill; it is deleted in the epoch the
+/// view's catalog entry commits (or when the creation is abandoned).
+pub const CREATING_PREFIX: &[u8] = b"\0\0\0\0creating/";
+
+/// Key of the creation record of view `view_id` (see [`CREATING_PREFIX`]).
+pub fn creating_key(view_id: u32) -> Vec<u8> {
+    let mut k = CREATING_PREFIX.to_vec();
+    k.extend_from_slice(&view_id.to_be_bytes());
+    k
+}
+
+/// Prefix of the backfill positions of view `view_id` (system key space): how far each of
+/// its actors has read each upstream, committed with the state those reads produced.
+pub fn backfill_prefix(view_id: u32) -> Vec<u8> {
+    let mut k = b"\0\0\0\0backfill/".to_vec();
+    k.extend_from_slice(&view_id.to_be_bytes());
+    k
+}
+
+/// Key of the backfill position of input `branch` of actor `shard` of fragment `fragment` of
+/// view `view_id` (a view is re-planned into the same fragments, actors and branches).
+pub fn backfill_key(view_id: u32, fragment: u16, shard: u16, branch: u16) -> Vec<u8> {
+    let mut k = backfill_prefix(view_id);
+    for part in [fragment, shard, branch] {
+        k.extend_from_slice(&part.to_be_bytes());
+    }
+    k
+}
+
 /// Key of the failure record of actor `id`.
 pub fn failure_key(id: u32) -> Vec<u8> {
     let mut k = FAILURES_PREFIX.to_vec();

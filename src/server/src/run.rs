@@ -49,7 +49,7 @@ pub(crate) fn read_only(stmt: &EddyStatement) -> bool {
         | EddyStatement::Fetch(_)
         | EddyStatement::CopySubscribe(..)
         | EddyStatement::Close(_) => true,
-        EddyStatement::Flush | EddyStatement::CreateSource(..) | EddyStatement::DropSource(_) | EddyStatement::CreateSink(_) | EddyStatement::DropSink(_) => false,
+        EddyStatement::Flush | EddyStatement::Wait | EddyStatement::CreateSource(..) | EddyStatement::DropSource(_) | EddyStatement::CreateSink(_) | EddyStatement::DropSink(_) => false,
     }
 }
 

@@ -3,39 +3,28 @@
 //! ("branch"), feeding [`Stage`]s — a stage starts with a join of its two inputs (or just
 //! merges them, for UNION ALL) and continues with a chain — up to the root stage, whose chain
 //! ends in `Materialize`. Stages are numbered children first, so the root is the last one.
-//!
-//! A new view first backfills, in bounded epochs while the rest of the server keeps committing
-//! (RisingWave's scheme): per input it reads the upstream's rows in key order from the snapshot
-//! of the last completed epoch, at most [`Backfill::rows_per_epoch`] per epoch, and remembers the
-//! key it reached. The upstream's changes of the current epoch are held until the epoch's
-//! barrier; then those of rows at or before the position pass (the snapshot gave the row as it
-//! was, the change makes it current) and the others are dropped (a later snapshot, read after
-//! this epoch commits, includes them). After reporting each barrier the actor waits for that
-//! epoch to commit and reads on from its snapshot. Nothing is missed or seen twice: the
-//! subscription takes effect exactly at the first snapshot's barrier, and each later snapshot
-//! is exactly the epoch whose changes the actor last applied (the next one cannot commit
-//! without this actor's report).
 
 use std::collections::BTreeMap;
-use std::ops::Bound;
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::time::Instant;
 
 use eddy_common::codec::{decode_view_error, view_error_key, view_error_shard_prefix, view_errors_prefix};
-use arrow::array::BooleanArray;
-use eddy_common::{internal_err, Epoch, Result, StreamChunk};
-use eddy_storage::{EpochBatch, StateStore, StateTable, TableScan};
+use eddy_common::{internal_err, Result, StreamChunk};
+use eddy_storage::{EpochBatch, StateStore, StateTable};
 use futures::FutureExt;
-use tokio::sync::{mpsc, oneshot, watch};
+use tokio::sync::mpsc;
 
-use crate::barrier::{BarrierManager, Collected};
-use crate::metrics::{now_ms, Node, NodeKind, NodeStats, ViewMetrics};
+use crate::barrier::Collected;
+use crate::metrics::{Node, NodeKind, NodeStats, ViewMetrics};
 use crate::merge::{Aligned, AlignedInputs};
 use crate::message::{ActorId, Barrier, Dispatcher, Message, Target};
 use crate::operator::{BinaryOperator, Operator, RowErrors, Side};
 use crate::watermark::Watermark;
+
+mod backfill;
+pub use backfill::Backfill;
 
 /// Runs an actor's main loop; an error or panic becomes a failure report to the barrier
 /// manager (which drops the actor from the graph and records the failure as `owner`'s)
@@ -68,40 +57,6 @@ pub const OPERATOR_CHUNK_ROWS: usize = 8192;
 /// Upstream rows a backfilling view reads per epoch: bounds the epoch's state changes and
 /// output, so a view over a big table never holds its whole backfill in one epoch.
 pub const BACKFILL_EPOCH_ROWS: usize = 65_536;
-
-/// How a new view loads its initial rows.
-pub struct Backfill {
-    /// The epoch at whose barrier the view subscribed (known once that barrier is cut).
-    pub epoch: oneshot::Receiver<Epoch>,
-    /// The barrier manager: its completed epochs, and early barriers to end a full epoch.
-    pub barrier: Arc<BarrierManager>,
-    /// Told the epoch with which the view's state became complete (dropped if it never does).
-    pub done: oneshot::Sender<Epoch>,
-    /// Upstream rows read per epoch (`SET backfill_epoch_rows`; default [`BACKFILL_EPOCH_ROWS`]).
-    pub rows_per_epoch: usize,
-}
-
-/// Backfill progress of one input.
-#[derive(Default)]
-struct Fill {
-    /// Full key of the last upstream row read (`None`: none yet).
-    pos: Option<Vec<u8>>,
-    /// Every upstream row has been read.
-    done: bool,
-    /// The upstream's changes of the current epoch, held until its barrier.
-    held: Vec<StreamChunk>,
-    /// Open scan of the current snapshot, after `pos`.
-    scan: Option<TableScan>,
-}
-
-/// Waits until `epoch` has completed.
-async fn completed_through(completed: &mut watch::Receiver<Epoch>, epoch: Epoch) -> Result<()> {
-    completed
-        .wait_for(|e| *e >= epoch)
-        .await
-        .map(|_| ())
-        .map_err(|_| internal_err!("barrier manager stopped before epoch {epoch} completed"))
-}
 
 /// One input of a view actor: its channels, its own operators, and the upstream it backfills
 /// from.
@@ -139,12 +94,14 @@ pub struct Placement {
     /// The first actor of its fragment: it alone counts the upstream's failing rows (the
     /// exchange sends their changes to it only) and the backfill's total.
     pub first: bool,
+    /// The fragment's index in its view (with `shard`, names the actor's backfill positions).
+    pub fragment: u16,
 }
 
 impl Placement {
     /// The single actor of view `view`.
     pub fn single(view: u32) -> Self {
-        Self { actor: view, view, shard: 0, vnodes: 0..eddy_common::codec::VNODE_COUNT, last: true, first: true }
+        Self { actor: view, view, shard: 0, vnodes: 0..eddy_common::codec::VNODE_COUNT, last: true, first: true, fragment: 0 }
     }
 }
 
@@ -191,6 +148,8 @@ pub struct ViewActor {
     collector: mpsc::UnboundedSender<Collected>,
     /// Initial load, for a new view.
     backfill: Option<Backfill>,
+    /// Writes of the actor itself (backfill positions) for the next barrier's batch.
+    own_writes: Vec<(Vec<u8>, Vec<u8>)>,
     /// Committed state (the view's failing-row counts are read from it at recovery).
     store: Arc<StateStore>,
     /// Failing input rows counted in the current epoch (here and upstream).
@@ -264,6 +223,7 @@ impl ViewActor {
             outputs: dispatcher,
             collector,
             backfill,
+            own_writes: Vec::new(),
             store,
             errors: RowErrors::default(),
             error_totals: BTreeMap::new(),
@@ -391,6 +351,17 @@ impl ViewActor {
     }
 
     /// Adds the failing-row counts of `relation` (a view; tables have none) at `snapshot`.
+    /// The failing-row counts this actor committed (recovery).
+    async fn restore_error_totals(&mut self, snapshot: &eddy_storage::ReadSnapshot) -> Result<()> {
+        let prefix = view_error_shard_prefix(self.placement.view, self.placement.shard);
+        for (k, v) in snapshot.scan_prefix(&prefix).await? {
+            if let Some((state, message, n)) = decode_view_error(&k, &v) {
+                self.error_totals.insert((state, message), n);
+            }
+        }
+        Ok(())
+    }
+
     async fn inherit_errors(&mut self, relation: u32, snapshot: &eddy_storage::ReadSnapshot) -> Result<()> {
         let prefix = view_errors_prefix(relation);
         for (k, v) in snapshot.scan_prefix(&prefix).await? {
@@ -481,21 +452,15 @@ impl ViewActor {
         Ok(())
     }
 
-    /// The rows of `chunk` (changes of input `b`'s upstream) at or before `pos`, as plain
-    /// inserts and deletes (an update's halves may fall on either side of `pos`).
-    fn upto(&self, b: usize, chunk: StreamChunk, pos: Option<&[u8]>) -> Result<StreamChunk> {
-        let upstream = self.upstreams[b].as_ref().ok_or_else(|| internal_err!("backfill of an exchange input"))?;
-        let keys = upstream.keys_of(&chunk.batch)?;
-        let keep: BooleanArray = keys.iter().map(|k| Some(pos.is_some_and(|p| k.as_slice() <= p))).collect();
-        chunk.filter_plain(&keep)
-    }
-
     /// Ends an epoch: flushes every operator's state into the epoch's batch, reports it and
     /// passes the barrier on. True if the barrier stops this actor.
     async fn barrier(&mut self, barrier: &Barrier) -> Result<bool> {
         let began = Instant::now();
         let watermarks = self.propagate_watermarks()?;
         let mut batch = EpochBatch::default();
+        for (k, v) in self.own_writes.drain(..) {
+            batch.put(k, v);
+        }
         let metrics = self.metrics.clone();
         for b in 0..self.branches.len() {
             for i in 0..self.branches[b].len() {
@@ -542,118 +507,6 @@ impl ViewActor {
         Ok(barrier.stops(self.id))
     }
 
-    /// Loads the view's initial rows in bounded epochs (see the module docs). False if the
-    /// actor was stopped meanwhile.
-    async fn backfill(&mut self, bf: Backfill, inputs: &mut AlignedInputs) -> Result<bool> {
-        let epoch = bf.epoch.await.map_err(|_| internal_err!("view creation was abandoned"))?;
-        let mut completed = bf.barrier.completed();
-        completed_through(&mut completed, epoch).await?;
-        let mut snapshot = self.store.snapshot();
-        let tables: Vec<u32> = self.upstreams.iter().flatten().map(|u| u.table_id()).collect();
-        if self.placement.first {
-            for t in &tables {
-                self.inherit_errors(*t, &snapshot).await?;
-            }
-        }
-        let progress = &self.metrics.backfill;
-        progress.active.store(true, Relaxed);
-        progress.started_ms.compare_exchange(0, now_ms(), Relaxed, Relaxed).ok();
-        if self.placement.first {
-            count_backfill_total(self.metrics.clone(), &snapshot, tables);
-        }
-        // Inputs from another fragment of the view have nothing to backfill.
-        let mut fills: Vec<Fill> = self.upstreams.iter().map(|u| Fill { done: u.is_none(), ..Fill::default() }).collect();
-        // This actor's vnodes of its upstreams.
-        let vnodes = self.placement.vnodes.clone();
-        let mut read = 0usize;
-        let mut snapshot_turn = false;
-        loop {
-            let reading = read < bf.rows_per_epoch && fills.iter().any(|f| !f.done);
-            // Queued input and snapshot reads take turns, so neither starves the other.
-            snapshot_turn = !snapshot_turn;
-            let next = match (reading, snapshot_turn) {
-                (true, true) => None,
-                (true, false) => inputs.next().now_or_never(),
-                (false, _) => Some(inputs.next().await),
-            };
-            let Some(next) = next else {
-                let b = fills.iter().position(|f| !f.done).ok_or_else(|| internal_err!("backfill without an unfinished input"))?;
-                let fill = &mut fills[b];
-                if fill.scan.is_none() {
-                    let upstream = self.upstreams[b].as_ref().ok_or_else(|| internal_err!("backfill of an exchange input"))?;
-                    let (first, end) = eddy_storage::scan::vnode_bounds(upstream.table_id(), &vnodes);
-                    let start = fill.pos.clone().map_or(first, Bound::Excluded);
-                    let batch_rows = bf.rows_per_epoch.min(8192);
-                    fill.scan = Some(upstream.scan_stream_keys_by(&snapshot, start, end, batch_rows).await?);
-                }
-                let scan = fill.scan.as_mut().ok_or_else(|| internal_err!("backfill scan vanished"))?;
-                match scan.next_batch_with_last_key().await? {
-                    Some((batch, last)) => {
-                        fill.pos = Some(last);
-                        read += batch.num_rows();
-                        self.metrics.backfill.rows_done.fetch_add(batch.num_rows() as u64, Relaxed);
-                        self.push(At::Branch(b, 0), vec![StreamChunk::inserts(batch)]).await?;
-                    }
-                    None => {
-                        fill.done = true;
-                        fill.scan = None;
-                    }
-                }
-                if read >= bf.rows_per_epoch || fills.iter().all(|f| f.done) {
-                    bf.barrier.request_barrier();
-                }
-                continue;
-            };
-            // Inputs close only when an upstream failed (see `run_inner`).
-            let Some(item) = next? else { return Err(internal_err!("the relation this view reads failed")) };
-            match item {
-                // Changes pass at once only when they cannot overtake held ones.
-                // A branch may have several input channels (behind an exchange).
-                Aligned::Chunk(i, c) => {
-                    let b = self.input_branch[i];
-                    if fills[b].done && fills[b].held.is_empty() {
-                        self.push(At::Branch(b, 0), vec![c]).await?;
-                    } else {
-                        fills[b].held.push(c);
-                    }
-                }
-                Aligned::Errors(_, d) => self.errors.merge(&d),
-                // Snapshot rows may be behind an input's watermark: windows close only once
-                // the backfill is done (the inputs send their watermark at every barrier).
-                Aligned::Watermark(..) => {}
-                Aligned::Barrier(barrier) => {
-                    for (b, fill) in fills.iter_mut().enumerate() {
-                        for c in std::mem::take(&mut fill.held) {
-                            let c = if fill.done { c } else { self.upto(b, c, fill.pos.as_deref())? };
-                            self.push(At::Branch(b, 0), vec![c]).await?;
-                        }
-                    }
-                    if self.barrier(&barrier).await? {
-                        return Ok(false);
-                    }
-                    if fills.iter().all(|f| f.done) {
-                        let progress = &self.metrics.backfill;
-                        // The view's backfill is done when its last actor's is.
-                        if progress.pending.fetch_sub(1, Relaxed) <= 1 {
-                            progress.ended_ms.store(now_ms(), Relaxed);
-                            progress.done.store(true, Relaxed);
-                            progress.active.store(false, Relaxed);
-                        }
-                        // CREATE waits for this; it may have given up (then the view is dropped).
-                        let _ = bf.done.send(barrier.epoch);
-                        return Ok(true);
-                    }
-                    completed_through(&mut completed, barrier.epoch).await?;
-                    snapshot = self.store.snapshot();
-                    for f in &mut fills {
-                        f.scan = None;
-                    }
-                    read = 0;
-                }
-            }
-        }
-    }
-
     async fn run_inner(&mut self) -> Result<()> {
         let mut inputs = self.inputs.take().ok_or_else(|| internal_err!("view actor started twice"))?;
         if let Some(bf) = self.backfill.take() {
@@ -663,12 +516,7 @@ impl ViewActor {
         } else {
             // Recovery: the counts this actor committed so far.
             let snapshot = self.store.snapshot();
-            let prefix = view_error_shard_prefix(self.placement.view, self.placement.shard);
-            for (k, v) in snapshot.scan_prefix(&prefix).await? {
-                if let Some((state, message, n)) = decode_view_error(&k, &v) {
-                    self.error_totals.insert((state, message), n);
-                }
-            }
+            self.restore_error_totals(&snapshot).await?;
         }
         loop {
             // Inputs close only when the relations they come from stopped without this view
@@ -778,23 +626,3 @@ pub fn fragment_metrics(view: ActorId, actors: &[&ViewActor], links: &[Option<(u
     (Arc::new(metrics), bases)
 }
 
-/// Counts the rows a backfill will read (the upstreams' rows in `snapshot`) in a task of its
-/// own, so the count never delays the load; progress shows the total once it is known.
-fn count_backfill_total(metrics: Arc<ViewMetrics>, snapshot: &eddy_storage::ReadSnapshot, tables: Vec<u32>) {
-    let snapshot = snapshot.clone();
-    tokio::spawn(async move {
-        let mut total = 0u64;
-        for t in tables {
-            let (start, end) = eddy_storage::scan::prefix_bounds(&eddy_common::codec::table_prefix(t));
-            let Ok(mut cursor) = snapshot.scan_batches(start, end, 4096).await else { return };
-            loop {
-                match cursor.next_batch().await {
-                    Ok(Some(batch)) => total += batch.len() as u64,
-                    Ok(None) => break,
-                    Err(_) => return,
-                }
-            }
-        }
-        metrics.backfill.rows_total.fetch_add(total, Relaxed);
-    });
-}

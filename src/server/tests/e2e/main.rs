@@ -9,6 +9,7 @@ mod process;
 mod raw;
 mod support;
 
+mod background_ddl;
 mod backfill;
 mod binary_types;
 mod concurrency;

@@ -6,6 +6,7 @@
 //! engine cannot plan SQL itself (planning sits above it); it asks a [`ViewPlanner`], which the
 //! frontend provides, for each view's operators.
 
+pub mod background;
 pub mod copies;
 pub mod fragments;
 pub mod views;
@@ -145,6 +146,8 @@ pub struct Engine {
     view_actors: Mutex<HashMap<u32, Vec<eddy_stream::ActorId>>>,
     /// Running and recent `COPY ... FROM STDIN` statements.
     pub copies: copies::Copies,
+    /// Views being created in the background.
+    pub creating: background::CreatingViews,
     /// How long this server's statements take and how many fail.
     pub statements: StatementMetrics,
 }
@@ -202,6 +205,7 @@ impl Engine {
             next_actor: std::sync::atomic::AtomicU32::new(views::FIRST_ACTOR_ID),
             view_actors: Mutex::new(HashMap::new()),
             copies: Default::default(),
+            creating: Default::default(),
             statements: Default::default(),
         });
         if !bootstrap.is_empty() {
@@ -283,41 +287,9 @@ impl Engine {
         Ok(())
     }
 
-    /// Deletes state under ids no catalog entry owns — what a CREATE MATERIALIZED VIEW that
-    /// crashed mid-backfill committed — and returns how many ids it cleared. Run at startup
-    /// only, before any session can start a CREATE of its own.
-    async fn sweep_orphans(&self) -> Result<usize> {
-        let owned: std::collections::HashSet<u32> =
-            self.catalog().tables().flat_map(|t| std::iter::once(t.id).chain(t.internal_tables.iter().copied())).collect();
-        let snapshot = self.store.snapshot();
-        let mut batch = EpochBatch::default();
-        let (mut next, mut swept) = (1u32, 0usize);
-        loop {
-            // The first key at or after `next` names the next id that has state.
-            let start = std::ops::Bound::Included(eddy_common::codec::table_prefix(next).to_vec());
-            let mut cursor = snapshot.scan_batches(start, std::ops::Bound::Unbounded, 1).await?;
-            let Some(first) = cursor.next_batch().await? else { break };
-            let Some(id) = first.first().and_then(|(k, _)| k.get(..4)).and_then(|b| b.try_into().ok()).map(u32::from_be_bytes) else {
-                break;
-            };
-            if !owned.contains(&id) {
-                clear_prefix(&self.store, &snapshot, &eddy_common::codec::table_prefix(id), &mut batch).await?;
-                clear_prefix(&self.store, &snapshot, &eddy_common::codec::view_errors_prefix(id), &mut batch).await?;
-                batch.delete(eddy_common::codec::failure_key(id));
-                swept += 1;
-            }
-            let Some(after) = id.checked_add(1) else { break };
-            next = after;
-        }
-        if swept > 0 {
-            self.barrier.commit_writes(batch).await?;
-        }
-        Ok(swept)
-    }
-
     /// Rebuilds the graph after a failed commit: stops every actor, reopens the store (retrying
     /// with backoff while it is unreachable), reloads the catalog and starts the graph again.
-    async fn rebuild(&self) {
+    async fn rebuild(self: &Arc<Self>) {
         tracing::warn!("a commit failed: rebuilding the dataflow graph from the last committed epoch");
         for t in std::mem::take(&mut *self.tasks.lock()) {
             t.abort();
@@ -354,7 +326,7 @@ impl Engine {
 
     /// Starts every table's source actor and every view's actor from committed state, wired to
     /// each other, before the first barrier flows.
-    async fn start_graph(&self, planner: &dyn ViewPlanner) -> Result<()> {
+    async fn start_graph(self: &Arc<Self>, planner: &dyn ViewPlanner) -> Result<()> {
         // No barrier until every actor runs (see `BarrierManager::pause`).
         let _paused = self.barrier.pause();
         let mut relations: Vec<Arc<TableCatalog>> = self.catalog().tables().cloned().collect();
@@ -398,6 +370,8 @@ impl Engine {
             }
             views.push((v.clone(), builds));
         }
+        // Views being created first: nothing reads them.
+        self.resume_creating(planner, &snapshot, &failed, &mut outputs).await?;
         // Downstream views first: each view's actors need the outputs of the views on it.
         for (v, builds) in views.into_iter().rev() {
             let mut started = self.start_view(&v, builds, outputs.remove(&v.id).unwrap_or_default(), None, Some(&snapshot)).await?;

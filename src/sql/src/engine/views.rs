@@ -37,6 +37,15 @@ use crate::catalog::TableCatalog;
 /// ids of subscriptions down from `u32::MAX`).
 pub const FIRST_ACTOR_ID: u32 = 1 << 30;
 
+/// How a view's actors backfill: rows read per epoch, and whether they read on from committed
+/// positions (recovery of a view created in the background) or from the start.
+#[derive(Debug, Clone, Copy)]
+pub struct BackfillStart {
+    pub rows_per_epoch: usize,
+    pub resume: bool,
+    pub record_positions: bool,
+}
+
 /// A new view's backfills: each backfilling actor is told the epoch that subscribed it, and
 /// tells the epoch with which its share of the view became complete.
 pub struct BackfillHandles {
@@ -103,19 +112,19 @@ impl Engine {
         view: &TableCatalog,
         builds: Vec<ViewOperators>,
         outputs: Vec<Target>,
-        rows_per_epoch: Option<usize>,
+        backfill: Option<BackfillStart>,
         restore: Option<&ReadSnapshot>,
     ) -> Result<StartedView> {
         let n = builds.len();
         let name = format!("{}.{}", view.schema, view.name);
-        let mut handles = rows_per_epoch.map(|_| BackfillHandles { epochs: Vec::new(), done: Vec::new() });
+        let mut handles = backfill.map(|_| BackfillHandles { epochs: Vec::new(), done: Vec::new() });
         let mut backfill = || -> Option<Backfill> {
-            let (rows_per_epoch, h) = (rows_per_epoch?, handles.as_mut()?);
+            let (BackfillStart { rows_per_epoch, resume, record_positions }, h) = (backfill?, handles.as_mut()?);
             let (epoch_tx, epoch) = oneshot::channel();
             let (done, done_rx) = oneshot::channel();
             h.epochs.push(epoch_tx);
             h.done.push(done_rx);
-            Some(Backfill { epoch, barrier: self.barrier.clone(), done, rows_per_epoch })
+            Some(Backfill { epoch, barrier: self.barrier.clone(), done, rows_per_epoch, resume, record_positions })
         };
         if n == 1 {
             let ops = builds.into_iter().next().ok_or_else(|| internal_err!("a view without operators"))?;
@@ -219,7 +228,7 @@ impl Engine {
                         j.own_vnodes(vnodes.clone());
                     }
                 }
-                let placement = Placement { actor: ids[f][i], view: view.id, shard: i as u16, vnodes: vnodes.clone(), last: f + 1 == fragments, first: i == 0 };
+                let placement = Placement { actor: ids[f][i], view: view.id, shard: i as u16, vnodes: vnodes.clone(), last: f + 1 == fragments, first: i == 0, fragment: f as u16 };
                 let bf = if reads_upstream { backfill() } else { None };
                 backfills += u64::from(bf.is_some());
                 actors[f].push(ViewActor::new(placement, branches, stages, out, self.barrier.collector(), self.store.clone(), bf));

@@ -269,6 +269,11 @@ impl Session {
             let (schema, name) = resolve_name(self, n)?;
             let existing = self.engine.catalog().table(&schema, &name).cloned();
             let Some(rel) = existing else {
+                if let Some(id) = self.engine.creating.named(&schema, &name).filter(|_| want == RelationKind::MaterializedView) {
+                    // Being created in the background: the DROP cancels it.
+                    self.engine.cancel_creating(id).await?;
+                    continue;
+                }
                 if if_exists {
                     self.notice(&format!("{kind} \"{name}\" does not exist, skipping"));
                     continue;

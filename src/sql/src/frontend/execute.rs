@@ -51,6 +51,7 @@ impl Session {
             }
             EddyStatement::ShowSinks => return Ok(Described { params: vec![], declared: vec![], schema: Some(crate::frontend::sink::show_sinks_schema()) }),
             EddyStatement::Flush
+            | EddyStatement::Wait
             | EddyStatement::CreateSource(..)
             | EddyStatement::DropSource(_)
             | EddyStatement::CreateSink(_)
@@ -126,6 +127,10 @@ impl Session {
             EddyStatement::Flush => {
                 self.engine.barrier.flush().await?;
                 return Ok(command("FLUSH"));
+            }
+            EddyStatement::Wait => {
+                self.engine.creating.wait_all().await;
+                return Ok(command("WAIT"));
             }
             EddyStatement::Verify(name) => {
                 let lines = self.verify_mview(name).await?;

@@ -14,7 +14,6 @@ use arrow::row::{RowConverter, SortField};
 use datafusion::logical_expr::LogicalPlan;
 use datafusion::physical_plan::collect;
 use datafusion::sql::sqlparser::ast::{ObjectName, Query, Statement};
-use eddy_common::codec::table_prefix;
 use eddy_common::error::sqlstate;
 use eddy_common::{internal_err, user_err, Epoch, Result};
 use eddy_storage::{EpochBatch, ReadSnapshot};
@@ -23,7 +22,8 @@ use eddy_stream::{Mutation, Target, BACKFILL_EPOCH_ROWS};
 use tokio::sync::oneshot;
 
 use crate::catalog::{CatalogChange, RelationKind, TableCatalog};
-use crate::engine::{clear_prefix, ViewOperators};
+use crate::engine::views::BackfillStart;
+use crate::engine::ViewOperators;
 use crate::frontend::names::resolve_name;
 use crate::frontend::session::Session;
 use crate::planner::stream_plan::{check_deterministic, plan_view, PlannedView, TableIds};
@@ -121,7 +121,7 @@ impl Session {
         {
             let cat = self.engine.catalog();
             cat.require_schema(&schema)?;
-            if cat.table(&schema, &name).is_some() {
+            if cat.table(&schema, &name).is_some() || self.engine.creating.named(&schema, &name).is_some() {
                 drop(cat);
                 if if_not_exists {
                     self.notice(&format!("relation \"{name}\" already exists, skipping"));
@@ -146,11 +146,6 @@ impl Session {
             // The sink's log, last of its internal tables.
             planned.internal_tables.push(self.engine.allocate_id());
         }
-        // The ids just taken are durable before any state is written under them: a crash
-        // during the backfill must not let a later relation reuse them (and find that state).
-        let mut mark = EpochBatch::default();
-        mark.put(eddy_common::codec::NEXT_ID_KEY.to_vec(), self.engine.catalog().next_id().to_be_bytes().to_vec());
-        self.engine.barrier.commit_writes(mark).await?;
         // A constant input reads no relation.
         let mut dependencies: Vec<u32> = planned.branches.iter().filter(|b| b.constant.is_none()).map(|b| b.upstream.id).chain(direct).collect();
         dependencies.sort_unstable();
@@ -199,7 +194,20 @@ impl Session {
         }
         let view = TableCatalog { parallelism: n as u32, ..view };
         let rows_per_epoch = self.var("backfill_epoch_rows").and_then(|v| v.parse().ok()).unwrap_or(BACKFILL_EPOCH_ROWS);
-        let mut started = self.engine.start_view(&view, builds, vec![], Some(rows_per_epoch), None).await?;
+        let background = view.kind == RelationKind::MaterializedView && self.var("background_ddl").is_some_and(|v| v == "true");
+        // The ids just taken are durable before any state is written under them: a crash
+        // during the backfill must not let a later relation reuse them (and find that state).
+        // A background creation's record commits with them, so a restart resumes it.
+        let mut mark = EpochBatch::default();
+        mark.put(eddy_common::codec::NEXT_ID_KEY.to_vec(), self.engine.catalog().next_id().to_be_bytes().to_vec());
+        if background {
+            let record = crate::engine::background::CreatingRecord { view: view.clone(), rows_per_epoch };
+            let record = serde_json::to_vec(&record).map_err(|e| internal_err!("creation record encode: {e}"))?;
+            mark.put(eddy_common::codec::creating_key(id), record);
+        }
+        self.engine.barrier.commit_writes(mark).await?;
+        let start = BackfillStart { rows_per_epoch, resume: false, record_positions: background };
+        let mut started = self.engine.start_view(&view, builds, vec![], Some(start), None).await?;
         let mut add_outputs: HashMap<u32, Vec<Target>> = HashMap::new();
         for (upstream, o) in std::mem::take(&mut started.upstream_outputs) {
             add_outputs.entry(upstream).or_default().push(o);
@@ -213,6 +221,11 @@ impl Session {
         for tx in handles.epochs {
             // Fails only if the actor already ended; its failure is reported (view_failure below).
             let _ = tx.send(epoch);
+        }
+        if background {
+            // An engine task commits the view when its backfill is done (`WAIT` waits for it).
+            self.engine.complete_in_background(view, actors, handles.done);
+            return Ok(());
         }
         // The view is complete when every actor that backfills is.
         let done_rx = async move {
@@ -255,7 +268,7 @@ impl Session {
                 tracing::warn!("cannot stop the actors of abandoned view {}: {e}", view.name);
             }
             self.engine.forget_view_actors(id);
-            self.discard_view_state(&view).await;
+            self.engine.discard_view_state(&view).await;
             return Err(err);
         }
         let result = self
@@ -292,40 +305,26 @@ impl Session {
         Ok(())
     }
 
-    /// Deletes of all of `rel`'s state: its rows, its operators' tables, its failing-row counts
-    /// and its recorded failure.
-    async fn state_deletes(&self, rel: &TableCatalog) -> Result<EpochBatch> {
-        let snapshot = self.engine.store.snapshot();
-        let store = self.engine.store.clone();
-        let mut batch = EpochBatch::default();
-        clear_prefix(&store, &snapshot, &table_prefix(rel.id), &mut batch).await?;
-        for t in &rel.internal_tables {
-            clear_prefix(&store, &snapshot, &table_prefix(*t), &mut batch).await?;
-        }
-        clear_prefix(&store, &snapshot, &eddy_common::codec::view_errors_prefix(rel.id), &mut batch).await?;
-        batch.delete(eddy_common::codec::failure_key(rel.id));
-        batch.delete(eddy_common::codec::ingest_position_key(rel.id));
-        batch.delete(eddy_common::codec::watermark_key(rel.id));
-        Ok(batch)
-    }
-
-    /// Removes what a view that failed while being created committed (its backfill's earlier
-    /// epochs). Should that fail, the state stays under ids that are never reused.
-    async fn discard_view_state(&mut self, view: &TableCatalog) {
-        let result = async {
-            let batch = self.state_deletes(view).await?;
-            self.engine.barrier.commit_writes(batch).await
-        }
-        .await;
-        if let Err(e) = result {
-            tracing::warn!("state of abandoned materialized view {} was not removed: {e}", view.name);
-        }
-        self.engine.barrier.forget_failure(view.id);
-    }
-
     /// Drops `rel` (a table or view) and, with `cascade`, the views that read it.
     pub(crate) async fn drop_relation(&mut self, rel: Arc<TableCatalog>, cascade: bool) -> Result<()> {
         let dependents = self.engine.catalog().dependents(rel.id);
+        // Views being created in the background that read it are cancelled with CASCADE.
+        let creating = self.engine.creating.reading(rel.id);
+        if !creating.is_empty() {
+            if !cascade {
+                let names: Vec<String> = creating.iter().map(|(_, n)| format!("materialized view {n} (being created)")).collect();
+                return Err(user_err!(
+                    sqlstate::DEPENDENT_OBJECTS_STILL_EXIST,
+                    "cannot drop {} {} because other objects depend on it: {}; use DROP ... CASCADE to drop them too",
+                    rel.kind_name(),
+                    rel.name,
+                    names.join(", ")
+                ));
+            }
+            for (id, _) in creating {
+                self.engine.cancel_creating(id).await?;
+            }
+        }
         if !dependents.is_empty() {
             if !cascade {
                 let names: Vec<String> = dependents.iter().map(|d| format!("{} {}", d.kind_name(), d.name)).collect();
@@ -351,7 +350,7 @@ impl Session {
         self.engine.remove_source(rel.id);
         self.engine.forget_readers(&rel.internal_tables);
         self.engine.forget_view_metrics(rel.id);
-        let batch = self.state_deletes(&rel).await?;
+        let batch = self.engine.state_deletes(&rel).await?;
         self.engine.barrier.forget_failure(rel.id);
         let id = rel.id;
         self.engine

@@ -55,6 +55,11 @@ impl Session {
                             ))
                         }
                     },
+                    "background_ddl" => match value.trim_matches('\'').to_ascii_lowercase().as_str() {
+                        "true" | "on" | "yes" | "1" => "true".to_string(),
+                        "false" | "off" | "no" | "0" => "false".to_string(),
+                        _ => return Err(user_err!(sqlstate::INVALID_PARAMETER_VALUE, "parameter \"background_ddl\" requires a Boolean value")),
+                    },
                     "streaming_parallelism" => match value.trim_matches('\'').parse::<u16>() {
                         Ok(n) if n <= eddy_common::codec::VNODE_COUNT => n.to_string(),
                         _ => {

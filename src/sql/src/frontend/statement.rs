@@ -53,6 +53,8 @@ pub enum EddyStatement {
     Sql(Box<Statement>, String),
     /// `FLUSH`: wait for the next epoch commit.
     Flush,
+    /// `WAIT`: wait until every view being created in the background is (RisingWave's).
+    Wait,
     /// `VERIFY MATERIALIZED VIEW name`.
     Verify(String),
     /// `SHOW MATERIALIZED VIEWS`.
@@ -96,6 +98,10 @@ impl Session {
             let words = piece.words.len();
             if piece.starts_with(&["FLUSH"]) && words == 1 && piece.rest_after(1).is_empty() {
                 out.push(EddyStatement::Flush);
+                continue;
+            }
+            if piece.starts_with(&["WAIT"]) && words == 1 && piece.rest_after(1).is_empty() {
+                out.push(EddyStatement::Wait);
                 continue;
             }
             if piece.starts_with(&["VERIFY", "MATERIALIZED", "VIEW"]) {

@@ -88,6 +88,9 @@ pub fn default_vars(user: &str) -> BTreeMap<String, String> {
         ("barrier_interval", "250ms"),
         // Actors per fragment of a new materialized view; 0: one per core.
         ("streaming_parallelism", "0"),
+        // CREATE MATERIALIZED VIEW returns once the view is subscribed; it is completed (and
+        // resumed after a restart) in the background.
+        ("background_ddl", "false"),
     ] {
         v.insert(k.to_string(), val.to_string());
     }
