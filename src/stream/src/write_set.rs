@@ -181,6 +181,27 @@ impl WriteSet {
         self.batch.is_empty()
     }
 
+    /// The changes, for an owner that writes them in bulk (and reads them back only after a
+    /// [`WriteSet::spill_now`], so no index is kept).
+    pub fn batch_mut(&mut self) -> &mut EpochBatch {
+        &mut self.batch
+    }
+
+    /// Changes not spilled yet.
+    pub fn in_memory_len(&self) -> usize {
+        self.batch.in_memory_len()
+    }
+
+    /// Moves the in-memory changes into the set's run (with a filter over their keys).
+    pub async fn spill_now(&mut self, store: &StateStore) -> Result<()> {
+        self.spill(store).await
+    }
+
+    /// The changes, filters dropped (for an owner that merges them into an epoch's batch).
+    pub fn into_batch(self) -> EpochBatch {
+        self.batch
+    }
+
     /// Indexes the writes made since the last read; call before [`WriteSet::get`].
     pub fn ensure_indexed(&mut self) {
         let ops = self.batch.in_memory_ops();

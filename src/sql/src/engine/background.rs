@@ -198,6 +198,8 @@ impl Engine {
             self.discard_view_state(&view).await;
             return;
         };
+        // Why the catalog refused the view (the commit's own errors leave it to its next start).
+        let mut refused = false;
         let committed = async {
             // Its last positions are in the epoch the backfill ended with.
             self.store.committed_through(epoch).await?;
@@ -207,19 +209,23 @@ impl Engine {
             extra.delete(creating_key(view.id));
             let failure = self.view_failure(&view);
             self.ddl(|cat| {
-                if let Some(e) = failure {
-                    return Err(e);
-                }
-                cat.require_schema(&view.schema)?;
-                if cat.table(&view.schema, &view.name).is_some() {
-                    return Err(internal_err!("a relation named \"{}\" was created meanwhile", view.name));
-                }
-                if view.dependencies.iter().any(|d| cat.by_id(*d).is_none()) {
-                    return Err(internal_err!("a relation it reads was dropped"));
-                }
-                if !self.creating.views.lock().get(&view.id).is_some_and(|c| c.token == token) {
-                    return Err(internal_err!("its creation was cancelled"));
-                }
+                let check = || {
+                    if let Some(e) = failure {
+                        return Err(e);
+                    }
+                    cat.require_schema(&view.schema)?;
+                    if cat.table(&view.schema, &view.name).is_some() {
+                        return Err(internal_err!("a relation named \"{}\" was created meanwhile", view.name));
+                    }
+                    if view.dependencies.iter().any(|d| cat.by_id(*d).is_none()) {
+                        return Err(internal_err!("a relation it reads was dropped"));
+                    }
+                    if self.creating.views.lock().get(&view.id).is_none_or(|c| c.token != token) {
+                        return Err(internal_err!("its creation was cancelled"));
+                    }
+                    Ok(())
+                };
+                check().inspect_err(|_| refused = true)?;
                 Ok((vec![CatalogChange::CreateTable(view.clone())], extra))
             })
             .await
@@ -227,8 +233,8 @@ impl Engine {
         .await;
         match committed {
             Ok(()) => tracing::info!("materialized view {} created in the background", view.name),
-            // Its next start (after the rebuild a failed commit causes) will try again.
-            Err(_) if self.store.is_fenced() || self.barrier.stopping() => return,
+            // A failed commit rebuilds the graph, which starts the view again from its record.
+            Err(e) if !refused => return tracing::warn!("materialized view {} was not committed yet: {e}", view.name),
             Err(e) => {
                 if self.creating.end(view.id, Some(token)).is_none() {
                     return;
@@ -277,10 +283,9 @@ impl Engine {
             let catalog = self.catalog();
             let reason = if failed.contains_key(&id) {
                 Some("its backfill failed".to_string())
-            } else if let Some(d) = view.dependencies.iter().find(|d| catalog.by_id(**d).is_none() || failed.contains_key(d)) {
-                Some(format!("a relation it reads (id {d}) failed or was dropped"))
             } else {
-                None
+                let gone = view.dependencies.iter().find(|d| catalog.by_id(**d).is_none() || failed.contains_key(d));
+                gone.map(|d| format!("a relation it reads (id {d}) failed or was dropped"))
             };
             let builds = match reason {
                 Some(r) => Err(r),

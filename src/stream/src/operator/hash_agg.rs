@@ -31,6 +31,7 @@ use eddy_storage::{EpochBatch, ReadSnapshot, StateStore};
 
 use super::eval::{evaluate, RowErrors};
 use crate::cache::StateCache;
+use crate::write_set::WriteSet;
 use {encoding::{decode_group, encode_group, fresh_group_bytes, group_bytes}, fsum::Fsum, input::ArgInput, regr::CoMoments};
 pub use regr::RegrFn;
 use super::Operator;
@@ -163,8 +164,9 @@ pub struct HashAgg {
     groups: StateCache<Group>,
     /// Groups of the open epoch flushed out of the cache when it outgrew the memory budget
     /// (see [`crate::cache`]): spilled to a run before they may leave, read before the
-    /// snapshot on a miss, and handed to the epoch's batch at the barrier.
-    flushed: EpochBatch,
+    /// snapshot on a miss (only where the run's filter says the key may be: a key never
+    /// flushed costs no run read), and handed to the epoch's batch at the barrier.
+    flushed: WriteSet,
     /// Event-time handling, when the first group column carries a watermark.
     windows: Option<Windows>,
     /// The input only ever inserts: `min`/`max` (and `first_value`/`last_value`) keep just
@@ -290,7 +292,7 @@ impl HashAgg {
             value_converters,
             output_converter,
             groups: StateCache::new(true),
-            flushed: EpochBatch::default(),
+            flushed: WriteSet::default(),
             windows: None,
             append_only: false,
         };
@@ -421,7 +423,7 @@ impl HashAgg {
         }
         // Looked up by key in its run, not by a search of the in-memory ops.
         if self.flushed.in_memory_len() > 0 {
-            self.flushed.spill(store).await?;
+            self.flushed.spill_now(store).await?;
         }
         let snapshot = store.snapshot();
         let (flushed, table_id) = (&self.flushed, self.table_id);
@@ -431,9 +433,10 @@ impl HashAgg {
                 let snapshot = &snapshot;
                 async move {
                     let state_key = make_key(table_id, &key);
-                    let stored = match flushed.lookup(store, &state_key).await? {
+                    // The run is read only where its filter says the key may be.
+                    let stored = match flushed.get(store, &state_key).await? {
                         Some(flushed) => flushed,
-                        None => snapshot.get(&state_key).await?,
+                        None => snapshot.get(&state_key).await?.map(|b| b.to_vec()),
                     };
                     Ok::<_, eddy_common::EddyError>((key, stored))
                 }
@@ -533,7 +536,7 @@ impl Operator for HashAgg {
     async fn prefetch(&mut self, chunk: &StreamChunk, store: &StateStore) -> Result<()> {
         // Groups the last chunk flushed go to a run before they may leave the cache.
         if self.flushed.in_memory_len() > 0 {
-            self.flushed.spill(store).await?;
+            self.flushed.spill_now(store).await?;
         }
         self.groups.begin(store);
         if self.groups.is_complete() {
@@ -660,7 +663,7 @@ impl Operator for HashAgg {
             // The epoch's changed groups outgrew the budget: out of the cache with them.
             let dirty = self.groups.take_dirty();
             let mut flushed = std::mem::take(&mut self.flushed);
-            let out = self.settle(dirty, None, &mut flushed);
+            let out = self.settle(dirty, None, flushed.batch_mut());
             self.flushed = flushed;
             return self.chunk_of(out?);
         }
@@ -671,7 +674,7 @@ impl Operator for HashAgg {
         // Read while the groups this epoch flushed are still this operator's to read.
         let closed = self.closing_groups().await?;
         // The flushed groups come first in the epoch: the writes below are newer.
-        batch.extend(std::mem::take(&mut self.flushed));
+        batch.extend(std::mem::take(&mut self.flushed).into_batch());
         self.groups.seal(epoch);
         let dirty = self.groups.take_dirty();
         let mut out = self.settle(dirty, Some(epoch), batch)?;
