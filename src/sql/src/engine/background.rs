@@ -118,6 +118,16 @@ impl CreatingViews {
     }
 }
 
+/// The epoch a view's state became complete in: the last of its backfilling actors' (an error
+/// if one of them ended without completing).
+pub async fn backfill_done(done: Vec<oneshot::Receiver<Epoch>>) -> std::result::Result<Epoch, oneshot::error::RecvError> {
+    let mut last = Epoch::ZERO;
+    for rx in done {
+        last = last.max(rx.await?);
+    }
+    Ok(last)
+}
+
 impl Engine {
     /// Deletes of all of `rel`'s state: its rows, its operators' tables, its failing-row
     /// counts, its recorded failure, and (a view created in the background) its creation
@@ -169,15 +179,9 @@ impl Engine {
         let token = self.creating.register(&view, actors.clone());
         let engine = Arc::downgrade(self);
         tokio::spawn(async move {
-            let mut last = Ok(Epoch::ZERO);
-            for rx in done {
-                last = match (last, rx.await) {
-                    (Ok(a), Ok(b)) => Ok(a.max(b)),
-                    (Err(e), _) | (_, Err(e)) => Err(e),
-                };
-            }
+            let done = backfill_done(done).await;
             let Some(engine) = engine.upgrade() else { return };
-            engine.finish_creating(view, token, last.ok(), &actors).await;
+            engine.finish_creating(view, token, done.ok(), &actors).await;
         });
     }
 

@@ -15,11 +15,10 @@ use datafusion::logical_expr::LogicalPlan;
 use datafusion::physical_plan::collect;
 use datafusion::sql::sqlparser::ast::{ObjectName, Query, Statement};
 use eddy_common::error::sqlstate;
-use eddy_common::{internal_err, user_err, Epoch, Result};
+use eddy_common::{internal_err, user_err, Result};
 use eddy_storage::{EpochBatch, ReadSnapshot};
 use eddy_stream::operator::Materialize;
 use eddy_stream::{Mutation, Target, BACKFILL_EPOCH_ROWS};
-use tokio::sync::oneshot;
 
 use crate::catalog::{CatalogChange, RelationKind, TableCatalog};
 use crate::engine::views::BackfillStart;
@@ -228,13 +227,7 @@ impl Session {
             return Ok(());
         }
         // The view is complete when every actor that backfills is.
-        let done_rx = async move {
-            let mut last = Epoch::ZERO;
-            for rx in handles.done {
-                last = last.max(rx.await?);
-            }
-            Ok::<Epoch, oneshot::error::RecvError>(last)
-        };
+        let done_rx = crate::engine::background::backfill_done(handles.done);
         // The backfill runs over as many epochs as it needs; the catalog entry commits only
         // after the view's state is complete, so no reader ever sees a partial view.
         let every = self
@@ -263,11 +256,7 @@ impl Session {
                 user_err!(sqlstate::SERIALIZATION_FAILURE, "the backfill of materialized view \"{}\" was interrupted by a server recovery; retry the statement", view.name)
             });
             // The view's other actors (of a parallel view) and its readers still run.
-            let stop = std::iter::once(id).chain(actors.iter().copied()).chain(readers.iter().copied()).collect();
-            if let Err(e) = self.engine.barrier.inject(Mutation { stop, ..Default::default() }, vec![]).await {
-                tracing::warn!("cannot stop the actors of abandoned view {}: {e}", view.name);
-            }
-            self.engine.forget_view_actors(id);
+            self.engine.stop_view_actors(&view, &actors).await;
             self.engine.discard_view_state(&view).await;
             return Err(err);
         }
@@ -284,12 +273,7 @@ impl Session {
             })
             .await;
         if let Err(e) = result {
-            self.engine.forget_view_metrics(id);
-            let stop = std::iter::once(id).chain(actors.iter().copied()).chain(readers.iter().copied()).collect();
-            if let Err(stop) = self.engine.barrier.inject(Mutation { stop, ..Default::default() }, vec![]).await {
-                tracing::warn!("cannot stop the actors of abandoned view {}: {stop}", view.name);
-            }
-            self.engine.forget_view_actors(id);
+            self.engine.stop_view_actors(&view, &actors).await;
             return Err(e);
         }
         if let Some(err) = self.engine.view_failure(&view) {
