@@ -97,10 +97,14 @@ pub(super) fn encode_group(g: &Group) -> Vec<u8> {
                 }
             }
             Acc::CoMoments(CoMoments { n, kx, ky, sx, sy, sxx, syy, sxy }) => {
-                out.push(9);
+                out.push(12);
                 out.extend_from_slice(&n.to_be_bytes());
-                for f in [kx, ky, sx, sy, sxx, syy, sxy] {
+                for f in [kx, ky] {
                     out.extend_from_slice(&f.to_be_bytes());
+                }
+                for s in [sx, sy, sxx, syy, sxy] {
+                    out.extend_from_slice(&s.hi.to_be_bytes());
+                    out.extend_from_slice(&s.lo.to_be_bytes());
                 }
             }
             Acc::SumInterval(s) => {
@@ -200,7 +204,17 @@ pub(super) fn decode_group(b: &[u8]) -> Result<Group> {
             9 => {
                 let n = r.i64()?;
                 let mut f = || -> Result<f64> { Ok(f64::from_be_bytes(r.take(8)?.try_into().map_err(|_| internal_err!("bad f64"))?)) };
-                Acc::CoMoments(CoMoments { n, kx: f()?, ky: f()?, sx: f()?, sy: f()?, sxx: f()?, syy: f()?, sxy: f()? })
+                // Written before the sums were double-doubles.
+                let (kx, ky) = (f()?, f()?);
+                let mut s = || -> Result<Fsum> { Ok(Fsum::new(f()?, 0.0)) };
+                Acc::CoMoments(CoMoments { n, kx, ky, sx: s()?, sy: s()?, sxx: s()?, syy: s()?, sxy: s()? })
+            }
+            12 => {
+                let n = r.i64()?;
+                let mut f = || -> Result<f64> { Ok(f64::from_be_bytes(r.take(8)?.try_into().map_err(|_| internal_err!("bad f64"))?)) };
+                let (kx, ky) = (f()?, f()?);
+                let mut s = || -> Result<Fsum> { Ok(Fsum::new(f()?, f()?)) };
+                Acc::CoMoments(CoMoments { n, kx, ky, sx: s()?, sy: s()?, sxx: s()?, syy: s()?, sxy: s()? })
             }
             7 => {
                 let n = r.i64()?;

@@ -1,13 +1,28 @@
-//! A float sum that survives retraction: Neumaier's compensated summation keeps, next to the
-//! rounded sum, the low-order bits each addition rounded away. Adding a large value and taking
-//! it back again (1e17 among values near 0.1) restores the small values' sum, where a plain
-//! `f64` sum would have lost them for good and left the view off its recomputation.
+//! A float sum that survives retraction: a double-double (`hi + lo`, about 32 significant
+//! digits) whose additions and products keep the bits an `f64` would round away. Adding a
+//! large value and taking it back again (1e17 among values near 0.1) restores the small
+//! values' sum, where a plain `f64` sum would have lost them for good and left the view off its
+//! recomputation; and a variance's sum of squares keeps the exact square of 1e10 - 1, so
+//! retracting that value leaves the small ones' variance (a rounded square left 32768 for 0.5).
 
-/// A compensated sum: the value is `hi + lo`.
+/// A double-double: the value is `hi + lo`.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub(super) struct Fsum {
     pub hi: f64,
     pub lo: f64,
+}
+
+/// `a + b` as a sum and its exact rounding error (Knuth's two-sum).
+fn two_sum(a: f64, b: f64) -> (f64, f64) {
+    let s = a + b;
+    let bb = s - a;
+    (s, (a - (s - bb)) + (b - bb))
+}
+
+/// `a * b` as a product and its exact rounding error (by a fused multiply-add).
+fn two_prod(a: f64, b: f64) -> (f64, f64) {
+    let p = a * b;
+    (p, a.mul_add(b, -p))
 }
 
 impl Fsum {
@@ -15,12 +30,56 @@ impl Fsum {
         Fsum { hi, lo }
     }
 
+    /// `hi + lo` normalised (|lo| at most half an ulp of hi); a non-finite `hi` stays as it is.
+    fn normal(hi: f64, lo: f64) -> Self {
+        let (hi, lo) = two_sum(hi, lo);
+        if hi.is_finite() {
+            Fsum { hi, lo }
+        } else {
+            Fsum { hi, lo: 0.0 }
+        }
+    }
+
+    /// `x - k` exactly (a double-double holds the difference of two doubles).
+    pub fn diff(x: f64, k: f64) -> Self {
+        let (hi, lo) = two_sum(x, -k);
+        Fsum { hi, lo }
+    }
+
     /// Adds `x` (a finite value; callers count NaN and infinities apart).
     pub fn add(&mut self, x: f64) {
-        let t = self.hi + x;
-        // The rounding error of `hi + x` is exact in f64 when computed from the larger operand.
-        self.lo += if self.hi.abs() >= x.abs() { (self.hi - t) + x } else { (x - t) + self.hi };
-        self.hi = t;
+        self.add_dd(Fsum { hi: x, lo: 0.0 });
+    }
+
+    /// Adds `o`.
+    pub fn add_dd(&mut self, o: Fsum) {
+        let (s, e) = two_sum(self.hi, o.hi);
+        *self = Fsum::normal(s, e + self.lo + o.lo);
+    }
+
+    /// `self * o`.
+    pub fn mul(self, o: Fsum) -> Fsum {
+        let (p, e) = two_prod(self.hi, o.hi);
+        Fsum::normal(p, e + (self.hi * o.lo + self.lo * o.hi))
+    }
+
+    /// `self * k`.
+    pub fn scale(self, k: f64) -> Fsum {
+        self.mul(Fsum { hi: k, lo: 0.0 })
+    }
+
+    /// `self / d`.
+    pub fn div(self, d: f64) -> Fsum {
+        let q = self.hi / d;
+        let (p, e) = two_prod(q, d);
+        Fsum::normal(q, ((self.hi - p) - e + self.lo) / d)
+    }
+
+    /// `self - o`.
+    pub fn sub(self, o: Fsum) -> Fsum {
+        let mut r = self;
+        r.add_dd(Fsum { hi: -o.hi, lo: -o.lo });
+        r
     }
 
     pub fn value(&self) -> f64 {
@@ -54,5 +113,20 @@ mod tests {
             s.add(-x);
         }
         assert_eq!(s.value(), before);
+    }
+
+    #[test]
+    fn squares_of_large_values_retract_exactly() {
+        // (x - k)^2 for x = 1, 2 and a first value k = 1e10, then k's row retracted: what is
+        // left is the variance of 1 and 2.
+        let k = 1e10;
+        let (mut sum, mut sumsq) = (Fsum::default(), Fsum::default());
+        for (x, sign) in [(1e10, 1.0), (1.0, 1.0), (2.0, 1.0), (1e10, -1.0)] {
+            let d = Fsum::diff(x, k);
+            sum.add_dd(d.scale(sign));
+            sumsq.add_dd(d.mul(d).scale(sign));
+        }
+        let var = sumsq.sub(sum.mul(sum).div(2.0)).value() / 1.0;
+        assert_eq!(var, 0.5);
     }
 }

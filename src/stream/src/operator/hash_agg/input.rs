@@ -111,9 +111,11 @@ impl ArgInput {
                     if shift.is_nan() || *n == 0 {
                         (*shift, *sum, *sumsq) = (x, Fsum::default(), Fsum::default());
                     }
-                    let d = x - *shift;
-                    sum.add(sign as f64 * d);
-                    sumsq.add(sign as f64 * d * d);
+                    // Exact difference and square (double-double): retracting a value far
+                    // from the others leaves their sums as if it had never been added.
+                    let d = Fsum::diff(x, *shift);
+                    sum.add_dd(d.scale(sign as f64));
+                    sumsq.add_dd(d.mul(d).scale(sign as f64));
                     *n += sign;
                 }
             }

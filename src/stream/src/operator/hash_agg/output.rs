@@ -47,8 +47,10 @@ impl HashAgg {
                 if denominator <= 0 {
                     null()
                 } else {
-                    let (nf, sum, sumsq) = (n as f64, sum.value(), sumsq.value());
-                    let var = ((sumsq - sum * sum / nf) / denominator as f64).max(0.0);
+                    // In double-double: the centred sum of squares is a small difference of
+                    // large sums when the values are far from the group's first one.
+                    let centred = sumsq.sub(sum.mul(sum).div(n as f64)).value();
+                    let var = (centred / denominator as f64).max(0.0);
                     ScalarValue::Float64(Some(if *sqrt { var.sqrt() } else { var }))
                 }
             }

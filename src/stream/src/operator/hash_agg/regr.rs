@@ -2,6 +2,8 @@
 //! retractable sums they are computed from. `corr` and `regr_r2` never reach a view: the
 //! PostgreSQL rewrite (`pg/rewrite.rs`, `regression`) computes them from `regr_sxx/syy/sxy`.
 
+use super::Fsum;
+
 /// Which two-variable statistic (PostgreSQL's names and NULL rules).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RegrFn {
@@ -39,23 +41,24 @@ impl RegrFn {
 
 /// Sums of `x - kx`, `y - ky`, their squares and their product over the rows where both are
 /// non-null, `kx`/`ky` being the first pair since the group was last empty (keeps the
-/// statistics accurate for large values; retraction is exact up to rounding, which stays
-/// small while the values stay near the shift).
+/// statistics accurate for large values). The sums are double-doubles fed exact differences
+/// and products, so retracting a pair far from the others leaves their statistics exact.
 #[derive(Debug, Clone, PartialEq)]
 pub(super) struct CoMoments {
     pub(super) n: i64,
     pub(super) kx: f64,
     pub(super) ky: f64,
-    pub(super) sx: f64,
-    pub(super) sy: f64,
-    pub(super) sxx: f64,
-    pub(super) syy: f64,
-    pub(super) sxy: f64,
+    pub(super) sx: Fsum,
+    pub(super) sy: Fsum,
+    pub(super) sxx: Fsum,
+    pub(super) syy: Fsum,
+    pub(super) sxy: Fsum,
 }
 
 impl CoMoments {
     pub(super) fn new() -> Self {
-        CoMoments { n: 0, kx: f64::NAN, ky: f64::NAN, sx: 0.0, sy: 0.0, sxx: 0.0, syy: 0.0, sxy: 0.0 }
+        let z = Fsum::default();
+        CoMoments { n: 0, kx: f64::NAN, ky: f64::NAN, sx: z, sy: z, sxx: z, syy: z, sxy: z }
     }
 
     /// Adds (`sign` 1) or retracts (-1) the pair.
@@ -64,12 +67,12 @@ impl CoMoments {
             // Start afresh: no rounding residue of retracted rows is carried on.
             *self = CoMoments { kx: x, ky: y, ..CoMoments::new() };
         }
-        let (dx, dy, s) = (x - self.kx, y - self.ky, sign as f64);
-        self.sx += s * dx;
-        self.sy += s * dy;
-        self.sxx += s * dx * dx;
-        self.syy += s * dy * dy;
-        self.sxy += s * dx * dy;
+        let (dx, dy, s) = (Fsum::diff(x, self.kx), Fsum::diff(y, self.ky), sign as f64);
+        self.sx.add_dd(dx.scale(s));
+        self.sy.add_dd(dy.scale(s));
+        self.sxx.add_dd(dx.mul(dx).scale(s));
+        self.syy.add_dd(dy.mul(dy).scale(s));
+        self.sxy.add_dd(dx.mul(dy).scale(s));
         self.n += sign;
     }
 
@@ -81,10 +84,10 @@ impl CoMoments {
         }
         let nf = n as f64;
         // Centred sums of squares and products; rounding may leave a square a hair below 0.
-        let cxx = (sxx - sx * sx / nf).max(0.0);
-        let cyy = (syy - sy * sy / nf).max(0.0);
-        let cxy = sxy - sx * sy / nf;
-        let (avgx, avgy) = (kx + sx / nf, ky + sy / nf);
+        let cxx = sxx.sub(sx.mul(sx).div(nf)).value().max(0.0);
+        let cyy = syy.sub(sy.mul(sy).div(nf)).value().max(0.0);
+        let cxy = sxy.sub(sx.mul(sy).div(nf)).value();
+        let (avgx, avgy) = (kx + sx.div(nf).value(), ky + sy.div(nf).value());
         match f {
             RegrFn::Count => Some(nf),
             RegrFn::AvgX => Some(avgx),
