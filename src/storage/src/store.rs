@@ -590,6 +590,28 @@ impl StateStore {
         }
     }
 
+    /// The entries of `run` whose keys start with `prefix`, in key order, as [`StateStore::run_get`]
+    /// reads one: `None` where the run deletes the key. Lets an actor read back a range of its
+    /// own spilled, uncommitted writes.
+    pub async fn run_scan_prefix(&self, run: RunId, prefix: &[u8]) -> Result<Vec<(Vec<u8>, Option<Bytes>)>> {
+        let (lo, hi) = crate::scan::prefix_bounds(prefix);
+        if self.run_bounds.lock().get(&run).is_some_and(|b| !b.overlaps(&lo, &hi)) {
+            return Ok(Vec::new());
+        }
+        let inc = self.incarnation();
+        let start = runs::run_key(run, prefix);
+        let end = crate::scan::prefix_end(&start);
+        let range = (std::ops::Bound::Included(Bytes::from(start)), end.map_or(std::ops::Bound::Unbounded, |e| std::ops::Bound::Excluded(Bytes::from(e))));
+        let options = slatedb::config::ScanOptions { cache_blocks: false, ..Default::default() };
+        let mut iter = inc.db.scan_with_options(range, &options).await.map_err(storage_err)?;
+        let mut out = Vec::new();
+        while let Some(kv) = iter.next().await.map_err(storage_err)? {
+            let (_, key) = runs::split_run_key(&kv.key).ok_or_else(|| internal_err!("a run scan left its run"))?;
+            out.push((key.to_vec(), runs::decode_run_value(&kv.value)?));
+        }
+        Ok(out)
+    }
+
     /// Commits `batch` as epoch `epoch`: atomically, durably, in epoch order. Returns once the
     /// batch is durable and later snapshots show it. If the store needs recovery (an earlier
     /// commit failed, or SlateDB died in the background), recovers first.

@@ -239,6 +239,21 @@ impl WriteSet {
         Ok(None)
     }
 
+    /// The set's changes to keys starting with `prefix`, in key order (`None`: deleted), the
+    /// newest of each key: its runs' entries, oldest run first, then the in-memory ones.
+    pub async fn scan_prefix(&self, store: &StateStore, prefix: &[u8]) -> Result<Vec<(Vec<u8>, Option<Vec<u8>>)>> {
+        let mut changes: std::collections::BTreeMap<Vec<u8>, Option<Vec<u8>>> = Default::default();
+        for &run in self.batch.runs() {
+            for (k, v) in store.run_scan_prefix(run, prefix).await? {
+                changes.insert(k, v.map(|b| b.to_vec()));
+            }
+        }
+        for (k, v) in self.batch.in_memory_ops().iter().filter(|(k, _)| k.starts_with(prefix)) {
+            changes.insert(k.clone(), v.clone());
+        }
+        Ok(changes.into_iter().collect())
+    }
+
     /// Moves the in-memory changes into the batch's run.
     async fn spill(&mut self, store: &StateStore) -> Result<()> {
         if self.batch.in_memory_len() == 0 {

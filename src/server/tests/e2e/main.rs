@@ -27,6 +27,7 @@ mod hostile;
 mod http;
 mod iceberg;
 mod large_statements;
+mod multisets;
 mod kafka;
 mod nexmark;
 mod parallel;

@@ -587,6 +587,11 @@ fn build<'a>(
                 let table_id = ids.next()?;
                 internal.push(table_id);
                 let mut agg = HashAgg::try_new(table_id, &input_arrow, order.iter().map(|&i| groups[i].clone()).collect(), calls, agg_schema.clone())?;
+                if agg.needs_values_table() {
+                    let values_table = ids.next()?;
+                    internal.push(values_table);
+                    agg = agg.with_values_table(values_table);
+                }
                 if !watermarked.is_empty() {
                     agg = agg.with_windows(eowc, &input_arrow)?;
                 }

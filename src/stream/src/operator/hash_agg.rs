@@ -12,7 +12,7 @@
 //! serialized accumulators plus the group's last emitted row), cached in a bounded
 //! [`StateCache`]: groups are loaded when a chunk touches them and evicted when memory is short.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc;
 
@@ -32,7 +32,7 @@ use eddy_storage::{EpochBatch, ReadSnapshot, StateStore};
 use super::eval::{evaluate, RowErrors};
 use crate::cache::StateCache;
 use crate::write_set::WriteSet;
-use {encoding::{decode_group, encode_group, fresh_group_bytes, group_bytes}, fsum::Fsum, input::ArgInput, regr::CoMoments};
+use {encoding::{decode_group, encode_group, fresh_group_bytes, group_bytes}, fsum::{DdSum, Fsum}, input::ArgInput, multiset::Multiset, regr::CoMoments};
 pub use regr::RegrFn;
 use super::Operator;
 
@@ -111,15 +111,16 @@ enum Acc {
     /// Float sum of the finite values, with NaN and ±Infinity counted apart so that retracting
     /// them is exact (NaN - NaN would be NaN for good).
     SumFloat { sum: Fsum, n: i64, nan: i64, pos_inf: i64, neg_inf: i64 },
-    /// Multiset of encoded values with multiplicities.
-    Values(BTreeMap<Vec<u8>, i64>),
+    /// Multiset of encoded values with multiplicities (stored as a row per value, see
+    /// [`multiset`]).
+    Values(Multiset),
     /// Interval sum: months, days and nanoseconds summed apart, with the non-null count.
     SumInterval(IntervalSums),
     Bools { trues: i64, falses: i64 },
     /// Sums of `x - shift` and of its square over the non-null values, `shift` being the first
     /// value the group saw (keeps the variance accurate for large values; fixed, so retraction
     /// is exact up to rounding).
-    Moments { n: i64, shift: f64, sum: Fsum, sumsq: Fsum },
+    Moments { n: i64, shift: f64, sum: DdSum, sumsq: DdSum },
     /// The same for `(x, y)` pairs.
     CoMoments(CoMoments),
     /// Non-null values, and per bit (of the value as i64) how many have it set: enough to
@@ -146,6 +147,8 @@ pub struct HashAgg {
     vnodes: std::ops::Range<u16>,
     /// State-table id of the group states.
     table_id: u32,
+    /// State-table id of the multisets' values (see [`multiset`]), when a call keeps one.
+    values_table: Option<u32>,
     /// GROUP BY expressions over the input.
     group_exprs: Vec<Arc<dyn PhysicalExpr>>,
     /// Aggregate calls.
@@ -217,7 +220,7 @@ fn initial_acc(kind: &AggKind, arg_type: Option<&DataType>) -> Acc {
             _ => Acc::SumInt { sum: 0, n: 0 },
         },
         AggKind::BoolAnd | AggKind::BoolOr => Acc::Bools { trues: 0, falses: 0 },
-        AggKind::Variance { .. } => Acc::Moments { n: 0, shift: f64::NAN, sum: Fsum::default(), sumsq: Fsum::default() },
+        AggKind::Variance { .. } => Acc::Moments { n: 0, shift: f64::NAN, sum: DdSum::default(), sumsq: DdSum::default() },
         AggKind::Regr(_) => Acc::CoMoments(CoMoments::new()),
         AggKind::Bit(_) => Acc::Bits { n: 0, ones: vec![0; 64] },
         AggKind::SumDistinct { .. }
@@ -228,8 +231,16 @@ fn initial_acc(kind: &AggKind, arg_type: Option<&DataType>) -> Acc {
         | AggKind::ArrayAgg { .. }
         | AggKind::Percentile { .. }
         | AggKind::FirstValue
-        | AggKind::LastValue => Acc::Values(BTreeMap::new()),
+        | AggKind::LastValue => Acc::Values(Multiset::default()),
     }
+}
+
+/// A group's multiset rows as read (key, count), with the length of their group prefix.
+type ValueRows = Option<(usize, std::collections::BTreeMap<Vec<u8>, Vec<u8>>)>;
+
+/// The committed multiset rows under a group's `prefix`.
+async fn stored_values(snapshot: &ReadSnapshot, prefix: &[u8]) -> Result<std::collections::BTreeMap<Vec<u8>, Vec<u8>>> {
+    Ok(snapshot.scan_prefix_cached(prefix).await?.into_iter().map(|(k, v)| (k.to_vec(), v.to_vec())).collect())
 }
 
 impl HashAgg {
@@ -284,6 +295,7 @@ impl HashAgg {
             router: Arc::new(router),
             vnodes: 0..eddy_common::codec::VNODE_COUNT,
             table_id,
+            values_table: None,
             key_converter,
             group_exprs,
             calls,
@@ -298,6 +310,18 @@ impl HashAgg {
         };
         agg.groups.set_fresh_value_bytes(agg.fresh_bytes());
         Ok(agg)
+    }
+
+    /// True when a call keeps a multiset, whose values need a state table of their own
+    /// ([`HashAgg::with_values_table`]).
+    pub fn needs_values_table(&self) -> bool {
+        self.new_group().accs.iter().any(|a| matches!(a, Acc::Values(_)))
+    }
+
+    /// The state table of the multisets' values.
+    pub fn with_values_table(mut self, table_id: u32) -> Self {
+        self.values_table = Some(table_id);
+        self
     }
 
     /// For an input that never retracts (append-only tables and sources, through stateless
@@ -349,8 +373,30 @@ impl HashAgg {
 
     /// Writes group `key`'s state into `batch` (deleting it once it has no rows): `epoch`'s
     /// batch, or with `None` the open epoch's flushed groups.
-    fn write_group(&mut self, key: &[u8], epoch: Option<Epoch>, batch: &mut EpochBatch) {
+    fn write_group(&mut self, key: &[u8], epoch: Option<Epoch>, batch: &mut EpochBatch) -> Result<()> {
         let state_key = make_key(self.table_id, key);
+        // The values whose counts changed (a group with no rows left has none).
+        if let Some(g) = self.groups.get_mut(key) {
+            let mut prefix = None;
+            for (call, acc) in g.accs.iter_mut().enumerate() {
+                let Acc::Values(m) = acc else { continue };
+                for (value, count) in m.take_changes() {
+                    let prefix = match &prefix {
+                        Some(p) => p,
+                        None => {
+                            let table = self.values_table.ok_or_else(|| internal_err!("an aggregation's multiset without its state table"))?;
+                            prefix.insert(multiset::group_prefix(table, key))
+                        }
+                    };
+                    let row = multiset::value_key(prefix, call, &value);
+                    if count == 0 {
+                        batch.delete(row);
+                    } else {
+                        batch.put(row, count.to_be_bytes().to_vec());
+                    }
+                }
+            }
+        }
         let (encoded, bytes) = match self.groups.get(key) {
             Some(g) if g.rows > 0 || self.is_global() => (Some(encode_group(g)), Some(group_bytes(g))),
             _ => (None, None),
@@ -364,6 +410,7 @@ impl HashAgg {
             Some(e) => batch.put(state_key, e),
             None => batch.delete(state_key),
         }
+        Ok(())
     }
 
     /// Writes the changed groups `keys` into `batch` (see [`HashAgg::write_group`]) and returns
@@ -374,7 +421,7 @@ impl HashAgg {
         let mut out: Vec<(Op, Vec<u8>)> = Vec::new();
         if self.windows.as_ref().is_some_and(|w| w.eowc) {
             for key in &keys {
-                self.write_group(key, epoch, batch);
+                self.write_group(key, epoch, batch)?;
             }
             return Ok(out);
         }
@@ -394,7 +441,7 @@ impl HashAgg {
                 _ => {}
             }
             group.emitted = new;
-            self.write_group(&key, epoch, batch);
+            self.write_group(&key, epoch, batch)?;
         }
         Ok(out)
     }
@@ -404,9 +451,24 @@ impl HashAgg {
         super::chunk_of_rows(&self.output_converter, &self.schema, out)
     }
 
-    /// Caches group `key` as read from the store (`None`: absent).
-    fn load_stored(&mut self, key: Vec<u8>, stored: Option<impl AsRef<[u8]>>) -> Result<()> {
-        let group = stored.map(|v| decode_group(v.as_ref())).transpose()?;
+    /// Caches group `key` as read from the store (`None`: absent), with its multisets' value
+    /// rows (see [`multiset`]).
+    fn load_stored(&mut self, key: Vec<u8>, stored: Option<impl AsRef<[u8]>>, values: ValueRows) -> Result<()> {
+        let mut group = stored.map(|v| decode_group(v.as_ref())).transpose()?;
+        if let (Some(g), Some((prefix_len, rows))) = (group.as_mut(), values) {
+            let mut maps: Vec<std::collections::BTreeMap<Vec<u8>, i64>> = vec![Default::default(); g.accs.len()];
+            for (k, v) in &rows {
+                let (call, value, count) = multiset::parse_row(prefix_len, k, v)?;
+                maps.get_mut(call).ok_or_else(|| internal_err!("a multiset row of no call"))?.insert(value.to_vec(), count);
+            }
+            for (acc, map) in g.accs.iter_mut().zip(maps) {
+                match acc {
+                    Acc::Values(m) => *m = Multiset::loaded(map),
+                    _ if map.is_empty() => {}
+                    _ => return Err(internal_err!("multiset rows of a call without one")),
+                }
+            }
+        }
         let bytes = group.as_ref().map_or(0, group_bytes);
         self.groups.load(key, group, bytes);
         Ok(())
@@ -426,7 +488,7 @@ impl HashAgg {
             self.flushed.spill_now(store).await?;
         }
         let snapshot = store.snapshot();
-        let (flushed, table_id) = (&self.flushed, self.table_id);
+        let (flushed, table_id, values_table) = (&self.flushed, self.table_id, self.values_table);
         // Several reads in flight: a miss waits on the store, not on the CPU.
         let read = futures::stream::iter(keys)
             .map(|key| {
@@ -434,18 +496,33 @@ impl HashAgg {
                 async move {
                     let state_key = make_key(table_id, &key);
                     // The run is read only where its filter says the key may be.
-                    let stored = match flushed.get(store, &state_key).await? {
-                        Some(flushed) => flushed,
-                        None => snapshot.get(&state_key).await?.map(|b| b.to_vec()),
+                    let (stored, was_flushed) = match flushed.get(store, &state_key).await? {
+                        Some(flushed) => (flushed, true),
+                        None => (snapshot.get(&state_key).await?.map(|b| b.to_vec()), false),
                     };
-                    Ok::<_, eddy_common::EddyError>((key, stored))
+                    let mut values = None;
+                    if let (Some(_), Some(table)) = (&stored, values_table) {
+                        let prefix = multiset::group_prefix(table, &key);
+                        let mut rows = stored_values(snapshot, &prefix).await?;
+                        // Flushed this epoch: so were its changed values.
+                        if was_flushed {
+                            for (k, v) in flushed.scan_prefix(store, &prefix).await? {
+                                match v {
+                                    Some(v) => rows.insert(k, v),
+                                    None => rows.remove(&k),
+                                };
+                            }
+                        }
+                        values = Some((prefix.len(), rows));
+                    }
+                    Ok::<_, eddy_common::EddyError>((key, stored, values))
                 }
             })
             .buffered(LOAD_CONCURRENCY)
             .try_collect::<Vec<_>>()
             .await?;
-        for (key, stored) in read {
-            self.load_stored(key, stored)?;
+        for (key, stored, values) in read {
+            self.load_stored(key, stored, values)?;
         }
         Ok(())
     }
@@ -484,6 +561,16 @@ impl HashAgg {
         let eowc = self.windows.as_ref().is_some_and(|w| w.eowc);
         let rows = if eowc { self.output_rows(&closed.iter().collect::<Vec<_>>())? } else { vec![] };
         for key in &closed {
+            if let (Some(g), Some(table)) = (self.groups.get_mut(key), self.values_table) {
+                let prefix = multiset::group_prefix(table, key);
+                for (call, acc) in g.accs.iter_mut().enumerate() {
+                    if let Acc::Values(m) = acc {
+                        for value in m.take_all() {
+                            batch.delete(multiset::value_key(&prefix, call, &value));
+                        }
+                    }
+                }
+            }
             self.groups.deleted(key, epoch);
             batch.delete(make_key(self.table_id, key));
         }
@@ -520,7 +607,12 @@ impl HashAgg {
             }
             if self.is_global() {
                 let stored = snapshot.get(&make_key(self.table_id, &[])).await?;
-                self.load_stored(Vec::new(), stored)?;
+                let mut values = None;
+                if let (Some(_), Some(table)) = (&stored, self.values_table) {
+                    let prefix = multiset::group_prefix(table, &[]);
+                    values = Some((prefix.len(), stored_values(snapshot, &prefix).await?));
+                }
+                self.load_stored(Vec::new(), stored, values)?;
             }
         }
         if self.is_global() && self.groups.get(&[]).is_none() {
@@ -648,13 +740,7 @@ impl Operator for HashAgg {
                 if mask.as_ref().is_none_or(|m| m[row]) {
                     input.apply(acc, row, sign)?;
                     if let (Some(smallest), Acc::Values(m)) = (keep, &mut *acc) {
-                        while m.len() > 1 {
-                            if *smallest {
-                                m.pop_last();
-                            } else {
-                                m.pop_first();
-                            }
-                        }
+                        m.keep_one(*smallest);
                     }
                 }
             }
@@ -731,6 +817,7 @@ impl Operator for HashAgg {
 
 mod encoding;
 mod fsum;
+mod multiset;
 mod output;
 mod input;
 mod regr;

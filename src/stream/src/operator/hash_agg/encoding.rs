@@ -4,7 +4,13 @@ use std::collections::BTreeMap;
 
 use eddy_common::{internal_err, Result};
 
-use super::{Acc, CoMoments, Fsum, Group};
+use super::{Acc, CoMoments, DdSum, Fsum, Group, Multiset};
+
+fn put_dd_sum(out: &mut Vec<u8>, s: &DdSum) {
+    for f in [s.main.hi, s.main.lo, s.err] {
+        out.extend_from_slice(&f.to_be_bytes());
+    }
+}
 
 fn put_bytes(out: &mut Vec<u8>, b: &[u8]) {
     out.extend_from_slice(&(b.len() as u32).to_be_bytes());
@@ -74,19 +80,14 @@ pub(super) fn encode_group(g: &Group) -> Vec<u8> {
                     out.extend_from_slice(&c.to_be_bytes());
                 }
             }
-            Acc::Values(m) => {
-                out.push(3);
-                out.extend_from_slice(&(m.len() as u32).to_be_bytes());
-                for (k, c) in m {
-                    put_bytes(&mut out, k);
-                    out.extend_from_slice(&c.to_be_bytes());
-                }
-            }
+            // The values are rows of their own (see `multiset`).
+            Acc::Values(_) => out.push(13),
             Acc::Moments { n, shift, sum, sumsq } => {
-                out.push(11);
+                out.push(14);
                 out.extend_from_slice(&n.to_be_bytes());
-                for f in [shift, &sum.hi, &sum.lo, &sumsq.hi, &sumsq.lo] {
-                    out.extend_from_slice(&f.to_be_bytes());
+                out.extend_from_slice(&shift.to_be_bytes());
+                for s in [sum, sumsq] {
+                    put_dd_sum(&mut out, s);
                 }
             }
             Acc::Bits { n, ones } => {
@@ -103,8 +104,7 @@ pub(super) fn encode_group(g: &Group) -> Vec<u8> {
                     out.extend_from_slice(&f.to_be_bytes());
                 }
                 for s in [sx, sy, sxx, syy, sxy] {
-                    out.extend_from_slice(&s.hi.to_be_bytes());
-                    out.extend_from_slice(&s.lo.to_be_bytes());
+                    put_dd_sum(&mut out, s);
                 }
             }
             Acc::SumInterval(s) => {
@@ -175,12 +175,23 @@ pub(super) fn decode_group(b: &[u8]) -> Result<Group> {
             6 => {
                 let n = r.i64()?;
                 let mut f = || -> Result<f64> { Ok(f64::from_be_bytes(r.take(8)?.try_into().map_err(|_| internal_err!("bad f64"))?)) };
-                Acc::Moments { n, shift: f()?, sum: Fsum::new(f()?, 0.0), sumsq: Fsum::new(f()?, 0.0) }
+                let shift = f()?;
+                let mut s = || -> Result<DdSum> { Ok(DdSum { main: Fsum::new(f()?, 0.0), err: 0.0 }) };
+                Acc::Moments { n, shift, sum: s()?, sumsq: s()? }
             }
             11 => {
                 let n = r.i64()?;
                 let mut f = || -> Result<f64> { Ok(f64::from_be_bytes(r.take(8)?.try_into().map_err(|_| internal_err!("bad f64"))?)) };
-                Acc::Moments { n, shift: f()?, sum: Fsum::new(f()?, f()?), sumsq: Fsum::new(f()?, f()?) }
+                let shift = f()?;
+                let mut s = || -> Result<DdSum> { Ok(DdSum { main: Fsum::new(f()?, f()?), err: 0.0 }) };
+                Acc::Moments { n, shift, sum: s()?, sumsq: s()? }
+            }
+            14 => {
+                let n = r.i64()?;
+                let mut f = || -> Result<f64> { Ok(f64::from_be_bytes(r.take(8)?.try_into().map_err(|_| internal_err!("bad f64"))?)) };
+                let shift = f()?;
+                let mut s = || -> Result<DdSum> { Ok(DdSum { main: Fsum::new(f()?, f()?), err: f()? }) };
+                Acc::Moments { n, shift, sum: s()?, sumsq: s()? }
             }
             5 => {
                 let sum = f64::from_be_bytes(r.take(8)?.try_into().map_err(|_| internal_err!("bad f64"))?);
@@ -191,6 +202,8 @@ pub(super) fn decode_group(b: &[u8]) -> Result<Group> {
                 let sum = Fsum::new(f()?, f()?);
                 Acc::SumFloat { sum, n: r.i64()?, nan: r.i64()?, pos_inf: r.i64()?, neg_inf: r.i64()? }
             }
+            // Written when a multiset was stored inline: its values are written as rows at the
+            // group's next write.
             3 => {
                 let m = r.u32()?;
                 let mut map = BTreeMap::new();
@@ -198,22 +211,24 @@ pub(super) fn decode_group(b: &[u8]) -> Result<Group> {
                     let k = r.bytes()?;
                     map.insert(k, r.i64()?);
                 }
-                Acc::Values(map)
+                Acc::Values(Multiset::unwritten(map))
             }
+            // Filled from the group's value rows by the loader.
+            13 => Acc::Values(Multiset::default()),
             4 => Acc::Bools { trues: r.i64()?, falses: r.i64()? },
             9 => {
                 let n = r.i64()?;
                 let mut f = || -> Result<f64> { Ok(f64::from_be_bytes(r.take(8)?.try_into().map_err(|_| internal_err!("bad f64"))?)) };
                 // Written before the sums were double-doubles.
                 let (kx, ky) = (f()?, f()?);
-                let mut s = || -> Result<Fsum> { Ok(Fsum::new(f()?, 0.0)) };
+                let mut s = || -> Result<DdSum> { Ok(DdSum { main: Fsum::new(f()?, 0.0), err: 0.0 }) };
                 Acc::CoMoments(CoMoments { n, kx, ky, sx: s()?, sy: s()?, sxx: s()?, syy: s()?, sxy: s()? })
             }
             12 => {
                 let n = r.i64()?;
                 let mut f = || -> Result<f64> { Ok(f64::from_be_bytes(r.take(8)?.try_into().map_err(|_| internal_err!("bad f64"))?)) };
                 let (kx, ky) = (f()?, f()?);
-                let mut s = || -> Result<Fsum> { Ok(Fsum::new(f()?, f()?)) };
+                let mut s = || -> Result<DdSum> { Ok(DdSum { main: Fsum::new(f()?, f()?), err: f()? }) };
                 Acc::CoMoments(CoMoments { n, kx, ky, sx: s()?, sy: s()?, sxx: s()?, syy: s()?, sxy: s()? })
             }
             7 => {

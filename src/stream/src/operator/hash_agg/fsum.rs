@@ -1,11 +1,14 @@
-//! A float sum that survives retraction: a double-double (`hi + lo`, about 32 significant
-//! digits) whose additions and products keep the bits an `f64` would round away. Adding a
-//! large value and taking it back again (1e17 among values near 0.1) restores the small
-//! values' sum, where a plain `f64` sum would have lost them for good and left the view off its
-//! recomputation; and a variance's sum of squares keeps the exact square of 1e10 - 1, so
-//! retracting that value leaves the small ones' variance (a rounded square left 32768 for 0.5).
+//! Float sums that survive retraction. [`Fsum`] is Neumaier's compensated summation: next to
+//! the rounded sum it keeps the low-order bits each addition rounded away, so adding a large
+//! value and taking it back again (1e17 among values near 0.1) restores the small values' sum,
+//! where a plain `f64` sum would have lost them for good and left the view off its
+//! recomputation. [`DdSum`] sums double-doubles (exact differences and squares, which a
+//! variance needs): their high parts go through an `Fsum` and their low parts (rounding errors,
+//! far smaller) into a sum of their own, so the square of 1e10 - 1 is kept whole (a rounded
+//! square left a variance of 32768 for 0.5 once the 1e10 row was retracted) and a huge value
+//! retracted still leaves the small ones.
 
-/// A double-double: the value is `hi + lo`.
+/// A compensated sum (`hi + lo`); also a double-double value in products and quotients.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub(super) struct Fsum {
     pub hi: f64,
@@ -48,11 +51,13 @@ impl Fsum {
 
     /// Adds `x` (a finite value; callers count NaN and infinities apart).
     pub fn add(&mut self, x: f64) {
-        self.add_dd(Fsum { hi: x, lo: 0.0 });
+        let (s, e) = two_sum(self.hi, x);
+        self.hi = s;
+        self.lo += e;
     }
 
-    /// Adds `o`.
-    pub fn add_dd(&mut self, o: Fsum) {
+    /// Adds `o` as a double-double (normalised: for values, not running sums).
+    fn add_dd(&mut self, o: Fsum) {
         let (s, e) = two_sum(self.hi, o.hi);
         *self = Fsum::normal(s, e + self.lo + o.lo);
     }
@@ -61,11 +66,6 @@ impl Fsum {
     pub fn mul(self, o: Fsum) -> Fsum {
         let (p, e) = two_prod(self.hi, o.hi);
         Fsum::normal(p, e + (self.hi * o.lo + self.lo * o.hi))
-    }
-
-    /// `self * k`.
-    pub fn scale(self, k: f64) -> Fsum {
-        self.mul(Fsum { hi: k, lo: 0.0 })
     }
 
     /// `self / d`.
@@ -87,9 +87,30 @@ impl Fsum {
     }
 }
 
+/// A running sum of double-doubles (see the module's note): `main` sums their high parts,
+/// `err` their low parts.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub(super) struct DdSum {
+    pub main: Fsum,
+    pub err: f64,
+}
+
+impl DdSum {
+    /// Adds `x` times `sign` (1 or -1).
+    pub fn add(&mut self, x: Fsum, sign: f64) {
+        self.main.add(sign * x.hi);
+        self.err += sign * x.lo;
+    }
+
+    /// The sum as a double-double.
+    pub fn total(&self) -> Fsum {
+        Fsum::normal(self.main.hi, self.main.lo + self.err)
+    }
+}
+
 #[cfg(test)]
 mod tests {
-    use super::Fsum;
+    use super::{DdSum, Fsum};
 
     #[test]
     fn a_large_value_added_and_retracted_leaves_the_small_ones() {
@@ -120,13 +141,20 @@ mod tests {
         // (x - k)^2 for x = 1, 2 and a first value k = 1e10, then k's row retracted: what is
         // left is the variance of 1 and 2.
         let k = 1e10;
-        let (mut sum, mut sumsq) = (Fsum::default(), Fsum::default());
+        let (mut sum, mut sumsq) = (DdSum::default(), DdSum::default());
         for (x, sign) in [(1e10, 1.0), (1.0, 1.0), (2.0, 1.0), (1e10, -1.0)] {
             let d = Fsum::diff(x, k);
-            sum.add_dd(d.scale(sign));
-            sumsq.add_dd(d.mul(d).scale(sign));
+            sum.add(d, sign);
+            sumsq.add(d.mul(d), sign);
         }
-        let var = sumsq.sub(sum.mul(sum).div(2.0)).value() / 1.0;
-        assert_eq!(var, 0.5);
+        let (sum, sumsq) = (sum.total(), sumsq.total());
+        assert_eq!(sumsq.sub(sum.mul(sum).div(2.0)).value(), 0.5);
+        // A huge value added and retracted leaves the small ones' sum of squares.
+        let (k, mut sumsq) = (0.1, DdSum::default());
+        for (x, sign) in [(0.1, 1.0), (0.2, 1.0), (0.3, 1.0), (1e17, 1.0), (1e17, -1.0)] {
+            let d = Fsum::diff(x, k);
+            sumsq.add(d.mul(d), sign);
+        }
+        assert!((sumsq.total().value() - 0.05).abs() < 1e-15, "{:?}", sumsq);
     }
 }

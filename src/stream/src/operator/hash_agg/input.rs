@@ -8,7 +8,7 @@ use datafusion::scalar::ScalarValue;
 use eddy_common::error::sqlstate;
 use eddy_common::{internal_err, user_err, Result};
 
-use super::{Acc, AggKind, Fsum};
+use super::{Acc, AggKind, DdSum, Fsum};
 
 /// One call's argument for one chunk, decoded for fast per-row accumulation.
 pub(super) enum ArgInput {
@@ -109,13 +109,13 @@ impl ArgInput {
                 if a.is_valid(row) {
                     let x = a.value(row);
                     if shift.is_nan() || *n == 0 {
-                        (*shift, *sum, *sumsq) = (x, Fsum::default(), Fsum::default());
+                        (*shift, *sum, *sumsq) = (x, DdSum::default(), DdSum::default());
                     }
                     // Exact difference and square (double-double): retracting a value far
                     // from the others leaves their sums as if it had never been added.
                     let d = Fsum::diff(x, *shift);
-                    sum.add_dd(d.scale(sign as f64));
-                    sumsq.add_dd(d.mul(d).scale(sign as f64));
+                    sum.add(d, sign as f64);
+                    sumsq.add(d.mul(d), sign as f64);
                     *n += sign;
                 }
             }
@@ -151,31 +151,14 @@ impl ArgInput {
             }
             (ArgInput::Encoded(rows, a), Acc::Values(m)) => {
                 if a.is_valid(row) {
-                    let k = rows.row(row);
-                    let k = k.as_ref();
-                    match m.get_mut(k) {
-                        Some(c) => {
-                            *c += sign;
-                            if *c == 0 {
-                                m.remove(k);
-                            }
-                        }
-                        None => {
-                            m.insert(k.to_vec(), sign);
-                        }
-                    }
+                    m.add(rows.row(row).as_ref(), sign);
                 }
             }
             (ArgInput::Ordered(rows, skip_nulls), Acc::Values(m)) => {
                 if skip_nulls.as_ref().is_some_and(|x| x.is_null(row)) {
                     return Ok(());
                 }
-                let k = rows.row(row);
-                let e = m.entry(k.as_ref().to_vec()).or_insert(0);
-                *e += sign;
-                if *e == 0 {
-                    m.remove(k.as_ref());
-                }
+                m.add(rows.row(row).as_ref(), sign);
             }
             (ArgInput::Encoded(_, a), Acc::Count(c)) => {
                 if a.is_valid(row) {

@@ -49,6 +49,7 @@ impl HashAgg {
                 } else {
                     // In double-double: the centred sum of squares is a small difference of
                     // large sums when the values are far from the group's first one.
+                    let (sum, sumsq) = (sum.total(), sumsq.total());
                     let centred = sumsq.sub(sum.mul(sum).div(n as f64)).value();
                     let var = (centred / denominator as f64).max(0.0);
                     ScalarValue::Float64(Some(if *sqrt { var.sqrt() } else { var }))

@@ -2,7 +2,7 @@
 //! retractable sums they are computed from. `corr` and `regr_r2` never reach a view: the
 //! PostgreSQL rewrite (`pg/rewrite.rs`, `regression`) computes them from `regr_sxx/syy/sxy`.
 
-use super::Fsum;
+use super::{DdSum, Fsum};
 
 /// Which two-variable statistic (PostgreSQL's names and NULL rules).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -48,16 +48,16 @@ pub(super) struct CoMoments {
     pub(super) n: i64,
     pub(super) kx: f64,
     pub(super) ky: f64,
-    pub(super) sx: Fsum,
-    pub(super) sy: Fsum,
-    pub(super) sxx: Fsum,
-    pub(super) syy: Fsum,
-    pub(super) sxy: Fsum,
+    pub(super) sx: DdSum,
+    pub(super) sy: DdSum,
+    pub(super) sxx: DdSum,
+    pub(super) syy: DdSum,
+    pub(super) sxy: DdSum,
 }
 
 impl CoMoments {
     pub(super) fn new() -> Self {
-        let z = Fsum::default();
+        let z = DdSum::default();
         CoMoments { n: 0, kx: f64::NAN, ky: f64::NAN, sx: z, sy: z, sxx: z, syy: z, sxy: z }
     }
 
@@ -68,17 +68,18 @@ impl CoMoments {
             *self = CoMoments { kx: x, ky: y, ..CoMoments::new() };
         }
         let (dx, dy, s) = (Fsum::diff(x, self.kx), Fsum::diff(y, self.ky), sign as f64);
-        self.sx.add_dd(dx.scale(s));
-        self.sy.add_dd(dy.scale(s));
-        self.sxx.add_dd(dx.mul(dx).scale(s));
-        self.syy.add_dd(dy.mul(dy).scale(s));
-        self.sxy.add_dd(dx.mul(dy).scale(s));
+        self.sx.add(dx, s);
+        self.sy.add(dy, s);
+        self.sxx.add(dx.mul(dx), s);
+        self.syy.add(dy.mul(dy), s);
+        self.sxy.add(dx.mul(dy), s);
         self.n += sign;
     }
 
     /// Statistic `f`; `None` where SQL says NULL.
     pub(super) fn value(&self, f: RegrFn) -> Option<f64> {
-        let CoMoments { n, kx, ky, sx, sy, sxx, syy, sxy } = *self;
+        let CoMoments { n, kx, ky, .. } = *self;
+        let [sx, sy, sxx, syy, sxy] = [self.sx, self.sy, self.sxx, self.syy, self.sxy].map(|s| s.total());
         if n <= 0 {
             return None;
         }

@@ -1,5 +1,7 @@
 //! HashAgg: retraction, SQL edge cases, state encoding, and eviction and restore through a state store.
 
+use std::collections::BTreeMap;
+
 use arrow::array::{Int32Array, RecordBatch, StringArray};
 use arrow::datatypes::Field;
 use datafusion::physical_expr::expressions::Column;
@@ -32,7 +34,7 @@ fn agg(kinds: &[(AggKind, DataType)], grouped: bool) -> HashAgg {
             AggCall { kind: k.clone(), arg: (*k != AggKind::CountStar).then(|| Arc::new(Column::new("v", 1)) as _), output: t.clone(), filter: None, order_by: vec![] }
         })
         .collect();
-    HashAgg::try_new(100, &input, groups, calls, Arc::new(Schema::new(fields))).unwrap()
+    HashAgg::try_new(100, &input, groups, calls, Arc::new(Schema::new(fields))).unwrap().with_values_table(101)
 }
 
 async fn barrier(a: &mut HashAgg) -> Vec<(Op, Vec<String>)> {
@@ -268,8 +270,9 @@ fn group_state_survives_encoding() {
             Acc::Count(3),
             Acc::SumInt { sum: -5, n: 2 },
             Acc::SumFloat { sum: Fsum::new(1.5, 1e-17), n: 3, nan: 1, pos_inf: 1, neg_inf: 0 },
-            Acc::Moments { n: 2, shift: 7.0, sum: Fsum::new(-1.5, 0.0), sumsq: Fsum::new(4.25, -2e-16) },
-            Acc::Values(BTreeMap::from([(vec![1, 2], 2)])),
+            Acc::Moments { n: 2, shift: 7.0, sum: DdSum { main: Fsum::new(-1.5, 0.0), err: 1e-20 }, sumsq: DdSum { main: Fsum::new(4.25, -2e-16), err: 0.0 } },
+            // Its values are rows of their own (read back by the loader).
+            Acc::Values(Multiset::default()),
             Acc::Bools { trues: 1, falses: 0 },
             Acc::CoMoments({
                 let mut m = CoMoments::new();
