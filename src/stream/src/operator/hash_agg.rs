@@ -32,7 +32,7 @@ use eddy_storage::{EpochBatch, ReadSnapshot, StateStore};
 use super::eval::{evaluate, RowErrors};
 use crate::cache::StateCache;
 use crate::write_set::WriteSet;
-use {encoding::{decode_group, encode_group, fresh_group_bytes, group_bytes}, fsum::{DdSum, Fsum}, input::ArgInput, multiset::Multiset, regr::CoMoments};
+use {encoding::{decode_group, encode_group, fresh_group_bytes, group_bytes}, fsum::{DdSum, Fsum}, input::ArgInput, multiset::{Multiset, ValueRows}, regr::CoMoments};
 pub use regr::RegrFn;
 use super::Operator;
 
@@ -235,14 +235,6 @@ fn initial_acc(kind: &AggKind, arg_type: Option<&DataType>) -> Acc {
     }
 }
 
-/// A group's multiset rows as read (key, count), with the length of their group prefix.
-type ValueRows = Option<(usize, std::collections::BTreeMap<Vec<u8>, Vec<u8>>)>;
-
-/// The committed multiset rows under a group's `prefix`.
-async fn stored_values(snapshot: &ReadSnapshot, prefix: &[u8]) -> Result<std::collections::BTreeMap<Vec<u8>, Vec<u8>>> {
-    Ok(snapshot.scan_prefix_cached(prefix).await?.into_iter().map(|(k, v)| (k.to_vec(), v.to_vec())).collect())
-}
-
 impl HashAgg {
     /// An aggregation over `input_schema` producing `schema` (group columns, then one column per call).
     pub fn try_new(
@@ -377,25 +369,7 @@ impl HashAgg {
         let state_key = make_key(self.table_id, key);
         // The values whose counts changed (a group with no rows left has none).
         if let Some(g) = self.groups.get_mut(key) {
-            let mut prefix = None;
-            for (call, acc) in g.accs.iter_mut().enumerate() {
-                let Acc::Values(m) = acc else { continue };
-                for (value, count) in m.take_changes() {
-                    let prefix = match &prefix {
-                        Some(p) => p,
-                        None => {
-                            let table = self.values_table.ok_or_else(|| internal_err!("an aggregation's multiset without its state table"))?;
-                            prefix.insert(multiset::group_prefix(table, key))
-                        }
-                    };
-                    let row = multiset::value_key(prefix, call, &value);
-                    if count == 0 {
-                        batch.delete(row);
-                    } else {
-                        batch.put(row, count.to_be_bytes().to_vec());
-                    }
-                }
-            }
+            multiset::write_changes(&mut g.accs, self.values_table, key, batch)?;
         }
         let (encoded, bytes) = match self.groups.get(key) {
             Some(g) if g.rows > 0 || self.is_global() => (Some(encode_group(g)), Some(group_bytes(g))),
@@ -456,18 +430,7 @@ impl HashAgg {
     fn load_stored(&mut self, key: Vec<u8>, stored: Option<impl AsRef<[u8]>>, values: ValueRows) -> Result<()> {
         let mut group = stored.map(|v| decode_group(v.as_ref())).transpose()?;
         if let (Some(g), Some((prefix_len, rows))) = (group.as_mut(), values) {
-            let mut maps: Vec<std::collections::BTreeMap<Vec<u8>, i64>> = vec![Default::default(); g.accs.len()];
-            for (k, v) in &rows {
-                let (call, value, count) = multiset::parse_row(prefix_len, k, v)?;
-                maps.get_mut(call).ok_or_else(|| internal_err!("a multiset row of no call"))?.insert(value.to_vec(), count);
-            }
-            for (acc, map) in g.accs.iter_mut().zip(maps) {
-                match acc {
-                    Acc::Values(m) => *m = Multiset::loaded(map),
-                    _ if map.is_empty() => {}
-                    _ => return Err(internal_err!("multiset rows of a call without one")),
-                }
-            }
+            multiset::fill(&mut g.accs, prefix_len, &rows)?;
         }
         let bytes = group.as_ref().map_or(0, group_bytes);
         self.groups.load(key, group, bytes);
@@ -503,7 +466,7 @@ impl HashAgg {
                     let mut values = None;
                     if let (Some(_), Some(table)) = (&stored, values_table) {
                         let prefix = multiset::group_prefix(table, &key);
-                        let mut rows = stored_values(snapshot, &prefix).await?;
+                        let mut rows = multiset::stored_values(snapshot, &prefix).await?;
                         // Flushed this epoch: so were its changed values.
                         if was_flushed {
                             for (k, v) in flushed.scan_prefix(store, &prefix).await? {
@@ -562,14 +525,7 @@ impl HashAgg {
         let rows = if eowc { self.output_rows(&closed.iter().collect::<Vec<_>>())? } else { vec![] };
         for key in &closed {
             if let (Some(g), Some(table)) = (self.groups.get_mut(key), self.values_table) {
-                let prefix = multiset::group_prefix(table, key);
-                for (call, acc) in g.accs.iter_mut().enumerate() {
-                    if let Acc::Values(m) = acc {
-                        for value in m.take_all() {
-                            batch.delete(multiset::value_key(&prefix, call, &value));
-                        }
-                    }
-                }
+                multiset::delete_all(&mut g.accs, table, key, batch);
             }
             self.groups.deleted(key, epoch);
             batch.delete(make_key(self.table_id, key));
@@ -610,7 +566,7 @@ impl HashAgg {
                 let mut values = None;
                 if let (Some(_), Some(table)) = (&stored, self.values_table) {
                     let prefix = multiset::group_prefix(table, &[]);
-                    values = Some((prefix.len(), stored_values(snapshot, &prefix).await?));
+                    values = Some((prefix.len(), multiset::stored_values(snapshot, &prefix).await?));
                 }
                 self.load_stored(Vec::new(), stored, values)?;
             }

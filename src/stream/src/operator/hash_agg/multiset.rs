@@ -13,6 +13,9 @@ use std::ops::Deref;
 
 use eddy_common::codec::{table_prefix, vnode_of, KEY_PREFIX_LEN};
 use eddy_common::{internal_err, Result};
+use eddy_storage::{EpochBatch, ReadSnapshot};
+
+use super::Acc;
 
 /// Values with their multiplicities, and which of them changed since the group was last written.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -112,6 +115,64 @@ pub(super) fn parse_row<'a>(prefix_len: usize, key: &'a [u8], count: &[u8]) -> R
     let call = usize::from(u16::from_be_bytes([rest[0], rest[1]]));
     let count = i64::from_be_bytes(count.try_into().map_err(|_| internal_err!("bad multiset count"))?);
     Ok((call, &rest[2..], count))
+}
+
+/// A group's multiset rows as read (key, count), with the length of their group prefix.
+pub(super) type ValueRows = Option<(usize, BTreeMap<Vec<u8>, Vec<u8>>)>;
+
+/// The committed multiset rows under a group's `prefix`.
+pub(super) async fn stored_values(snapshot: &ReadSnapshot, prefix: &[u8]) -> Result<BTreeMap<Vec<u8>, Vec<u8>>> {
+    Ok(snapshot.scan_prefix_cached(prefix).await?.into_iter().map(|(k, v)| (k.to_vec(), v.to_vec())).collect())
+}
+
+/// Fills a loaded group's multisets from its `rows` (keys under a prefix of `prefix_len`).
+pub(super) fn fill(accs: &mut [Acc], prefix_len: usize, rows: &BTreeMap<Vec<u8>, Vec<u8>>) -> Result<()> {
+    let mut maps: Vec<BTreeMap<Vec<u8>, i64>> = vec![BTreeMap::new(); accs.len()];
+    for (k, v) in rows {
+        let (call, value, count) = parse_row(prefix_len, k, v)?;
+        maps.get_mut(call).ok_or_else(|| internal_err!("a multiset row of no call"))?.insert(value.to_vec(), count);
+    }
+    for (acc, map) in accs.iter_mut().zip(maps) {
+        match acc {
+            Acc::Values(m) => *m = Multiset::loaded(map),
+            _ if map.is_empty() => {}
+            _ => return Err(internal_err!("multiset rows of a call without one")),
+        }
+    }
+    Ok(())
+}
+
+/// Writes the rows of the values whose counts changed in group `group`'s multisets.
+pub(super) fn write_changes(accs: &mut [Acc], table: Option<u32>, group: &[u8], batch: &mut EpochBatch) -> Result<()> {
+    let mut prefix = None;
+    for (call, acc) in accs.iter_mut().enumerate() {
+        let Acc::Values(m) = acc else { continue };
+        for (value, count) in m.take_changes() {
+            let prefix = match &prefix {
+                Some(p) => p,
+                None => prefix.insert(group_prefix(table.ok_or_else(|| internal_err!("an aggregation's multiset without its state table"))?, group)),
+            };
+            let row = value_key(prefix, call, &value);
+            if count == 0 {
+                batch.delete(row);
+            } else {
+                batch.put(row, count.to_be_bytes().to_vec());
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Deletes every row of group `group`'s multisets (a group dropped whole, e.g. a closed window).
+pub(super) fn delete_all(accs: &mut [Acc], table: u32, group: &[u8], batch: &mut EpochBatch) {
+    let prefix = group_prefix(table, group);
+    for (call, acc) in accs.iter_mut().enumerate() {
+        if let Acc::Values(m) = acc {
+            for value in m.take_all() {
+                batch.delete(value_key(&prefix, call, &value));
+            }
+        }
+    }
 }
 
 #[cfg(test)]
