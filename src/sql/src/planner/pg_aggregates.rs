@@ -63,11 +63,41 @@ impl AnalyzerRule for PgAggregates {
                 changed_below |= t.transformed;
                 Ok(t)
             }
-            other if changed_below => Ok(Transformed::yes(other.recompute_schema()?)),
+            other if changed_below => {
+                let t = divide_numerics(other.recompute_schema()?)?;
+                Ok(Transformed::yes(if t.transformed { t.data.recompute_schema()? } else { t.data }))
+            }
             other => Ok(Transformed::no(other)),
         })
         .map(|t| t.data)
     }
+}
+
+/// Divisions above a rewritten aggregation that now have a numeric operand (`sum(bigint) / 3`,
+/// `avg(x) / 3`) divide as PostgreSQL divides numerics ([`super::numeric_div`]): the plan pass
+/// that rewrites numeric divisions ran before the aggregates became numeric, and DataFusion's
+/// own decimal division kept 4 decimals (0.6666 for 0.66666666666666666667).
+fn divide_numerics(node: LogicalPlan) -> DfResult<Transformed<LogicalPlan>> {
+    use datafusion::common::tree_node::TreeNode;
+    use datafusion::logical_expr::{BinaryExpr, Operator};
+    let schema = match &node {
+        LogicalPlan::Projection(p) => p.input.schema().clone(),
+        LogicalPlan::Filter(f) => f.input.schema().clone(),
+        _ => return Ok(Transformed::no(node)),
+    };
+    let decimal = |e: &Expr| matches!(e.get_type(&schema), Ok(DataType::Decimal128(..)));
+    let integer = |e: &Expr| e.get_type(&schema).is_ok_and(|t| t.is_integer());
+    let divide = super::numeric_div::numeric_div_udf();
+    super::names::map_expressions_keeping_names(node, |e| {
+        e.transform_up(|e| match e {
+            Expr::BinaryExpr(BinaryExpr { left, op: Operator::Divide, right })
+                if (decimal(&left) && (decimal(&right) || integer(&right))) || (integer(&left) && decimal(&right)) =>
+            {
+                Ok(Transformed::yes(divide.call(vec![*left, *right])))
+            }
+            e => Ok(Transformed::no(e)),
+        })
+    })
 }
 
 /// What a call becomes.
