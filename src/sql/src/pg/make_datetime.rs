@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use arrow::array::{Array, ArrayRef, AsArray, BooleanArray, Date32Array, IntervalMonthDayNanoArray, Time64MicrosecondArray, TimestampMicrosecondArray};
 use arrow::datatypes::{DataType, Float64Type, Int64Type, IntervalMonthDayNano, IntervalUnit, TimeUnit};
-use chrono::{NaiveDate, TimeZone};
+use chrono::NaiveDate;
 use datafusion::error::Result as DfResult;
 use datafusion::logical_expr::{Signature, TypeSignature, Volatility};
 use datafusion::prelude::SessionContext;
@@ -152,10 +152,8 @@ fn make_timestamptz(a: &[ArrayRef], n: usize) -> DfResult<ArrayRef> {
             let name = zones.value(i);
             let zone = arrow::array::timezone::Tz::from_str(&pg_offset(name))
                 .map_err(|_| user_error(sqlstate::INVALID_PARAMETER_VALUE, format!("time zone \"{name}\" not recognized")))?;
-            let naive = chrono::DateTime::from_timestamp_micros(us).map(|t| t.naive_utc());
-            let instant = naive.and_then(|t| zone.from_local_datetime(&t).earliest());
-            instant
-                .map(|t| Some(t.timestamp_micros()))
+            super::time_zones::wall_time_instant(us, &zone)
+                .map(Some)
                 .ok_or_else(|| user_error(sqlstate::DATETIME_FIELD_OVERFLOW, "timestamp out of range".into()))
         })
         .collect::<DfResult<Vec<_>>>()?;

@@ -35,6 +35,25 @@ fn wall_time(micros: i64, zone: &Tz) -> Option<i64> {
     Some(zone.from_utc_datetime(&instant.naive_utc()).naive_local().and_utc().timestamp_micros())
 }
 
+/// The instant (microseconds) of wall time `micros` in `zone`, as PostgreSQL resolves one a
+/// clock change skips or repeats: a skipped time is read with the offset before the change,
+/// a repeated one with the offset after it (standard time, for daylight saving time), so
+/// `2024-03-10 02:30` in New York is 07:30 UTC and `2024-11-03 01:30` is 06:30 UTC.
+pub(crate) fn wall_time_instant(micros: i64, zone: &Tz) -> Option<i64> {
+    let wall = DateTime::from_timestamp_micros(micros)?.naive_utc();
+    let instant = match zone.from_local_datetime(&wall) {
+        chrono::LocalResult::Single(t) => t,
+        chrono::LocalResult::Ambiguous(_, later) => later,
+        chrono::LocalResult::None => {
+            // In a gap: the offset in force a little before it (gaps are at most hours).
+            let before = wall.checked_sub_signed(chrono::TimeDelta::hours(3))?;
+            let offset = zone.offset_from_local_datetime(&before).earliest()?;
+            return Some((wall - chrono::TimeDelta::seconds(i64::from(chrono::Offset::fix(&offset).local_minus_utc()))).and_utc().timestamp_micros());
+        }
+    };
+    Some(instant.timestamp_micros())
+}
+
 fn parse_zone(name: &str) -> DfResult<Tz> {
     Tz::from_str(name).map_err(|_| user_error(sqlstate::INVALID_PARAMETER_VALUE, format!("time zone \"{name}\" not recognized")))
 }
@@ -69,12 +88,12 @@ fn local_time(args: &[ColumnarValue], rows: usize) -> DfResult<ColumnarValue> {
     })
 }
 
-/// The instant of a wall time in a zone, by arrow's reading of it (the cast DataFusion plans),
-/// relabelled as Eddy's timestamptz.
+/// The instant of a wall time in a zone ([`wall_time_instant`]), as Eddy's timestamptz.
 fn zone_instant(args: &[ColumnarValue], rows: usize) -> DfResult<ColumnarValue> {
     in_zone(args, rows, naive(), timestamptz(), |at, name| {
-        let zoned = arrow::compute::cast(at, &DataType::Timestamp(TimeUnit::Microsecond, Some(Arc::from(name))))?;
-        Ok(Arc::new(zoned.as_primitive::<TimestampMicrosecondType>().clone().with_data_type(timestamptz())) as ArrayRef)
+        let zone = parse_zone(name)?;
+        let instants = at.as_primitive::<TimestampMicrosecondType>().iter().map(|v| v.map(|m| wall_time_instant(m, &zone).ok_or_else(out_of_range)).transpose());
+        Ok(Arc::new(instants.collect::<DfResult<TimestampMicrosecondArray>>()?.with_timezone(UTC)) as ArrayRef)
     })
 }
 
@@ -124,5 +143,17 @@ mod tests {
         assert_eq!(wall_time(march, &ny), Some(march - 5 * 3_600_000_000));
         assert_eq!(wall_time(july, &ny), Some(july - 4 * 3_600_000_000));
         assert!(parse_zone("Not/AZone").is_err());
+    }
+
+    #[test]
+    fn wall_times_a_clock_change_skips_or_repeats_resolve_as_postgresql_does() {
+        let at = |s: &str| chrono::NaiveDateTime::parse_from_str(s, "%Y-%m-%d %H:%M").unwrap().and_utc().timestamp_micros();
+        let ny = parse_zone("America/New_York").unwrap();
+        let berlin = parse_zone("Europe/Berlin").unwrap();
+        // PostgreSQL 15's answers.
+        assert_eq!(wall_time_instant(at("2024-03-10 02:30"), &ny), Some(at("2024-03-10 07:30")));
+        assert_eq!(wall_time_instant(at("2024-11-03 01:30"), &ny), Some(at("2024-11-03 06:30")));
+        assert_eq!(wall_time_instant(at("2024-03-31 02:30"), &berlin), Some(at("2024-03-31 01:30")));
+        assert_eq!(wall_time_instant(at("2024-07-01 12:00"), &berlin), Some(at("2024-07-01 10:00")));
     }
 }
