@@ -599,9 +599,8 @@ impl StateStore {
             return Ok(Vec::new());
         }
         let inc = self.incarnation();
-        let start = runs::run_key(run, prefix);
-        let end = crate::scan::prefix_end(&start);
-        let range = (std::ops::Bound::Included(Bytes::from(start)), end.map_or(std::ops::Bound::Unbounded, |e| std::ops::Bound::Excluded(Bytes::from(e))));
+        let (start, end) = crate::scan::prefix_bounds(&runs::run_key(run, prefix));
+        let range = (start.map(Bytes::from), end.map(Bytes::from));
         let options = slatedb::config::ScanOptions { cache_blocks: false, ..Default::default() };
         let mut iter = inc.db.scan_with_options(range, &options).await.map_err(storage_err)?;
         let mut out = Vec::new();

@@ -465,8 +465,7 @@ impl HashAgg {
                     };
                     let mut values = None;
                     if let (Some(_), Some(table)) = (&stored, values_table) {
-                        let prefix = multiset::group_prefix(table, &key);
-                        let mut rows = multiset::stored_values(snapshot, &prefix).await?;
+                        let (prefix, mut rows) = multiset::stored_values(snapshot, table, &key).await?;
                         // Flushed this epoch: so were its changed values.
                         if was_flushed {
                             for (k, v) in flushed.scan_prefix(store, &prefix).await? {
@@ -565,8 +564,8 @@ impl HashAgg {
                 let stored = snapshot.get(&make_key(self.table_id, &[])).await?;
                 let mut values = None;
                 if let (Some(_), Some(table)) = (&stored, self.values_table) {
-                    let prefix = multiset::group_prefix(table, &[]);
-                    values = Some((prefix.len(), multiset::stored_values(snapshot, &prefix).await?));
+                    let (prefix, rows) = multiset::stored_values(snapshot, table, &[]).await?;
+                    values = Some((prefix.len(), rows));
                 }
                 self.load_stored(Vec::new(), stored, values)?;
             }

@@ -120,9 +120,11 @@ pub(super) fn parse_row<'a>(prefix_len: usize, key: &'a [u8], count: &[u8]) -> R
 /// A group's multiset rows as read (key, count), with the length of their group prefix.
 pub(super) type ValueRows = Option<(usize, BTreeMap<Vec<u8>, Vec<u8>>)>;
 
-/// The committed multiset rows under a group's `prefix`.
-pub(super) async fn stored_values(snapshot: &ReadSnapshot, prefix: &[u8]) -> Result<BTreeMap<Vec<u8>, Vec<u8>>> {
-    Ok(snapshot.scan_prefix_cached(prefix).await?.into_iter().map(|(k, v)| (k.to_vec(), v.to_vec())).collect())
+/// The committed multiset rows of group `group` in table `table`, with their prefix.
+pub(super) async fn stored_values(snapshot: &ReadSnapshot, table: u32, group: &[u8]) -> Result<(Vec<u8>, BTreeMap<Vec<u8>, Vec<u8>>)> {
+    let prefix = group_prefix(table, group);
+    let rows = snapshot.scan_prefix_cached(&prefix).await?.into_iter().map(|(k, v)| (k.to_vec(), v.to_vec())).collect();
+    Ok((prefix, rows))
 }
 
 /// Fills a loaded group's multisets from its `rows` (keys under a prefix of `prefix_len`).
