@@ -229,10 +229,11 @@ impl Session {
                     self.create_view(&cv.name, &cv.columns.iter().map(|c| c.name.clone()).collect::<Vec<_>>(), &cv.query, cv.or_replace, cv.if_not_exists, sql).await?;
                     return Ok(command("CREATE VIEW"));
                 }
-                if cv.or_replace || !cv.columns.is_empty() {
-                    return Err(not_supported!("CREATE OR REPLACE and column lists are not supported for materialized views yet"));
+                if cv.or_replace {
+                    return Err(not_supported!("CREATE OR REPLACE is not supported for materialized views"));
                 }
-                self.create_mview(&cv.name, &cv.query, cv.if_not_exists, sql, None).await?;
+                let columns: Vec<_> = cv.columns.iter().map(|c| c.name.clone()).collect();
+                self.create_mview(&cv.name, &columns, &cv.query, cv.if_not_exists, sql, None).await?;
                 Ok(command("CREATE_MATERIALIZED_VIEW"))
             }
             Statement::Query(_) if !params.is_empty() && self.point_plans.get(sql).is_some() => {

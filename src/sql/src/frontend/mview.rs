@@ -13,7 +13,7 @@ use arrow::array::{ArrayRef, RecordBatch};
 use arrow::row::{RowConverter, SortField};
 use datafusion::logical_expr::LogicalPlan;
 use datafusion::physical_plan::collect;
-use datafusion::sql::sqlparser::ast::{ObjectName, Query, Statement};
+use datafusion::sql::sqlparser::ast::{Ident, ObjectName, Query, Statement};
 use eddy_common::error::sqlstate;
 use eddy_common::{internal_err, user_err, Result};
 use eddy_storage::{EpochBatch, ReadSnapshot};
@@ -108,9 +108,40 @@ impl Session {
 
     /// `CREATE MATERIALIZED VIEW`, or with `sink` (its options), `CREATE SINK`: the same
     /// maintained query, ending in the sink's log instead of a state table.
+    /// `query` with its output columns named by `column_names` (`CREATE MATERIALIZED VIEW v (a, b)
+    /// AS ...`): `SELECT * FROM (query) AS v(a, b, ...)`, the columns past the list keeping their
+    /// names, as PostgreSQL names them.
+    async fn with_column_names(&mut self, view: &str, query: Query, column_names: &[Ident]) -> Result<Query> {
+        let (_, plan) = self.view_plan(&query).await?;
+        let fields = plan.schema().fields();
+        if column_names.len() > fields.len() {
+            return Err(user_err!(sqlstate::SYNTAX_ERROR, "too many column names were specified"));
+        }
+        let mut names: Vec<String> = Vec::with_capacity(fields.len());
+        for (i, f) in fields.iter().enumerate() {
+            let name = match column_names.get(i) {
+                Some(c) => crate::frontend::names::normalize_ident(&c.to_string()),
+                None => crate::planner::names::output_name(f.name()).to_string(),
+            };
+            if names.contains(&name) {
+                return Err(user_err!(sqlstate::DUPLICATE_COLUMN, "column \"{name}\" specified more than once"));
+            }
+            names.push(name);
+        }
+        let quote = |n: &str| format!("\"{}\"", n.replace('"', "\"\""));
+        let columns: Vec<String> = names.iter().map(|n| quote(n)).collect();
+        let sql = format!("SELECT * FROM ({query}) AS {}({})", quote(view), columns.join(", "));
+        let parsed = datafusion::sql::sqlparser::parser::Parser::parse_sql(&datafusion::sql::sqlparser::dialect::PostgreSqlDialect {}, &sql);
+        match parsed.map_err(|e| internal_err!("a renamed view query does not parse: {e}"))?.pop() {
+            Some(Statement::Query(q)) => Ok(*q),
+            _ => Err(internal_err!("a renamed view query is not a query")),
+        }
+    }
+
     pub(crate) async fn create_mview(
         &mut self,
         name: &ObjectName,
+        column_names: &[Ident],
         query: &Query,
         if_not_exists: bool,
         sql: &str,
@@ -133,6 +164,9 @@ impl Session {
         // must not change what this view computes (or what its recovery re-plans).
         let mut expanded = query.clone();
         let direct = self.expand_views(&mut expanded)?;
+        if !column_names.is_empty() {
+            expanded = self.with_column_names(&name, expanded, column_names).await?;
+        }
         let query = &expanded;
         let (_, plan) = self.view_plan(query).await?;
         let engine = self.engine.clone();

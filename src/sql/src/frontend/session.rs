@@ -84,6 +84,7 @@ impl Session {
                 .with_physical_optimizer_rule(Arc::new(crate::planner::overflow::CheckedArithmetic))
                 .with_analyzer_rules(crate::planner::pg_aggregates::analyzer_rules())
                 .with_analyzer_rule(Arc::new(crate::planner::text_cast::PgTextCasts))
+                .with_optimizer_rule(Arc::new(crate::planner::truth_tests::TruthTestsAsComparisons))
                 .build();
             let ctx = SessionContext::new_with_state(state);
             register_session_functions(&ctx, &info);

@@ -110,7 +110,7 @@ impl Session {
     pub(crate) async fn create_sink(&mut self, spec: &CreateSinkSpec) -> Result<()> {
         let mut options = spec.options.clone();
         options.insert(SINK_UID_OPTION.to_string(), format!("{:016x}", rand::random::<u64>()));
-        self.create_mview(&spec.name, &spec.query, spec.if_not_exists, &spec.sql, Some(options)).await
+        self.create_mview(&spec.name, &[], &spec.query, spec.if_not_exists, &spec.sql, Some(options)).await
     }
 
     /// The last operator of sink `sink`: its log, delivering to the connector from sequence

@@ -20,6 +20,7 @@ pub mod provider;
 pub mod stream_plan;
 pub mod temporal;
 pub mod text_cast;
+pub mod truth_tests;
 pub mod udf;
 pub mod settings;
 pub mod single_value;
