@@ -79,7 +79,8 @@ pub fn check(options: &Options, schema: &SchemaRef, default_key: Option<Vec<usiz
             let table = format!("{}.{}", options.get("database.name").unwrap_or_default(), options.get("table.name").unwrap_or_default());
             (SinkConnector::Iceberg, table, format)
         }
-        other => return Err(user_err!(sqlstate::FEATURE_NOT_SUPPORTED, "sink connector \"{other}\" is not supported (supported: kafka, postgres, iceberg)")),
+        "blackhole" => (SinkConnector::Blackhole, String::new(), SinkFormat::Plain { force_append_only: true }),
+        other => return Err(user_err!(sqlstate::FEATURE_NOT_SUPPORTED, "sink connector \"{other}\" is not supported (supported: kafka, postgres, iceberg, blackhole)")),
     };
     if let Some(f) = schema.fields().iter().find(|f| matches!(f.data_type(), DataType::Interval(_)) && connector == SinkConnector::Kafka) {
         return Err(not_supported!("kafka sinks cannot encode column \"{}\" of type interval as JSON", f.name()));
@@ -116,7 +117,18 @@ pub fn open(spec: SinkSpec) -> Result<Box<dyn SinkTarget>> {
         SinkConnector::Kafka => Box::new(KafkaSink::new(spec)),
         SinkConnector::Postgres => Box::new(crate::postgres::PostgresSink::new(spec)),
         SinkConnector::Iceberg => Box::new(crate::iceberg::IcebergSink::new(spec)?),
+        SinkConnector::Blackhole => Box::new(Blackhole),
     })
+}
+
+/// The `blackhole` sink: every change delivered is done with.
+struct Blackhole;
+
+#[async_trait]
+impl SinkTarget for Blackhole {
+    async fn deliver(&mut self, _chunk: &StreamChunk, seqs: std::ops::Range<u64>) -> Result<Option<u64>> {
+        Ok(Some(seqs.end))
+    }
 }
 
 /// A Kafka sink's options (unknown keys refused) and message format.
@@ -148,6 +160,7 @@ pub async fn prepare(spec: &SinkSpec) -> Result<()> {
     match spec.connector {
         SinkConnector::Postgres => return crate::postgres::prepare(spec).await,
         SinkConnector::Iceberg => return crate::iceberg::prepare(spec).await,
+        SinkConnector::Blackhole => return Ok(()),
         SinkConnector::Kafka => {}
     }
     let c = client(&spec.options, Some(CREATE_DEADLINE)).await?;

@@ -20,6 +20,9 @@ pub enum SinkConnector {
     Postgres,
     /// An Iceberg table (see the `iceberg` module).
     Iceberg,
+    /// Nowhere: every change is accepted and dropped (RisingWave's `blackhole`, for measuring
+    /// a pipeline without a target).
+    Blackhole,
 }
 
 /// A checked sink definition.

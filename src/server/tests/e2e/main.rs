@@ -12,6 +12,7 @@ mod support;
 mod background_ddl;
 mod backfill;
 mod binary_types;
+mod blackhole;
 mod concurrency;
 mod crash;
 mod crash_harness;
