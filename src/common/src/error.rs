@@ -188,6 +188,63 @@ fn invalid_input_message(m: &str) -> Option<String> {
     Some(format!("invalid input syntax for type {pg_type}: \"{text}\""))
 }
 
+/// The text of a failed cast to a date, time or timestamp that is shaped like one (digits in
+/// `YYYY-MM-DD`, `HH:MM[:SS[.f]]` or both) but names a month, day or hour that does not exist:
+/// PostgreSQL's 22008, not a syntax error.
+fn datetime_out_of_range(m: &str) -> Option<String> {
+    let text = if let Some(rest) = m.strip_prefix("Error parsing timestamp from '") {
+        rest.rsplit_once("': ")?.0
+    } else {
+        let rest = m.strip_prefix("Cannot cast string '")?;
+        let (text, to) = rest.rsplit_once("' to value of ")?;
+        if !(to.starts_with("Date") || to.starts_with("Time")) {
+            return None;
+        }
+        text
+    };
+    let numbers = |s: &str, sep: char, min: usize, max: usize| {
+        let parts: Vec<&str> = s.split(sep).collect();
+        (min..=max).contains(&parts.len()) && parts.iter().all(|p| !p.is_empty() && p.len() <= 4 && p.bytes().all(|b| b.is_ascii_digit()))
+    };
+    let time = |s: &str| {
+        let whole = s.split_once('.').map_or(s, |(w, f)| if f.bytes().all(|b| b.is_ascii_digit()) { w } else { "x" });
+        numbers(whole, ':', 2, 3)
+    };
+    let t = text.trim();
+    let shaped = match t.split_once([' ', 'T']) {
+        Some((date, clock)) => numbers(date, '-', 3, 3) && time(clock),
+        None => numbers(t, '-', 3, 3) || time(t),
+    };
+    shaped.then(|| text.to_string())
+}
+
+/// Arrow's "Overflow happened on: 2147483647 + 1" in PostgreSQL's words, `integer out of
+/// range`. The operands' type is not in the message, but the exact result tells it: the
+/// narrowest integer type it does not fit is the one that overflowed (a result that fits
+/// `integer` cannot overflow `bigint`, and no `integer` sum or product exceeds `bigint`).
+fn integer_overflow_message(m: &str) -> Option<String> {
+    let rest = m.strip_prefix("Overflow happened on: ")?;
+    let mut parts = rest.split_whitespace();
+    let (a, op, b) = (parts.next()?.parse::<i128>().ok()?, parts.next()?, parts.next()?.parse::<i128>().ok()?);
+    let exact = match op {
+        "+" => a.checked_add(b)?,
+        "-" => a.checked_sub(b)?,
+        "*" => a.checked_mul(b)?,
+        _ => return None,
+    };
+    let fits = |lo: i128, hi: i128| (lo..=hi).contains(&exact);
+    Some(
+        if fits(i128::from(i32::MIN), i128::from(i32::MAX)) {
+            "smallint out of range"
+        } else if fits(i128::from(i64::MIN), i128::from(i64::MAX)) {
+            "integer out of range"
+        } else {
+            "bigint out of range"
+        }
+        .to_string(),
+    )
+}
+
 /// Whether Arrow's cast error is of `'NaN'`, `'Infinity'` or `'-Infinity'` text to a decimal.
 fn numeric_special(m: &str) -> bool {
     let Some(rest) = m.strip_prefix("Cannot cast string '") else { return false };
@@ -227,11 +284,17 @@ impl From<arrow::error::ArrowError> for EddyError {
                 "{}: NaN and Infinity are not numeric values here (numeric is a fixed-point decimal); use double precision",
                 invalid_input_message(m).unwrap_or_else(|| m.clone())
             )),
+            A::CastError(m) | A::ParseError(m) if datetime_out_of_range(m).is_some() => {
+                EddyError::user(sqlstate::DATETIME_FIELD_OVERFLOW, format!("date/time field value out of range: \"{}\"", datetime_out_of_range(m).unwrap_or_default()))
+            }
             A::CastError(m) | A::ParseError(m) => {
-                EddyError::user(sqlstate::INVALID_TEXT_REPRESENTATION, invalid_input_message(m).unwrap_or_else(|| m.clone()))
+                let message = invalid_input_message(m).unwrap_or_else(|| m.clone());
+                // PostgreSQL's date/time input errors are 22007, other types' 22P02.
+                let datetime = ["date", "time", "interval"].iter().any(|t| message.starts_with(&format!("invalid input syntax for type {t}")));
+                EddyError::user(if datetime { sqlstate::INVALID_DATETIME_FORMAT } else { sqlstate::INVALID_TEXT_REPRESENTATION }, message)
             }
             A::DivideByZero => EddyError::user(sqlstate::DIVISION_BY_ZERO, "division by zero"),
-            A::ArithmeticOverflow(m) => EddyError::user(sqlstate::NUMERIC_VALUE_OUT_OF_RANGE, m.clone()),
+            A::ArithmeticOverflow(m) => EddyError::user(sqlstate::NUMERIC_VALUE_OUT_OF_RANGE, integer_overflow_message(m).unwrap_or_else(|| m.clone())),
             // A value wider than a numeric(p, s) column, in PostgreSQL's words.
             A::ComputeError(m) | A::InvalidArgumentError(m) if m.contains("is too large to store in a Decimal128 of precision") => {
                 EddyError::user(sqlstate::NUMERIC_VALUE_OUT_OF_RANGE, format!("numeric field overflow: {m}"))
@@ -340,6 +403,28 @@ mod tests {
         let e: EddyError =
             datafusion::error::DataFusionError::Plan("table 'dev.public.nope' not found".into()).into();
         assert_eq!(e.sqlstate, sqlstate::UNDEFINED_TABLE);
+    }
+
+    #[test]
+    fn integer_overflow_names_the_type_that_overflowed() {
+        let msg = |m: &str| EddyError::from(arrow::error::ArrowError::ArithmeticOverflow(m.into())).message;
+        assert_eq!(msg("Overflow happened on: 2147483647 + 1"), "integer out of range");
+        assert_eq!(msg("Overflow happened on: -32768 * -1"), "smallint out of range");
+        assert_eq!(msg("Overflow happened on: 9223372036854775807 * 2"), "bigint out of range");
+        assert_eq!(msg("Overflow happened on: -2147483648 - 1"), "integer out of range");
+        assert_eq!(msg("something else"), "something else");
+    }
+
+    #[test]
+    fn dates_with_fields_out_of_range_are_22008() {
+        for (text, arrow) in [("2024-13-01", "Date32"), ("2024-02-30", "Date32"), ("25:00", "Time64(µs)"), ("2024-01-01 24:30:00", "Timestamp(µs)")] {
+            let e: EddyError = arrow::error::ArrowError::CastError(format!("Cannot cast string '{text}' to value of {arrow} type")).into();
+            assert_eq!((e.sqlstate, e.message), (sqlstate::DATETIME_FIELD_OVERFLOW, format!("date/time field value out of range: \"{text}\"")));
+        }
+        let e: EddyError = arrow::error::ArrowError::CastError("Cannot cast string '2024-01-xx' to value of Date32 type".into()).into();
+        assert_eq!(e.sqlstate, sqlstate::INVALID_DATETIME_FORMAT);
+        let e: EddyError = arrow::error::ArrowError::CastError("Error parsing timestamp from '2024-01-01 25:00:00': error parsing time".into()).into();
+        assert_eq!(e.sqlstate, sqlstate::DATETIME_FIELD_OVERFLOW);
     }
 
     #[test]

@@ -31,6 +31,7 @@ mod make_datetime;
 pub(crate) mod jsonb_ops;
 pub mod series;
 mod series_check;
+mod string_limits;
 pub mod session_functions;
 pub mod subquery;
 pub mod table;
@@ -244,6 +245,7 @@ pub fn install(ctx: &SessionContext, relations: &Arc<dyn Relations>, info: &Sess
     let series = datafusion::functions_table::generate_series().function().clone();
     ctx.register_udtf("generate_series", Arc::new(series::GenerateSeries::new(series, true)));
     series_check::install(ctx);
+    string_limits::install(ctx);
     let range = datafusion::functions_table::range().function().clone();
     ctx.register_udtf("range", Arc::new(series::GenerateSeries::new(range, false)));
 }

@@ -67,10 +67,27 @@ fn check(a: &[ArrayRef], n: usize) -> DfResult<()> {
     Ok(())
 }
 
-/// DataFusion's list-valued series function, bounded.
-#[derive(Debug, PartialEq, Eq, Hash)]
-struct Bounded {
-    inner: Arc<ScalarUDF>,
+/// A DataFusion function whose arguments `check` sees first: it refuses a call whose result
+/// would be too large before the function builds it.
+#[derive(Debug)]
+pub(crate) struct Bounded {
+    pub(crate) inner: Arc<ScalarUDF>,
+    pub(crate) check: fn(&[ColumnarValue], usize) -> DfResult<()>,
+}
+
+// One function has one check: the wrapped function tells them apart.
+impl PartialEq for Bounded {
+    fn eq(&self, other: &Self) -> bool {
+        self.inner == other.inner
+    }
+}
+
+impl Eq for Bounded {}
+
+impl std::hash::Hash for Bounded {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.inner.hash(state);
+    }
 }
 
 impl ScalarUDFImpl for Bounded {
@@ -93,13 +110,18 @@ impl ScalarUDFImpl for Bounded {
         self.inner.coerce_types(args)
     }
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
-        let n = args.number_rows;
-        let arrays = args.args.iter().map(|a| a.to_array(n)).collect::<DfResult<Vec<ArrayRef>>>()?;
-        if !arrays.is_empty() {
-            check(&arrays, n)?;
-        }
+        (self.check)(&args.args, args.number_rows)?;
         self.inner.invoke_with_args(args)
     }
+}
+
+/// [`check`] of a series function's arguments.
+fn check_series(args: &[ColumnarValue], n: usize) -> DfResult<()> {
+    let arrays = args.iter().map(|a| a.to_array(n)).collect::<DfResult<Vec<ArrayRef>>>()?;
+    if arrays.is_empty() {
+        return Ok(());
+    }
+    check(&arrays, n)
 }
 
 /// Replaces the list-valued `generate_series` and `range` on `ctx` with bounded ones.
@@ -108,7 +130,7 @@ pub fn install(ctx: &SessionContext) {
     let functions = state.scalar_functions();
     for name in ["generate_series", "range"] {
         if let Some(inner) = functions.get(name) {
-            ctx.register_udf(ScalarUDF::new_from_impl(Bounded { inner: inner.clone() }));
+            ctx.register_udf(ScalarUDF::new_from_impl(Bounded { inner: inner.clone(), check: check_series }));
         }
     }
 }

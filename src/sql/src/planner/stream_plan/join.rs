@@ -14,6 +14,23 @@ use super::agg_call::{physical, strip_alias};
 use super::{Built, PlanCtx, TableIds};
 use crate::planner::interval_join::{interval_bounds, JoinInput};
 
+/// Adds to `b`'s rows a hidden column that is always TRUE (NULL in the rows a join pads in for
+/// them); its index.
+fn with_presence_column(b: &mut Built) -> Result<usize> {
+    use datafusion::physical_expr::expressions::{Column, Literal};
+    use datafusion::physical_expr::PhysicalExpr;
+    let n = b.schema.fields().len();
+    let mut exprs: Vec<Arc<dyn PhysicalExpr>> = b.schema.fields().iter().enumerate().map(|(i, f)| Arc::new(Column::new(f.name(), i)) as Arc<dyn PhysicalExpr>).collect();
+    exprs.push(Arc::new(Literal::new(datafusion::scalar::ScalarValue::Boolean(Some(true)))));
+    let mut fields: Vec<Field> = b.schema.fields().iter().map(|f| f.as_ref().clone()).collect();
+    fields.push(Field::new("_present", arrow::datatypes::DataType::Boolean, true));
+    let schema = Arc::new(Schema::new(fields));
+    let identity: Vec<(usize, usize)> = b.watermarks.iter().map(|&c| (c, c)).collect();
+    b.ops.push(Box::new(eddy_stream::operator::Project::try_new(exprs, schema.clone())?.with_watermarks(identity, b.schema.clone())));
+    b.schema = schema;
+    Ok(n)
+}
+
 /// Plans a join of the planned inputs `left` and `right`.
 pub(super) async fn plan_join(
     j: &datafusion::logical_expr::Join,
@@ -38,6 +55,11 @@ pub(super) async fn plan_join(
     if j.null_aware && (j.join_type != JoinType::LeftAnti || j.filter.is_some()) {
         return Err(not_supported!("a correlated NOT IN (subquery) is not supported in a materialized view yet; use NOT EXISTS"));
     }
+    // Both sides keyless (at most one row each, as ungrouped aggregates are): a full join's
+    // left-padded and right-padded rows would share the empty key, and one would overwrite
+    // the other in the view. A column that is TRUE on the left's rows tells them apart.
+    let mut left = left;
+    let presence = (kind == JoinKind::FullOuter && left.key.is_empty() && right.key.is_empty()).then(|| with_presence_column(&mut left)).transpose()?;
     let (ldf, rdf) = (j.left.schema(), j.right.schema());
     let (lv, rv) = (ldf.fields().len(), rdf.fields().len());
     let left_keys = j.on.iter().map(|(l, _)| physical(l, ldf)).collect::<Result<Vec<_>>>()?;
@@ -63,7 +85,7 @@ pub(super) async fn plan_join(
     let (schema, mut key) = match kind {
         JoinKind::LeftSemi | JoinKind::LeftAnti => (ls.clone(), left.key.clone()),
         JoinKind::RightSemi | JoinKind::RightAnti => (rs.clone(), right.key.clone()),
-        _ => (pair_schema.clone(), left.key.iter().map(|&k| left_at(k)).chain(right.key.iter().map(|&k| right_at(k))).collect()),
+        _ => (pair_schema.clone(), left.key.iter().chain(&presence).map(|&k| left_at(k)).chain(right.key.iter().map(|&k| right_at(k))).collect()),
     };
     // Equi-keys watermarked on both sides of an inner join keep a watermark (the smaller).
     let column_at = |e: &Expr, df: &DFSchema| match strip_alias(e) {
