@@ -356,7 +356,17 @@ fn rewrite_function(f: &mut Function) -> Option<Expr> {
         }
         // `unnest(generate_series(..))` as written: the inner call is already a row source.
         "unnest" => match function_args(f).as_slice() {
-            [Expr::Function(inner)] if base_name(&inner.name) == "unnest" => Some(Expr::Function(inner.clone())),
+            // `unnest(regexp_matches(..))`: each match's array unnested in turn.
+            [Expr::Function(inner)] if base_name(&inner.name) == "regexp_matches" => {
+                let mut matches = inner.clone();
+                matches.name = ObjectName::from(vec![Ident::new(crate::pg::scalar_fns::REGEXP_MATCHES)]);
+                Some(call("unnest", vec![call("flatten", vec![Expr::Function(matches)])]))
+            }
+            [Expr::Function(inner)] if base_name(&inner.name) == "unnest" => match function_args(inner).as_slice() {
+                // The same, its inner call rewritten first.
+                [Expr::Function(m)] if base_name(&m.name) == crate::pg::scalar_fns::REGEXP_MATCHES => Some(call("unnest", vec![call("flatten", vec![Expr::Function(m.clone())])])),
+                _ => Some(Expr::Function(inner.clone())),
+            },
             _ => None,
         },
         // `timezone(zone, ts)` is `ts AT TIME ZONE zone`.
@@ -369,9 +379,10 @@ fn rewrite_function(f: &mut Function) -> Option<Expr> {
             None
         }
         "localtimestamp" | "current_timestamp" | "current_time" | "localtime" | "current_catalog" | "current_role" | "current_schema" => clock::clock_function(f),
-        "regexp_matches" if function_args(f).len() == 2 => {
-            f.name = ObjectName::from(vec![Ident::new("regexp_match")]);
-            None
+        // Set-returning: one row per match (none if nothing matches).
+        "regexp_matches" => {
+            f.name = ObjectName::from(vec![Ident::new(crate::pg::scalar_fns::REGEXP_MATCHES)]);
+            Some(call("unnest", vec![Expr::Function(f.clone())]))
         }
         // PostgreSQL's template patterns → the strftime patterns DataFusion's parsers read
         // (`to_char` is Eddy's own, reading PostgreSQL's templates: pg::to_char).
@@ -712,7 +723,8 @@ impl VisitorMut for PgRewriter {
                     }
                     return ControlFlow::Continue(());
                 }
-                if let Some((list, column)) = json::json_set_function(&fname) {
+                let list_function = json::json_set_function(&fname).or_else(|| (fname == "regexp_matches").then_some((crate::pg::scalar_fns::REGEXP_MATCHES, "regexp_matches")));
+                if let Some((list, column)) = list_function {
                     // FROM jsonb_array_elements(x) [AS e]: the unnested list, its column named
                     // as PostgreSQL names it, or after the alias (which PostgreSQL reads as
                     // the value too: `e ->> 'k'`).

@@ -302,6 +302,73 @@ impl datafusion::logical_expr::planner::ExprPlanner for IntervalArithmetic {
     }
 }
 
+/// PostgreSQL's regular-expression `flags` (as `regexp_matches` takes them; `g` is the
+/// caller's) as a prefix of inline flags for the `regex` crate. PostgreSQL's `.` matches a
+/// newline unless `n` (or `p`) says otherwise, and `^`/`$` match at lines with `n` (or `w`).
+fn regex_flags(flags: &str, allowed: &str) -> DfResult<String> {
+    if let Some(bad) = flags.chars().find(|c| !allowed.contains(*c)) {
+        return Err(user_error(sqlstate::INVALID_PARAMETER_VALUE, format!("invalid regular expression option: \"{bad}\"")));
+    }
+    let mut out = String::new();
+    // The last of `i` and `c` wins, as in PostgreSQL.
+    if flags.rfind('i') > flags.rfind('c') {
+        out.push('i');
+    }
+    if !flags.contains(['n', 'p', 'm']) {
+        out.push('s');
+    }
+    if flags.contains(['n', 'w', 'm']) {
+        out.push('m');
+    }
+    if flags.contains('x') {
+        out.push('x');
+    }
+    Ok(if out.is_empty() { out } else { format!("(?{out})") })
+}
+
+/// `eddy_regexp_matches(text, pattern [, flags])`: PostgreSQL's set-returning `regexp_matches`
+/// as a list the rewrite unnests: per match (the first, or with `g` every one) the captured
+/// substrings (a group that took no part is NULL), or the whole match if the pattern has no
+/// groups. No match is an empty list, so the call yields no rows.
+fn regexp_matches(a: &[ArrayRef], n: usize) -> DfResult<ArrayRef> {
+    use arrow::array::{ListBuilder, StringBuilder};
+    if !(2..=3).contains(&a.len()) {
+        return Err(user_error(sqlstate::UNDEFINED_FUNCTION, format!("function regexp_matches takes 2 or 3 arguments, not {}", a.len())));
+    }
+    let text: Vec<ArrayRef> = a.iter().map(|x| cast(x, &DataType::Utf8)).collect::<DfResult<_>>()?;
+    let (s, p) = (text[0].as_string::<i32>(), text[1].as_string::<i32>());
+    let flags = text.get(2).map(|f| f.as_string::<i32>());
+    let mut out = ListBuilder::new(ListBuilder::new(StringBuilder::new()));
+    let mut compiled: Option<(String, regex::Regex)> = None;
+    for i in 0..n {
+        if s.is_null(i) || p.is_null(i) || flags.is_some_and(|f| f.is_null(i)) {
+            out.append_null();
+            continue;
+        }
+        let flag = flags.map_or("", |f| f.value(i));
+        let pattern = format!("{}{}", regex_flags(flag, "gicnpwmxs")?, p.value(i));
+        if compiled.as_ref().is_none_or(|(q, _)| *q != pattern) {
+            let re = regex::Regex::new(&pattern).map_err(|e| user_error(sqlstate::INVALID_REGULAR_EXPRESSION, format!("invalid regular expression: {e}")))?;
+            compiled = Some((pattern, re));
+        }
+        let Some((_, re)) = compiled.as_ref() else { continue };
+        let global = flag.contains('g');
+        for caps in re.captures_iter(s.value(i)).take(if global { usize::MAX } else { 1 }) {
+            let groups = out.values();
+            if caps.len() == 1 {
+                groups.values().append_option(caps.get(0).map(|m| m.as_str()));
+            } else {
+                for g in caps.iter().skip(1) {
+                    groups.values().append_option(g.map(|m| m.as_str()));
+                }
+            }
+            groups.append(true);
+        }
+        out.append(true);
+    }
+    Ok(Arc::new(out.finish()))
+}
+
 /// `regexp_split_to_array(text, pattern [, flags])`: the text split at each match, as
 /// PostgreSQL splits it (an empty match at either end, or right after another match, splits
 /// nothing; flag `i` ignores case).
@@ -427,6 +494,9 @@ pub(super) fn bytea_length(name: &str, args: &[datafusion::logical_expr::Expr], 
 }
 
 /// Registers the functions on `ctx`.
+/// The list-valued function the rewrite turns `regexp_matches` into (`unnest` of it).
+pub const REGEXP_MATCHES: &str = "eddy_regexp_matches";
+
 pub fn register_scalar_functions(ctx: &SessionContext) {
     fn add(ctx: &SessionContext, name: &str, args: usize, ret: DataType, f: impl Fn(&[ArrayRef], usize) -> DfResult<ArrayRef> + Send + Sync + 'static) {
         register(ctx, name, Signature::any(args, Volatility::Immutable), ret, Arc::new(move |a, rows| columnar(a, rows, &f)));
@@ -440,7 +510,9 @@ pub fn register_scalar_functions(ctx: &SessionContext) {
     add(ctx, "decode", 2, DataType::Binary, super::to_number::decode);
     add(ctx, "to_number", 2, NUMERIC, super::to_number::to_number);
     let text_array = DataType::List(Arc::new(arrow::datatypes::Field::new("item", DataType::Utf8, true)));
-    register(ctx, "regexp_split_to_array", Signature::variadic_any(Volatility::Immutable), text_array, Arc::new(|a, rows| columnar(a, rows, regexp_split_to_array)));
+    register(ctx, "regexp_split_to_array", Signature::variadic_any(Volatility::Immutable), text_array.clone(), Arc::new(|a, rows| columnar(a, rows, regexp_split_to_array)));
+    let matches = DataType::List(Arc::new(arrow::datatypes::Field::new("item", text_array, true)));
+    register(ctx, REGEXP_MATCHES, Signature::variadic_any(Volatility::Immutable), matches, Arc::new(|a, rows| columnar(a, rows, regexp_matches)));
     add(ctx, "width_bucket", 4, DataType::Int32, width_bucket);
     add(ctx, "min_scale", 1, DataType::Int32, min_scale);
     add(ctx, "scale", 1, DataType::Int32, scale);

@@ -68,6 +68,7 @@ fn set_function(t: &TableFactor) -> Option<(SetFunction, bool)> {
             vec![(value, call("unnest", args)), (position, positions)]
         }
         "generate_series" => vec![(single("generate_series"), call("generate_series", args))],
+        "regexp_matches" => vec![(single("regexp_matches"), call("regexp_matches", args))],
         "jsonb_array_elements" | "json_array_elements" | "jsonb_array_elements_text" | "json_array_elements_text" => {
             vec![(single("value"), call(&name, args))]
         }
