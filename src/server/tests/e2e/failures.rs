@@ -209,3 +209,51 @@ async fn a_view_whose_backfill_panics_is_refused_and_leaves_nothing_behind() {
     assert!(after.failures.is_empty(), "failure records remain: {:?}", after.failures);
     let _ = std::fs::remove_dir_all(dir);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_view_that_cannot_be_planned_at_start_up_fails_alone_and_the_server_starts() {
+    let dir = temp_dir("fail-replan");
+    let url = format!("file://{}", dir.display());
+    let srv = server(&url).await;
+    let c = connect(srv.addr).await;
+    exec(
+        &c,
+        &format!(
+            "CREATE TABLE t (id INT PRIMARY KEY, v INT); INSERT INTO t VALUES (1, 1), (2, 2); \
+             CREATE MATERIALIZED VIEW needs_fn AS SELECT id, {PANIC_ON_13} AS w FROM t; \
+             CREATE MATERIALIZED VIEW on_needs_fn AS SELECT count(*) AS n FROM needs_fn; \
+             CREATE MATERIALIZED VIEW good AS SELECT count(*) AS n, sum(v) AS s FROM t"
+        ),
+    )
+    .await;
+    drop(c);
+    bounded(STEP, "shutdown", srv.shutdown()).await.expect("shutdown");
+    // Without the test functions `needs_fn` no longer plans: it (and the view on it) is marked
+    // failed at start-up, and the server starts and serves the rest. Starting used to hang.
+    for round in 1..=2 {
+        let url = url.clone();
+        let srv = bounded(STEP, "start without the view's function", crate::support::server_with(move |cfg| {
+            cfg.state_store = url;
+            cfg.test_functions = false;
+        }))
+        .await;
+        let c = connect(srv.addr).await;
+        for v in ["needs_fn", "on_needs_fn"] {
+            let e = bounded(STEP, "read a failed view", rows(&c, &format!("SELECT * FROM {v}"))).await.expect_err("failed");
+            assert!(e.starts_with("XX000"), "{v}: {e}");
+        }
+        // Two rows, and one more left by each earlier round's checks.
+        assert_eq!(one(&c, "SELECT n FROM good").await, (1 + round).to_string());
+        everything_else_works(&c, "t", &["good"], round).await;
+        drop(c);
+        bounded(STEP, "shutdown", srv.shutdown()).await.expect("shutdown");
+    }
+    let srv = server(&url).await;
+    let c = connect(srv.addr).await;
+    exec(&c, "DROP MATERIALIZED VIEW needs_fn CASCADE").await;
+    verify(&c, "good").await.unwrap();
+    drop(c);
+    bounded(STEP, "shutdown", srv.shutdown()).await.unwrap();
+    assert_eq!(Census::open(&url).await.orphans(), Vec::<String>::new());
+    let _ = std::fs::remove_dir_all(dir);
+}

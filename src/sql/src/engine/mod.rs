@@ -328,7 +328,7 @@ impl Engine {
     /// each other, before the first barrier flows.
     async fn start_graph(self: &Arc<Self>, planner: &dyn ViewPlanner) -> Result<()> {
         // No barrier until every actor runs (see `BarrierManager::pause`).
-        let _paused = self.barrier.pause();
+        let paused = self.barrier.pause();
         let mut relations: Vec<Arc<TableCatalog>> = self.catalog().tables().cloned().collect();
         // A view's id is larger than its upstreams' (they exist when it is created).
         relations.sort_by_key(|t| t.id);
@@ -387,6 +387,9 @@ impl Engine {
             self.resume_sequences(t, &snapshot).await?;
             self.start_table_actor(t, outputs.remove(&t.id).unwrap_or_default()).await?;
         }
+        // The failures found commit with the first barrier, which the pause would hold back:
+        // committing them under it never returned, and the server never started.
+        drop(paused);
         if !newly_failed.is_empty() {
             self.barrier.commit_writes(newly_failed).await?;
         }
