@@ -45,6 +45,27 @@ impl Session {
         Ok((state, optimized))
     }
 
+    /// `query` as the text a view keeps, parsed again at every start. sqlparser writes a unary
+    /// operator straight before its operand, so `- - a` came back as `--a`, a comment (and
+    /// `- @ a` as `-@a`): such operands are parenthesized. A text that does not parse back is
+    /// refused here rather than stored.
+    pub(crate) fn stored_query_text(query: &Query) -> Result<String> {
+        use datafusion::sql::sqlparser::ast::{visit_expressions_mut, Expr, Value};
+        let mut q = query.clone();
+        let _ = visit_expressions_mut(&mut q, |e| {
+            if let Expr::UnaryOp { expr, .. } = e {
+                if matches!(expr.as_ref(), Expr::UnaryOp { .. }) {
+                    let operand = std::mem::replace(expr.as_mut(), Expr::value(Value::Null));
+                    **expr = Expr::Nested(Box::new(operand));
+                }
+            }
+            std::ops::ControlFlow::<()>::Continue(())
+        });
+        let text = q.to_string();
+        Self::parse_query(&text)?;
+        Ok(text)
+    }
+
     pub(crate) fn parse_query(text: &str) -> Result<Query> {
         let mut stmts = crate::planner::parse::parse_bounded(text).map_err(|e| internal_err!("stored view query does not parse: {e}"))?;
         match stmts.pop() {
@@ -191,7 +212,7 @@ impl Session {
             columns: planned.columns,
             pk: planned.pk,
             definition: sql.trim().trim_end_matches(';').to_string(),
-            query: Some(query.to_string()),
+            query: Some(Self::stored_query_text(query)?),
             dependencies,
             internal_tables: planned.internal_tables,
             comments: Default::default(),

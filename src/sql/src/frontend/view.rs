@@ -243,7 +243,7 @@ impl Session {
             columns,
             pk: vec![],
             definition: sql.trim().trim_end_matches(';').to_string(),
-            query: Some(query.to_string()),
+            query: Some(Self::stored_query_text(query)?),
             dependencies,
             internal_tables: vec![],
             comments: Default::default(),
