@@ -133,17 +133,42 @@ impl Session {
     /// AS ...`): `SELECT * FROM (query) AS v(a, b, ...)`, the columns past the list keeping their
     /// names, as PostgreSQL names them.
     async fn with_column_names(&mut self, view: &str, query: Query, column_names: &[Ident]) -> Result<Query> {
-        let (_, plan) = self.view_plan(&query).await?;
+        use datafusion::sql::sqlparser::ast::{SelectItem, SetExpr};
+        let listed: Vec<String> = column_names.iter().map(|c| crate::frontend::names::normalize_ident(&c.to_string())).collect();
+        if let Some(dup) = listed.iter().enumerate().find(|(i, n)| listed[..*i].contains(n)).map(|(_, n)| n) {
+            return Err(user_err!(sqlstate::DUPLICATE_COLUMN, "column \"{dup}\" specified more than once"));
+        }
+        let planned = self.view_plan(&query).await;
+        let shared_names = planned.as_ref().map_or(true, |(_, plan)| {
+            let names: Vec<&str> = plan.schema().fields().iter().map(|f| crate::planner::names::output_name(f.name())).collect();
+            names.iter().enumerate().any(|(i, n)| names[..i].contains(n))
+        });
+        // A plain SELECT list whose items share a name (`SELECT a, a`, which does not plan as
+        // a derived table) is renamed in place.
+        if let (true, SetExpr::Select(select)) = (shared_names, query.body.as_ref()) {
+            if select.projection.iter().all(|i| matches!(i, SelectItem::UnnamedExpr(_) | SelectItem::ExprWithAlias { .. })) {
+                if listed.len() > select.projection.len() {
+                    return Err(user_err!(sqlstate::SYNTAX_ERROR, "too many column names were specified"));
+                }
+                let mut renamed = query.clone();
+                if let SetExpr::Select(select) = renamed.body.as_mut() {
+                    for (item, name) in select.projection.iter_mut().zip(&listed) {
+                        if let SelectItem::UnnamedExpr(expr) | SelectItem::ExprWithAlias { expr, .. } = item {
+                            *item = SelectItem::ExprWithAlias { expr: expr.clone(), alias: Ident::with_quote('"', name.clone()) };
+                        }
+                    }
+                }
+                return Ok(renamed);
+            }
+        }
+        let (_, plan) = planned?;
         let fields = plan.schema().fields();
-        if column_names.len() > fields.len() {
+        if listed.len() > fields.len() {
             return Err(user_err!(sqlstate::SYNTAX_ERROR, "too many column names were specified"));
         }
         let mut names: Vec<String> = Vec::with_capacity(fields.len());
         for (i, f) in fields.iter().enumerate() {
-            let name = match column_names.get(i) {
-                Some(c) => crate::frontend::names::normalize_ident(&c.to_string()),
-                None => crate::planner::names::output_name(f.name()).to_string(),
-            };
+            let name = listed.get(i).cloned().unwrap_or_else(|| crate::planner::names::output_name(f.name()).to_string());
             if names.contains(&name) {
                 return Err(user_err!(sqlstate::DUPLICATE_COLUMN, "column \"{name}\" specified more than once"));
             }
