@@ -50,6 +50,7 @@ mod json;
 mod types;
 use types::plain_type;
 mod lateral;
+pub(crate) use lateral::REGEXP_MATCHES;
 mod quantified;
 mod scalars;
 mod time_windows;
@@ -356,15 +357,9 @@ fn rewrite_function(f: &mut Function) -> Option<Expr> {
         }
         // `unnest(generate_series(..))` as written: the inner call is already a row source.
         "unnest" => match function_args(f).as_slice() {
-            // `unnest(regexp_matches(..))`: each match's array unnested in turn.
-            [Expr::Function(inner)] if base_name(&inner.name) == "regexp_matches" => {
-                let mut matches = inner.clone();
-                matches.name = ObjectName::from(vec![Ident::new(crate::pg::scalar_fns::REGEXP_MATCHES)]);
-                Some(call("unnest", vec![call("flatten", vec![Expr::Function(matches)])]))
-            }
             [Expr::Function(inner)] if base_name(&inner.name) == "unnest" => match function_args(inner).as_slice() {
-                // The same, its inner call rewritten first.
-                [Expr::Function(m)] if base_name(&m.name) == crate::pg::scalar_fns::REGEXP_MATCHES => Some(call("unnest", vec![call("flatten", vec![Expr::Function(m.clone())])])),
+                // `unnest(regexp_matches(..))` (its inner call rewritten first): each match's array unnested.
+                [Expr::Function(m)] if base_name(&m.name) == lateral::REGEXP_MATCHES => Some(call("unnest", vec![call("flatten", vec![Expr::Function(m.clone())])])),
                 _ => Some(Expr::Function(inner.clone())),
             },
             _ => None,
@@ -381,7 +376,7 @@ fn rewrite_function(f: &mut Function) -> Option<Expr> {
         "localtimestamp" | "current_timestamp" | "current_time" | "localtime" | "current_catalog" | "current_role" | "current_schema" => clock::clock_function(f),
         // Set-returning: one row per match (none if nothing matches).
         "regexp_matches" => {
-            f.name = ObjectName::from(vec![Ident::new(crate::pg::scalar_fns::REGEXP_MATCHES)]);
+            f.name = ObjectName::from(vec![Ident::new(lateral::REGEXP_MATCHES)]);
             Some(call("unnest", vec![Expr::Function(f.clone())]))
         }
         // PostgreSQL's template patterns → the strftime patterns DataFusion's parsers read
@@ -723,7 +718,7 @@ impl VisitorMut for PgRewriter {
                     }
                     return ControlFlow::Continue(());
                 }
-                let list_function = json::json_set_function(&fname).or_else(|| (fname == "regexp_matches").then_some((crate::pg::scalar_fns::REGEXP_MATCHES, "regexp_matches")));
+                let list_function = json::json_set_function(&fname).or_else(|| (fname == "regexp_matches").then_some((lateral::REGEXP_MATCHES, "regexp_matches")));
                 if let Some((list, column)) = list_function {
                     // FROM jsonb_array_elements(x) [AS e]: the unnested list, its column named
                     // as PostgreSQL names it, or after the alias (which PostgreSQL reads as

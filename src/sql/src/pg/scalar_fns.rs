@@ -494,9 +494,6 @@ pub(super) fn bytea_length(name: &str, args: &[datafusion::logical_expr::Expr], 
 }
 
 /// Registers the functions on `ctx`.
-/// The list-valued function the rewrite turns `regexp_matches` into (`unnest` of it).
-pub const REGEXP_MATCHES: &str = "eddy_regexp_matches";
-
 pub fn register_scalar_functions(ctx: &SessionContext) {
     fn add(ctx: &SessionContext, name: &str, args: usize, ret: DataType, f: impl Fn(&[ArrayRef], usize) -> DfResult<ArrayRef> + Send + Sync + 'static) {
         register(ctx, name, Signature::any(args, Volatility::Immutable), ret, Arc::new(move |a, rows| columnar(a, rows, &f)));
@@ -512,7 +509,7 @@ pub fn register_scalar_functions(ctx: &SessionContext) {
     let text_array = DataType::List(Arc::new(arrow::datatypes::Field::new("item", DataType::Utf8, true)));
     register(ctx, "regexp_split_to_array", Signature::variadic_any(Volatility::Immutable), text_array.clone(), Arc::new(|a, rows| columnar(a, rows, regexp_split_to_array)));
     let matches = DataType::List(Arc::new(arrow::datatypes::Field::new("item", text_array, true)));
-    register(ctx, REGEXP_MATCHES, Signature::variadic_any(Volatility::Immutable), matches, Arc::new(|a, rows| columnar(a, rows, regexp_matches)));
+    register(ctx, super::rewrite::REGEXP_MATCHES, Signature::variadic_any(Volatility::Immutable), matches, Arc::new(|a, rows| columnar(a, rows, regexp_matches)));
     add(ctx, "width_bucket", 4, DataType::Int32, width_bucket);
     add(ctx, "min_scale", 1, DataType::Int32, min_scale);
     add(ctx, "scale", 1, DataType::Int32, scale);

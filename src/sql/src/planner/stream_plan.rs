@@ -661,6 +661,9 @@ fn build<'a>(
                 built.append_only = append_only;
                 Ok(built)
             }
+            LogicalPlan::Join(j) if j.join_type == datafusion::common::JoinType::LeftMark && !j.null_aware => {
+                build(&join::mark_join_as_union(j)?, ids, restore, internal).await
+            }
             LogicalPlan::Join(j) => {
                 let left = build(&j.left, ids, restore, internal).await?;
                 let right = build(&j.right, ids, restore, internal).await?;

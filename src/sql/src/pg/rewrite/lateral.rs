@@ -91,6 +91,9 @@ fn set_function(t: &TableFactor) -> Option<(SetFunction, bool)> {
     Some((SetFunction { alias: alias_name, columns }, reads))
 }
 
+/// The list-valued function the rewrite turns `regexp_matches` into (`unnest` of it).
+pub(crate) const REGEXP_MATCHES: &str = "eddy_regexp_matches";
+
 /// Table functions (Eddy's, DataFusion's, and those the rewrites turn into lists) that
 /// [`scalar_function_in_from`] leaves alone.
 const TABLE_FUNCTIONS: &[&str] = &["generate_series", "range", "unnest", "generate_subscripts", "pg_get_keywords", "tumble", "hop", "regexp_matches"];

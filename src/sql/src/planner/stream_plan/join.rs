@@ -14,6 +14,23 @@ use super::agg_call::{physical, strip_alias};
 use super::{Built, PlanCtx, TableIds};
 use crate::planner::interval_join::{interval_bounds, JoinInput};
 
+/// A mark join (`EXISTS`/`IN (subquery)` under OR: each left row with a column saying whether
+/// it has a match) as the union of the semi join, marked TRUE, and the anti join, marked FALSE:
+/// a left row is in exactly one of them, and moves between them as its matches come and go.
+pub(super) fn mark_join_as_union(j: &datafusion::logical_expr::Join) -> Result<datafusion::logical_expr::LogicalPlan> {
+    use datafusion::common::JoinType;
+    use datafusion::logical_expr::{lit, Join, LogicalPlan, LogicalPlanBuilder};
+    let mark = j.schema.fields().len() - 1;
+    let (qualifier, field) = j.schema.qualified_field(mark);
+    let branch = |join_type: JoinType, matched: bool| -> Result<LogicalPlan> {
+        let filtered = Join::try_new(j.left.clone(), j.right.clone(), j.on.clone(), j.filter.clone(), join_type, j.join_constraint, j.null_equality, false)?;
+        let mut exprs: Vec<Expr> = j.left.schema().columns().into_iter().map(Expr::Column).collect();
+        exprs.push(lit(matched).alias_qualified(qualifier.cloned(), field.name()));
+        Ok(LogicalPlanBuilder::from(LogicalPlan::Join(filtered)).project(exprs)?.build()?)
+    };
+    Ok(LogicalPlanBuilder::from(branch(JoinType::LeftSemi, true)?).union(branch(JoinType::LeftAnti, false)?)?.build()?)
+}
+
 /// Adds to `b`'s rows a hidden column that is always TRUE (NULL in the rows a join pads in for
 /// them); its index.
 fn with_presence_column(b: &mut Built) -> Result<usize> {
