@@ -69,10 +69,13 @@ fn check(a: &[ArrayRef], n: usize) -> DfResult<()> {
 
 /// A DataFusion function whose arguments `check` sees first: it refuses a call whose result
 /// would be too large before the function builds it.
+/// A check of a call's arguments (and the batch's row count) before the call.
+pub(crate) type ArgumentCheck = fn(&[ColumnarValue], usize) -> DfResult<()>;
+
 #[derive(Debug)]
 pub(crate) struct Bounded {
     pub(crate) inner: Arc<ScalarUDF>,
-    pub(crate) check: fn(&[ColumnarValue], usize) -> DfResult<()>,
+    pub(crate) check: ArgumentCheck,
 }
 
 // One function has one check: the wrapped function tells them apart.

@@ -15,7 +15,7 @@ use datafusion::prelude::SessionContext;
 use datafusion::scalar::ScalarValue;
 use eddy_common::error::sqlstate;
 
-use super::series_check::Bounded;
+use super::series_check::{ArgumentCheck, Bounded};
 use super::udf::user_error;
 
 /// PostgreSQL's largest value, in bytes (`MaxAllocSize`).
@@ -119,7 +119,7 @@ fn check_chr(args: &[ColumnarValue], rows: usize) -> DfResult<()> {
 pub fn install(ctx: &SessionContext) {
     let state = ctx.state();
     let functions = state.scalar_functions();
-    let checks: [(&str, fn(&[ColumnarValue], usize) -> DfResult<()>); 4] = [("repeat", check_repeat), ("lpad", check_pad), ("rpad", check_pad), ("chr", check_chr)];
+    let checks: [(&str, ArgumentCheck); 4] = [("repeat", check_repeat), ("lpad", check_pad), ("rpad", check_pad), ("chr", check_chr)];
     for (name, check) in checks {
         if let Some(inner) = functions.get(name) {
             ctx.register_udf(ScalarUDF::new_from_impl(Bounded { inner: inner.clone(), check }));
