@@ -85,6 +85,7 @@ impl Session {
                 .with_analyzer_rules(crate::planner::pg_aggregates::analyzer_rules())
                 .with_analyzer_rule(Arc::new(crate::planner::text_cast::PgTextCasts))
                 .with_optimizer_rule(Arc::new(crate::planner::truth_tests::TruthTestsAsComparisons))
+                .with_optimizer_rule(Arc::new(crate::planner::overflow::ConstantTimeOverflow))
                 .build();
             let ctx = SessionContext::new_with_state(state);
             register_session_functions(&ctx, &info);

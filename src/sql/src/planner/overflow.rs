@@ -97,3 +97,63 @@ impl PhysicalOptimizerRule for CheckedArithmetic {
         true
     }
 }
+
+/// A constant `timestamp ± interval` that constant folding left alone because it overflows
+/// (`now() + INTERVAL '1 day' * -98304000`) fails at planning with PostgreSQL's 22008
+/// "timestamp out of range". Left in the plan, DataFusion's range analysis of the expression
+/// met bounds of two timestamp types (a debug assertion; the query panicked in debug builds).
+#[derive(Debug)]
+pub struct ConstantTimeOverflow;
+
+/// The error of `l op r` if both are literals, one a timestamp and the other an interval, and
+/// their sum or difference overflows.
+fn constant_time_overflow(e: &datafusion::logical_expr::Expr) -> Option<datafusion::error::DataFusionError> {
+    use datafusion::logical_expr::{BinaryExpr, Expr};
+    let Expr::BinaryExpr(BinaryExpr { left, op, right }) = e else { return None };
+    if !matches!(op, Operator::Plus | Operator::Minus) {
+        return None;
+    }
+    let (Expr::Literal(l, _), Expr::Literal(r, _)) = (left.as_ref(), right.as_ref()) else { return None };
+    let time = |v: &datafusion::scalar::ScalarValue| matches!(v.data_type(), DataType::Timestamp(..) | DataType::Date32 | DataType::Date64);
+    let interval = |v: &datafusion::scalar::ScalarValue| matches!(v.data_type(), DataType::Interval(_));
+    if !((time(l) && interval(r)) || (interval(l) && time(r))) {
+        return None;
+    }
+    let (Ok(a), Ok(b)) = (l.to_array(), r.to_array()) else { return None };
+    let result = match op {
+        Operator::Plus => arrow::compute::kernels::numeric::add(&a, &b),
+        _ => arrow::compute::kernels::numeric::sub(&a, &b),
+    };
+    result.err().map(|_| crate::planner::udf::user_error(eddy_common::error::sqlstate::DATETIME_FIELD_OVERFLOW, "timestamp out of range".into()))
+}
+
+impl datafusion::optimizer::OptimizerRule for ConstantTimeOverflow {
+    fn name(&self) -> &str {
+        "eddy_constant_time_overflow"
+    }
+
+    fn supports_rewrite(&self) -> bool {
+        true
+    }
+
+    fn rewrite(
+        &self,
+        plan: datafusion::logical_expr::LogicalPlan,
+        _config: &dyn datafusion::optimizer::OptimizerConfig,
+    ) -> DfResult<Transformed<datafusion::logical_expr::LogicalPlan>> {
+        use datafusion::common::tree_node::TreeNodeRecursion;
+        let mut failure = None;
+        plan.apply_with_subqueries(|node| {
+            node.apply_expressions(|e| {
+                e.apply(|x| {
+                    failure = constant_time_overflow(x);
+                    Ok(if failure.is_some() { TreeNodeRecursion::Stop } else { TreeNodeRecursion::Continue })
+                })
+            })
+        })?;
+        match failure {
+            Some(e) => Err(e),
+            None => Ok(Transformed::no(plan)),
+        }
+    }
+}
