@@ -326,16 +326,30 @@ fn regex_flags(flags: &str, allowed: &str) -> DfResult<String> {
     Ok(if out.is_empty() { out } else { format!("(?{out})") })
 }
 
+/// The arguments of `name(text, pattern [, flags])` as text.
+fn regex_args(name: &str, a: &[ArrayRef]) -> DfResult<Vec<ArrayRef>> {
+    if !(2..=3).contains(&a.len()) {
+        return Err(user_error(sqlstate::UNDEFINED_FUNCTION, format!("function {name} takes 2 or 3 arguments, not {}", a.len())));
+    }
+    a.iter().map(|x| cast(x, &DataType::Utf8)).collect()
+}
+
+/// `pattern` compiled, or the last row's regex again when the pattern is the same.
+fn compiled_regex(last: &mut Option<(String, regex::Regex)>, pattern: String) -> DfResult<&regex::Regex> {
+    if last.as_ref().is_none_or(|(q, _)| *q != pattern) {
+        let re = regex::Regex::new(&pattern).map_err(|e| user_error(sqlstate::INVALID_REGULAR_EXPRESSION, format!("invalid regular expression: {e}")))?;
+        *last = Some((pattern, re));
+    }
+    last.as_ref().map(|(_, re)| re).ok_or_else(|| user_error(sqlstate::INTERNAL_ERROR, "no regular expression".into()))
+}
+
 /// `eddy_regexp_matches(text, pattern [, flags])`: PostgreSQL's set-returning `regexp_matches`
 /// as a list the rewrite unnests: per match (the first, or with `g` every one) the captured
 /// substrings (a group that took no part is NULL), or the whole match if the pattern has no
 /// groups. No match is an empty list, so the call yields no rows.
 fn regexp_matches(a: &[ArrayRef], n: usize) -> DfResult<ArrayRef> {
     use arrow::array::{ListBuilder, StringBuilder};
-    if !(2..=3).contains(&a.len()) {
-        return Err(user_error(sqlstate::UNDEFINED_FUNCTION, format!("function regexp_matches takes 2 or 3 arguments, not {}", a.len())));
-    }
-    let text: Vec<ArrayRef> = a.iter().map(|x| cast(x, &DataType::Utf8)).collect::<DfResult<_>>()?;
+    let text = regex_args("regexp_matches", a)?;
     let (s, p) = (text[0].as_string::<i32>(), text[1].as_string::<i32>());
     let flags = text.get(2).map(|f| f.as_string::<i32>());
     let mut out = ListBuilder::new(ListBuilder::new(StringBuilder::new()));
@@ -347,11 +361,7 @@ fn regexp_matches(a: &[ArrayRef], n: usize) -> DfResult<ArrayRef> {
         }
         let flag = flags.map_or("", |f| f.value(i));
         let pattern = format!("{}{}", regex_flags(flag, "gicnpwmxs")?, p.value(i));
-        if compiled.as_ref().is_none_or(|(q, _)| *q != pattern) {
-            let re = regex::Regex::new(&pattern).map_err(|e| user_error(sqlstate::INVALID_REGULAR_EXPRESSION, format!("invalid regular expression: {e}")))?;
-            compiled = Some((pattern, re));
-        }
-        let Some((_, re)) = compiled.as_ref() else { continue };
+        let re = compiled_regex(&mut compiled, pattern)?;
         let global = flag.contains('g');
         for caps in re.captures_iter(s.value(i)).take(if global { usize::MAX } else { 1 }) {
             let groups = out.values();
@@ -374,10 +384,7 @@ fn regexp_matches(a: &[ArrayRef], n: usize) -> DfResult<ArrayRef> {
 /// nothing; flag `i` ignores case).
 fn regexp_split_to_array(a: &[ArrayRef], n: usize) -> DfResult<ArrayRef> {
     use arrow::array::{ListBuilder, StringBuilder};
-    if !(2..=3).contains(&a.len()) {
-        return Err(user_error(sqlstate::UNDEFINED_FUNCTION, format!("function regexp_split_to_array takes 2 or 3 arguments, not {}", a.len())));
-    }
-    let text: Vec<ArrayRef> = a.iter().map(|x| cast(x, &DataType::Utf8)).collect::<DfResult<_>>()?;
+    let text = regex_args("regexp_split_to_array", a)?;
     let (s, p) = (text[0].as_string::<i32>(), text[1].as_string::<i32>());
     let flags = text.get(2).map(|f| f.as_string::<i32>());
     let mut out = ListBuilder::new(StringBuilder::new());
@@ -392,12 +399,7 @@ fn regexp_split_to_array(a: &[ArrayRef], n: usize) -> DfResult<ArrayRef> {
             return Err(user_error(sqlstate::INVALID_PARAMETER_VALUE, format!("invalid regular expression option: \"{bad}\"")));
         }
         let pattern = if flag.contains('i') { format!("(?i){}", p.value(i)) } else { p.value(i).to_string() };
-        if compiled.as_ref().is_none_or(|(q, _)| *q != pattern) {
-            let re = regex::Regex::new(&pattern)
-                .map_err(|e| user_error(sqlstate::INVALID_REGULAR_EXPRESSION, format!("invalid regular expression: {e}")))?;
-            compiled = Some((pattern, re));
-        }
-        let Some((_, re)) = compiled.as_ref() else { continue };
+        let re = compiled_regex(&mut compiled, pattern)?;
         let v = s.value(i);
         let (mut start, mut last_end) = (0, None);
         for m in re.find_iter(v) {
