@@ -49,4 +49,5 @@ mod sqlfuzz;
 mod subscribe;
 mod temporal;
 mod tls;
+mod top_n;
 mod wire_fuzz;

@@ -33,7 +33,7 @@ use eddy_common::{not_supported, user_err, ColumnType, Result};
 use eddy_storage::ReadSnapshot;
 use eddy_stream::operator::{
     AggKind, BinaryOperator, Filter, HashAgg, Operator, OverWindow, Project, Side, TemporalFilter,
-    WindowMode,
+    TopN,
 };
 use eddy_stream::Stage;
 
@@ -452,7 +452,7 @@ fn build<'a>(
                 let columns: Option<Vec<usize>> = partition_by.iter().map(column_index).collect();
                 let parallel = columns.filter(|c| internal.parallel && !c.is_empty());
                 let mut op =
-                    OverWindow::try_new(table_id, WindowMode::Functions(exprs), partition_by, order_by, b.schema.clone(), visible, schema.clone())?;
+                    OverWindow::try_new(table_id, exprs, partition_by, order_by, b.schema.clone(), visible, schema.clone())?;
                 if parallel.is_some() {
                     op = op.parallel()?;
                 }
@@ -694,10 +694,10 @@ async fn plan_top_n(
             Ok(datafusion::physical_expr::PhysicalSortExpr::new(physical(&e.expr, input.schema())?, options))
         })
         .collect::<Result<Vec<_>>>()?;
-    let visible = input.schema().fields().len();
     let table_id = ids.next()?;
     internal.push(table_id);
-    let mut op = OverWindow::try_new(table_id, WindowMode::TopN { skip, fetch }, vec![], order_by, b.schema.clone(), visible, b.schema.clone())?;
+    // Rows that carry a stream key are distinct: only the head of the order need be cached.
+    let mut op = TopN::try_new(table_id, skip, fetch, order_by, b.schema.clone(), !b.key.is_empty())?;
     op.restore(restore).await?;
     b.ops.push(Box::new(op));
     b.watermarks.clear();

@@ -22,6 +22,7 @@ pub mod materialize;
 pub mod over_window;
 pub mod project;
 pub mod temporal_filter;
+pub mod top_n;
 pub mod unnest;
 
 use async_trait::async_trait;
@@ -38,7 +39,8 @@ pub use hash_agg::{AggCall, AggKind, HashAgg, RegrFn};
 pub use hash_join::interval::IntervalBound;
 pub use hash_join::{HashJoin, JoinKind, JoinSpec};
 pub use materialize::Materialize;
-pub use over_window::{OverWindow, WindowMode};
+pub use over_window::OverWindow;
+pub use top_n::TopN;
 pub use project::Project;
 pub use temporal_filter::{TemporalBound, TemporalFilter, TimeBound};
 pub use unnest::{Unnest, UnnestColumn};

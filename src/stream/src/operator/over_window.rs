@@ -1,5 +1,5 @@
-//! `OverWindow`: window functions (`... OVER (PARTITION BY ... ORDER BY ...)`) and top-N
-//! (`ORDER BY ... LIMIT n OFFSET m`), maintained by recomputing each changed partition.
+//! `OverWindow`: window functions (`... OVER (PARTITION BY ... ORDER BY ...)`), maintained by
+//! recomputing each changed partition (a top-N over the whole input is [`super::top_n`]).
 //!
 //! Rows are kept per partition in SQL order: the map key is the memcomparable encoding of the
 //! ORDER BY values followed by the whole encoded row, so iterating a partition yields its rows
@@ -7,10 +7,10 @@
 //! in the epoch is evaluated again — window functions by DataFusion's own `WindowExpr`s over the
 //! sorted partition, top-N by taking the rows at the requested positions — and the difference
 //! against what was emitted for it before goes out as deletes and inserts. A change costs
-//! O(partition size); a top-N touches only its first OFFSET + LIMIT rows per change.
+//! O(partition size).
 //!
-//! Output layout for window functions: the input's visible columns, the window functions' values
-//! (DataFusion's schema), then the input's hidden columns. Top-N outputs its input rows.
+//! Output layout: the input's visible columns, the window functions' values (DataFusion's
+//! schema), then the input's hidden columns.
 //!
 //! State: one state-table entry per distinct input row (value: its count), keyed by partition
 //! first (`table | vnode(partition) | len | partition | row`) so one prefix read loads a
@@ -34,14 +34,6 @@ use eddy_storage::{EpochBatch, ReadSnapshot, StateStore};
 use super::eval::{evaluate, RowErrors};
 use super::Operator;
 use crate::cache::StateCache;
-
-/// What an [`OverWindow`] computes per partition.
-pub enum WindowMode {
-    /// Window functions, one output column each.
-    Functions(Vec<Arc<dyn WindowExpr>>),
-    /// The rows at positions `skip .. skip + fetch` in order.
-    TopN { skip: usize, fetch: Option<usize> },
-}
 
 /// A partition's rows: (ORDER BY key, row) → count.
 type Partition = BTreeMap<(Vec<u8>, Vec<u8>), i64>;
@@ -70,10 +62,11 @@ fn partition_prefix(table_id: u32, part: &[u8]) -> Vec<u8> {
     k
 }
 
-/// Window functions or top-N over partitions.
+/// Window functions over partitions.
 pub struct OverWindow {
     table_id: u32,
-    mode: WindowMode,
+    /// The window functions, one output column each.
+    functions: Vec<Arc<dyn WindowExpr>>,
     partition_by: Vec<Arc<dyn PhysicalExpr>>,
     order_by: Vec<PhysicalSortExpr>,
     input_schema: SchemaRef,
@@ -96,13 +89,8 @@ impl fmt::Display for OverWindow {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let part: Vec<String> = self.partition_by.iter().map(|e| e.to_string()).collect();
         let order: Vec<String> = self.order_by.iter().map(|e| e.to_string()).collect();
-        match &self.mode {
-            WindowMode::Functions(w) => {
-                let names: Vec<&str> = w.iter().map(|w| w.name()).collect();
-                write!(f, "OverWindow [{}]", names.join(", "))?;
-            }
-            WindowMode::TopN { skip, fetch } => write!(f, "TopN offset={skip} limit={}", fetch.map_or("ALL".into(), |n| n.to_string()))?,
-        }
+        let names: Vec<&str> = self.functions.iter().map(|w| w.name()).collect();
+        write!(f, "OverWindow [{}]", names.join(", "))?;
         write!(f, " partition=[{}] order=[{}] state_table={}", part.join(", "), order.join(", "), self.table_id)
     }
 }
@@ -112,7 +100,7 @@ impl OverWindow {
     /// `schema`.
     pub fn try_new(
         table_id: u32,
-        mode: WindowMode,
+        functions: Vec<Arc<dyn WindowExpr>>,
         partition_by: Vec<Arc<dyn PhysicalExpr>>,
         order_by: Vec<PhysicalSortExpr>,
         input_schema: SchemaRef,
@@ -138,7 +126,7 @@ impl OverWindow {
         let output = RowConverter::new(schema.fields().iter().map(|f| SortField::new(f.data_type().clone())).collect())?;
         Ok(Self {
             table_id,
-            mode,
+            functions,
             partition_by,
             order_by,
             input_schema,
@@ -159,7 +147,7 @@ impl OverWindow {
     /// partition never shares a key with the row it replaces). Partitions are stored under
     /// their own vnode, which routes them.
     pub fn parallel(mut self) -> Result<Self> {
-        if !self.partition_by.is_empty() && matches!(self.mode, WindowMode::Functions(_)) {
+        if !self.partition_by.is_empty() {
             self.router = Some(Arc::new(crate::exchange::ExprRouter::try_new(self.partition_by.clone(), &self.input_schema)?));
         }
         Ok(self)
@@ -200,53 +188,30 @@ impl OverWindow {
         if rows.values().all(|&c| c <= 0) {
             return Ok(out);
         }
-        match &self.mode {
-            WindowMode::TopN { skip, fetch } => {
-                let end = fetch.map_or(usize::MAX, |f| skip.saturating_add(f));
-                let mut pos = 0usize;
-                for ((_, row), &count) in rows {
-                    let n = usize::try_from(count).unwrap_or(0);
-                    let (from, to) = (pos.max(*skip), (pos + n).min(end));
-                    if to > from {
-                        *out.entry(row.clone()).or_insert(0) += (to - from) as i64;
-                    }
-                    pos += n;
-                    if pos >= end {
-                        break;
-                    }
-                }
-            }
-            WindowMode::Functions(exprs) => {
-                // One row per copy, in order.
-                let parser = self.rows.parser();
-                let expanded = rows.iter().flat_map(|((_, r), &c)| std::iter::repeat_n(r, usize::try_from(c).unwrap_or(0)));
-                let columns = self.rows.convert_rows(expanded.map(|r| parser.parse(r)))?;
-                let batch = RecordBatch::try_new(self.input_schema.clone(), columns)?;
-                let values = exprs.iter().map(|w| Ok(w.evaluate(&batch)?)).collect::<Result<Vec<ArrayRef>>>()?;
-                let cols: Vec<ArrayRef> = batch.columns()[..self.visible]
-                    .iter()
-                    .cloned()
-                    .chain(values.into_iter().zip(self.schema.fields().iter().skip(self.visible)).map(|(v, f)| {
-                        if v.data_type() == f.data_type() { Ok(v) } else { arrow::compute::cast(&v, f.data_type()) }
-                    }).collect::<Result<Vec<_>, _>>()?)
-                    .chain(batch.columns()[self.visible..].iter().cloned())
-                    .collect();
-                let encoded = self.output.convert_columns(&cols)?;
-                for r in encoded.iter() {
-                    *out.entry(r.as_ref().to_vec()).or_insert(0) += 1;
-                }
-            }
+        // One row per copy, in order.
+        let parser = self.rows.parser();
+        let expanded = rows.iter().flat_map(|((_, r), &c)| std::iter::repeat_n(r, usize::try_from(c).unwrap_or(0)));
+        let columns = self.rows.convert_rows(expanded.map(|r| parser.parse(r)))?;
+        let batch = RecordBatch::try_new(self.input_schema.clone(), columns)?;
+        let values = self.functions.iter().map(|w| Ok(w.evaluate(&batch)?)).collect::<Result<Vec<ArrayRef>>>()?;
+        let cols: Vec<ArrayRef> = batch.columns()[..self.visible]
+            .iter()
+            .cloned()
+            .chain(values.into_iter().zip(self.schema.fields().iter().skip(self.visible)).map(|(v, f)| {
+                if v.data_type() == f.data_type() { Ok(v) } else { arrow::compute::cast(&v, f.data_type()) }
+            }).collect::<Result<Vec<_>, _>>()?)
+            .chain(batch.columns()[self.visible..].iter().cloned())
+            .collect();
+        let encoded = self.output.convert_columns(&cols)?;
+        for r in encoded.iter() {
+            *out.entry(r.as_ref().to_vec()).or_insert(0) += 1;
         }
         Ok(out)
     }
 
     /// Output chunk of `(op, encoded output row)`s.
     fn chunk_of(&self, out: Vec<(Op, Vec<u8>)>) -> Result<Vec<StreamChunk>> {
-        let (conv, schema) = match self.mode {
-            WindowMode::TopN { .. } => (&self.rows, &self.input_schema),
-            WindowMode::Functions(_) => (&self.output, &self.schema),
-        };
-        super::chunk_of_rows(conv, schema, out)
+        super::chunk_of_rows(&self.output, &self.schema, out)
     }
 
     /// Recovery: partitions load when first touched.
