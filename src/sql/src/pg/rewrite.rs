@@ -46,6 +46,7 @@ pub(crate) mod ast;
 mod aggregates;
 mod clock;
 mod datetime;
+mod fetch;
 mod json;
 mod types;
 use types::plain_type;
@@ -535,7 +536,7 @@ impl VisitorMut for PgRewriter {
     fn pre_visit_query(&mut self, q: &mut Query) -> ControlFlow<()> {
         self.depth += 1;
         name_recursive_cte_columns(q);
-        fetch_as_limit(q);
+        fetch::fetch_clause(q);
         using_joins::merge_outer_using(q);
         lateral::lateral_set_functions(q);
         ControlFlow::Continue(())
@@ -762,21 +763,6 @@ impl VisitorMut for PgRewriter {
         }
         ControlFlow::Continue(())
     }
-}
-
-/// `FETCH FIRST n ROWS ONLY` (SQL standard) → `LIMIT n`, keeping an OFFSET.
-fn fetch_as_limit(q: &mut Query) {
-    use datafusion::sql::sqlparser::ast::LimitClause;
-    let Some(fetch) = q.fetch.as_ref() else { return };
-    if fetch.with_ties || fetch.percent {
-        return;
-    }
-    let n = fetch.quantity.clone().unwrap_or_else(|| Expr::value(Value::Number("1".into(), false)));
-    q.limit_clause = Some(match q.limit_clause.take() {
-        Some(LimitClause::LimitOffset { offset, limit_by, .. }) => LimitClause::LimitOffset { limit: Some(n), offset, limit_by },
-        _ => LimitClause::LimitOffset { limit: Some(n), offset: None, limit_by: vec![] },
-    });
-    q.fetch = None;
 }
 
 /// True for an expression that is an interval by its syntax (`INTERVAL '1 day'`, `'1 day'::interval`).
