@@ -86,13 +86,48 @@ pub fn too_complex(depth: usize) -> EddyError {
 pub fn parse_bounded(sql: &str) -> Result<Vec<Statement>> {
     let dialect = EddyDialect::default();
     let parsed = Parser::new(&dialect).with_recursion_limit(PARSER_RECURSION_LIMIT).try_with_sql(sql).and_then(|mut p| p.parse_statements());
-    parsed.map_err(|e| match e {
+    let stmts = parsed.map_err(|e| match e {
         ParserError::RecursionLimitExceeded => user_err!(
             sqlstate::STATEMENT_TOO_COMPLEX,
             "statement is too complex: it nests too deeply to parse (the limit is {MAX_STATEMENT_DEPTH} levels)"
         ),
         e => user_err!(sqlstate::SYNTAX_ERROR, "{}", e.to_string().trim_start_matches("sql parser error: ")),
-    })
+    })?;
+    check_array_nesting(&stmts)?;
+    Ok(stmts)
+}
+
+/// PostgreSQL's limit on the dimensions of an array (`MAXDIM`).
+pub const MAX_ARRAY_DIMENSIONS: usize = 6;
+
+/// Refuses (`54000`, as PostgreSQL) `ARRAY[...]` constructors nested more than
+/// [`MAX_ARRAY_DIMENSIONS`] deep, before planning: DataFusion's type coercion of nested lists
+/// grows steeply with their depth (1,000 levels took five minutes of CPU).
+fn check_array_nesting(stmts: &[Statement]) -> Result<()> {
+    use datafusion::sql::sqlparser::ast::{visit_expressions, Expr as SqlExpr};
+    fn depth(e: &SqlExpr) -> usize {
+        match e {
+            SqlExpr::Array(a) => 1 + a.elem.iter().map(depth).max().unwrap_or(0),
+            SqlExpr::Nested(inner) | SqlExpr::Cast { expr: inner, .. } => depth(inner),
+            _ => 0,
+        }
+    }
+    let mut deepest = 0;
+    for stmt in stmts {
+        let _ = visit_expressions(stmt, |e| {
+            if matches!(e, SqlExpr::Array(_)) {
+                deepest = deepest.max(depth(e));
+            }
+            if deepest > MAX_ARRAY_DIMENSIONS { std::ops::ControlFlow::Break(()) } else { std::ops::ControlFlow::Continue(()) }
+        });
+    }
+    if deepest > MAX_ARRAY_DIMENSIONS {
+        return Err(user_err!(
+            sqlstate::PROGRAM_LIMIT_EXCEEDED,
+            "number of array dimensions ({deepest}) exceeds the maximum allowed ({MAX_ARRAY_DIMENSIONS})"
+        ));
+    }
+    Ok(())
 }
 
 
