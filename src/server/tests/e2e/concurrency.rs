@@ -179,3 +179,36 @@ async fn concurrent_increments_of_one_row_are_all_kept() {
     assert_eq!(rows, vec![vec!["1".to_string(), "200".to_string()], vec!["2".to_string(), "200".to_string()]]);
     srv.shutdown().await.unwrap();
 }
+
+/// DDL in one session while another creates materialized views: every relation gets an id of
+/// its own. A view's internal tables took ids from the live catalog while a CREATE TABLE
+/// decided its id on a copy, so both could take the same id, and the new table then read the
+/// view's state ("Codecs ... did not consume all bytes", wrong counts) for good.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tables_created_while_views_are_created_never_share_an_id_with_them() {
+    let srv = crate::support::server("memory://").await;
+    let c = crate::support::connect(srv.addr).await;
+    c.batch_execute("CREATE TABLE idb (a INT, b INT, c INT, d INT, e INT); INSERT INTO idb VALUES (1, 2, 3, 4, 5)").await.unwrap();
+    let addr = srv.addr;
+    let views = tokio::spawn(async move {
+        let c = crate::support::connect(addr).await;
+        for i in 0..60 {
+            c.batch_execute(&format!("CREATE MATERIALIZED VIEW idv_{i} AS SELECT a, count(*) FROM idb GROUP BY a")).await.unwrap();
+        }
+    });
+    let tables = tokio::spawn(async move {
+        let c = crate::support::connect(addr).await;
+        for i in 0..60 {
+            c.batch_execute(&format!("CREATE TABLE idt_{i} (x INT); INSERT INTO idt_{i} VALUES (42)")).await.unwrap();
+        }
+    });
+    views.await.unwrap();
+    tables.await.unwrap();
+    for i in 0..60 {
+        let got = crate::support::rows(&c, &format!("SELECT x FROM idt_{i}")).await;
+        assert_eq!(got, Ok(vec![vec!["42".to_string()]]), "table idt_{i}");
+        let view = crate::support::rows(&c, &format!("SELECT * FROM idv_{i}")).await;
+        assert_eq!(view, Ok(vec![vec!["1".to_string(), "1".to_string()]]), "view idv_{i}");
+    }
+    srv.shutdown().await.unwrap();
+}

@@ -389,8 +389,39 @@ pub struct Catalog {
     users: BTreeMap<String, UserCatalog>,
     /// Indexes by (schema, name).
     indexes: BTreeMap<(String, String), IndexCatalog>,
-    /// Next object id.
-    next_id: u32,
+    /// Next object id, shared by every copy of the catalog.
+    next_id: IdCounter,
+}
+
+/// The next object id. Copies of a catalog share it: a DDL statement decides its changes on a
+/// copy while a view being created takes ids for its internal tables from the live catalog,
+/// and both must never hand out the same id (two relations would share their state).
+#[derive(Debug, Clone)]
+struct IdCounter(Arc<std::sync::atomic::AtomicU32>);
+
+impl Default for IdCounter {
+    fn default() -> Self {
+        IdCounter::new(0)
+    }
+}
+
+impl IdCounter {
+    fn new(next: u32) -> Self {
+        IdCounter(Arc::new(std::sync::atomic::AtomicU32::new(next)))
+    }
+
+    fn get(&self) -> u32 {
+        self.0.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// Makes every id below `next` taken.
+    fn bump_to(&self, next: u32) {
+        self.0.fetch_max(next, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    fn take(&self) -> u32 {
+        self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst)
+    }
 }
 
 /// A change to the catalog, to be committed with an epoch and then applied in memory.
@@ -421,39 +452,39 @@ fn entry_key(id: u32) -> Vec<u8> {
 impl Catalog {
     /// The next relation id to hand out (every id below it is taken).
     pub fn next_id(&self) -> u32 {
-        self.next_id
+        self.next_id.get()
     }
 
     /// Loads the catalog from a committed snapshot, creating the built-in schemas' entries
     /// in memory if this is a new store.
     pub async fn load(snapshot: &ReadSnapshot) -> Result<Self> {
-        let mut cat = Catalog { next_id: 1, ..Default::default() };
+        let mut cat = Catalog { next_id: IdCounter::new(1), ..Default::default() };
         if let Some(v) = snapshot.get(eddy_common::codec::NEXT_ID_KEY).await? {
             let mark = <[u8; 4]>::try_from(&v[..]).map_err(|_| EddyError::internal("corrupt id high-water mark"))?;
-            cat.next_id = u32::from_be_bytes(mark);
+            cat.next_id.bump_to(u32::from_be_bytes(mark));
         }
         for (_, v) in snapshot.scan_prefix(CATALOG_PREFIX).await? {
             let entry: Entry = serde_json::from_slice(&v)
                 .map_err(|e| EddyError::internal(format!("corrupt catalog entry: {e}")))?;
             match entry {
                 Entry::Schema(s) => {
-                    cat.next_id = cat.next_id.max(s.id + 1);
+                    cat.next_id.bump_to(s.id + 1);
                     cat.schemas.insert(s.name.clone(), s);
                 }
                 Entry::Table(t) => {
-                    cat.next_id = cat.next_id.max(t.id + 1);
+                    cat.next_id.bump_to(t.id + 1);
                     cat.tables.insert((t.schema.clone(), t.name.clone()), Arc::new(*t));
                 }
                 Entry::Type(t) => {
-                    cat.next_id = cat.next_id.max(t.id + 1);
+                    cat.next_id.bump_to(t.id + 1);
                     cat.types.insert((t.schema.clone(), t.name.clone()), t);
                 }
                 Entry::User(u) => {
-                    cat.next_id = cat.next_id.max(u.id + 1);
+                    cat.next_id.bump_to(u.id + 1);
                     cat.users.insert(u.name.clone(), u);
                 }
                 Entry::Index(i) => {
-                    cat.next_id = cat.next_id.max(i.id + 1);
+                    cat.next_id.bump_to(i.id + 1);
                     cat.indexes.insert((i.schema.clone(), i.name.clone()), i);
                 }
             }
@@ -475,9 +506,7 @@ impl Catalog {
 
     /// A fresh object id. Ids handed out but never committed are simply skipped.
     pub fn allocate_id(&mut self) -> u32 {
-        let id = self.next_id;
-        self.next_id += 1;
-        id
+        self.next_id.take()
     }
 
     /// Adds the persisted form of `change` to `batch`.
@@ -508,7 +537,7 @@ impl Catalog {
     pub fn apply(&mut self, change: CatalogChange) {
         match change {
             CatalogChange::CreateSchema(s) => {
-                self.next_id = self.next_id.max(s.id + 1);
+                self.next_id.bump_to(s.id + 1);
                 self.schemas.insert(s.name.clone(), s);
             }
             CatalogChange::DropSchema(s) => {
@@ -517,7 +546,7 @@ impl Catalog {
             CatalogChange::CreateTable(t) => {
                 // An existing id is replaced (a rename, a comment, a replaced view).
                 self.tables.retain(|_, e| e.id != t.id);
-                self.next_id = self.next_id.max(t.id + 1);
+                self.next_id.bump_to(t.id + 1);
                 self.tables.insert((t.schema.clone(), t.name.clone()), Arc::new(t));
             }
             CatalogChange::DropTable(t) => {
@@ -525,14 +554,14 @@ impl Catalog {
                 self.indexes.retain(|_, i| i.table_id != t.id);
             }
             CatalogChange::CreateType(t) => {
-                self.next_id = self.next_id.max(t.id + 1);
+                self.next_id.bump_to(t.id + 1);
                 self.types.insert((t.schema.clone(), t.name.clone()), t);
             }
             CatalogChange::DropType(t) => {
                 self.types.remove(&(t.schema.clone(), t.name.clone()));
             }
             CatalogChange::CreateIndex(i) => {
-                self.next_id = self.next_id.max(i.id + 1);
+                self.next_id.bump_to(i.id + 1);
                 self.indexes.insert((i.schema.clone(), i.name.clone()), i);
             }
             CatalogChange::DropIndex(i) => {
@@ -541,7 +570,7 @@ impl Catalog {
             CatalogChange::CreateUser(u) => {
                 // An existing id is replaced (a new password, a rename).
                 self.users.retain(|_, e| e.id != u.id);
-                self.next_id = self.next_id.max(u.id + 1);
+                self.next_id.bump_to(u.id + 1);
                 self.users.insert(u.name.clone(), u);
             }
             CatalogChange::DropUser(u) => {
