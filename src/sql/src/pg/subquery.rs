@@ -49,6 +49,20 @@ fn qualifiers(e: &Expr) -> Vec<String> {
     out
 }
 
+/// True if `e` mentions a column without a qualifier. PostgreSQL binds it to the innermost
+/// relation that has the column: in a subquery, its own FROM first.
+fn mentions_unqualified(e: &Expr) -> bool {
+    let mut found = false;
+    let _ = visit_expressions(e, |x| {
+        if matches!(x, Expr::Identifier(_)) {
+            found = true;
+            return ControlFlow::Break(());
+        }
+        ControlFlow::Continue(())
+    });
+    found
+}
+
 fn conjuncts(e: Expr, out: &mut Vec<Expr>) {
     match e {
         Expr::BinaryOp { left, op: BinaryOperator::And, right } => {
@@ -70,7 +84,7 @@ fn and_all(mut preds: Vec<Expr>) -> Option<Expr> {
 /// True for a predicate on outer columns that is not an `inner = outer` equality.
 fn is_hard(p: &Expr, inner: &HashSet<String>) -> bool {
     let qs = qualifiers(p);
-    let has_inner = qs.iter().any(|q| inner.contains(q));
+    let has_inner = qs.iter().any(|q| inner.contains(q)) || mentions_unqualified(p);
     let has_outer = qs.iter().any(|q| !inner.contains(q));
     if !has_outer {
         return false;
@@ -81,11 +95,13 @@ fn is_hard(p: &Expr, inner: &HashSet<String>) -> bool {
     }
     match p {
         Expr::BinaryOp { left, op: BinaryOperator::Eq, right }
-            if matches!(left.as_ref(), Expr::CompoundIdentifier(_)) && matches!(right.as_ref(), Expr::CompoundIdentifier(_)) =>
+            if matches!(left.as_ref(), Expr::CompoundIdentifier(_) | Expr::Identifier(_))
+                && matches!(right.as_ref(), Expr::CompoundIdentifier(_) | Expr::Identifier(_)) =>
         {
+            // (inner column, outer column); an unqualified column is the subquery's own.
             let side = |e: &Expr| {
                 let q = qualifiers(e);
-                (q.iter().all(|x| inner.contains(x)), q.iter().all(|x| !inner.contains(x)))
+                (q.iter().all(|x| inner.contains(x)), !q.is_empty() && q.iter().all(|x| !inner.contains(x)))
             };
             let (l_in, l_out) = side(left);
             let (r_in, r_out) = side(right);
@@ -127,7 +143,7 @@ pub fn decorrelatable(q: &mut Query) -> Option<Expr> {
     // Conditions on the outer row alone move out; mixed ones stay for `lift_outer_references`.
     let outer_only = |p: &Expr| {
         let qs = qualifiers(p);
-        !qs.is_empty() && qs.iter().all(|q| !inner.contains(q))
+        !qs.is_empty() && qs.iter().all(|q| !inner.contains(q)) && !mentions_unqualified(p)
     };
     let (hard, easy): (Vec<Expr>, Vec<Expr>) = preds.into_iter().partition(|p| outer_only(p));
     select.selection = and_all(easy);
@@ -181,6 +197,24 @@ fn inner_qualifiers(select: &datafusion::sql::sqlparser::ast::Select) -> HashSet
         .collect()
 }
 
+/// The name the only relation of `select`'s FROM is referred to by (its alias or its table
+/// name), if there is just one.
+fn sole_relation_name(select: &datafusion::sql::sqlparser::ast::Select) -> Option<datafusion::sql::sqlparser::ast::Ident> {
+    use datafusion::sql::sqlparser::ast::ObjectNamePart;
+    let [only] = select.from.as_slice() else { return None };
+    if !only.joins.is_empty() {
+        return None;
+    }
+    match &only.relation {
+        TableFactor::Table { alias: Some(a), args: None, .. } | TableFactor::Derived { alias: Some(a), .. } => Some(a.name.clone()),
+        TableFactor::Table { name, alias: None, args: None, .. } => match name.0.last() {
+            Some(ObjectNamePart::Identifier(i)) => Some(i.clone()),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
 /// Removes `select`'s WHERE clause and returns its AND-ed conditions.
 fn take_conjuncts(select: &mut datafusion::sql::sqlparser::ast::Select) -> Vec<Expr> {
     let mut preds = Vec::new();
@@ -194,6 +228,7 @@ fn lift_in_query(q: &mut Query, outer: &[(String, datafusion::sql::sqlparser::as
     use datafusion::sql::sqlparser::ast::{Ident, TableAlias, TableWithJoins};
     let SetExpr::Select(select) = q.body.as_mut() else { return };
     let inner = inner_qualifiers(select);
+    let sole = sole_relation_name(select);
     let mut preds = take_conjuncts(select);
     // Outer columns in the projection cannot be decorrelated either: they are read from the
     // copy of the outer relation too.
@@ -215,6 +250,48 @@ fn lift_in_query(q: &mut Query, outer: &[(String, datafusion::sql::sqlparser::as
     if hard_outer.is_empty() || hard_outer.iter().any(|q| !outer.iter().any(|(o, _)| o == q)) {
         select.selection = and_all(preds);
         return;
+    }
+    // The copies of outer relations join the subquery's FROM: an unqualified column named like
+    // a copied one would bind to the copy, where PostgreSQL binds it to the subquery's own
+    // relation if that has the column. With one relation in the subquery's FROM, the column
+    // is taken to be that relation's; with several (catalog queries reading an outer array
+    // unqualified), it is left to bind to the copy, the outer relation's value.
+    let lifted: HashSet<String> = preds
+        .iter()
+        .chain(projected.iter().map(|e| &**e))
+        .flat_map(|e| {
+            let mut cols = Vec::new();
+            let _ = visit_expressions(e, |x| {
+                if let Expr::CompoundIdentifier(parts) = x {
+                    if parts.len() >= 2 && hard_outer.contains(&parts[parts.len() - 2].value.to_ascii_lowercase()) {
+                        cols.push(parts[parts.len() - 1].value.to_ascii_lowercase());
+                    }
+                }
+                ControlFlow::<()>::Continue(())
+            });
+            cols
+        })
+        .collect();
+    let clashes = |i: &datafusion::sql::sqlparser::ast::Ident| lifted.contains(&i.value.to_ascii_lowercase());
+    let clash = preds.iter().chain(projected.iter().map(|e| &**e)).any(|e| {
+        let mut found = false;
+        let _ = visit_expressions(e, |x| {
+            found |= matches!(x, Expr::Identifier(i) if clashes(i));
+            ControlFlow::<()>::Continue(())
+        });
+        found
+    });
+    if let (true, Some(own)) = (clash, &sole) {
+        for p in preds.iter_mut().chain(projected.iter_mut().map(|e| &mut **e)) {
+            let _ = datafusion::sql::sqlparser::ast::visit_expressions_mut(p, |x| {
+                if let Expr::Identifier(i) = x {
+                    if clashes(i) {
+                        *x = Expr::CompoundIdentifier(vec![own.clone(), i.clone()]);
+                    }
+                }
+                ControlFlow::<()>::Continue(())
+            });
+        }
     }
     let mut equalities = Vec::new();
     for (qual, table) in outer.iter().filter(|(o, _)| hard_outer.contains(o)) {
