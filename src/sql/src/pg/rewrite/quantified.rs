@@ -126,6 +126,15 @@ fn uncaptured(x: &Expr, s: &Select) -> bool {
     safe
 }
 
+/// True if `x` reads a column (or a subquery, which may).
+fn reads_columns(x: &Expr) -> bool {
+    datafusion::sql::sqlparser::ast::visit_expressions(x, |x| match x {
+        Expr::Identifier(_) | Expr::CompoundIdentifier(_) | Expr::Subquery(_) | Expr::Exists { .. } | Expr::InSubquery { .. } => ControlFlow::Break(()),
+        _ => ControlFlow::Continue(()),
+    })
+    .is_break()
+}
+
 /// True if `s`'s WHERE clause reads a qualified column of a relation `s` does not define (a
 /// correlated subquery).
 fn correlated(s: &Select) -> bool {
@@ -153,7 +162,7 @@ fn inner_relations(s: &Select) -> Vec<String> {
 }
 
 /// `(x1, x2) [NOT] IN (subquery of two columns)` (DataFusion plans IN over one column only), and
-/// a correlated `x NOT IN (subquery)`, →
+/// a correlated or constant `x NOT IN (subquery)`, →
 /// `[NOT] EXISTS (SELECT 1 FROM (subquery) AS __in(c1, c2) WHERE <test>)`, the test being
 /// `(c1, c2) = (x1, x2)` for IN and `((c1, c2) = (x1, x2)) IS NOT FALSE` for NOT IN (a row
 /// whose comparison is NULL makes NOT IN not true). Exact in a WHERE clause; elsewhere a NULL
@@ -165,6 +174,9 @@ pub(super) fn row_in_subquery(e: &Expr) -> Option<Expr> {
         // A correlated `x NOT IN (...)` too: DataFusion's null-aware anti join takes one key
         // only, and the correlation adds another.
         x if *negated && matches!(subquery.body.as_ref(), SetExpr::Select(s) if correlated(s)) => vec![x.clone()],
+        // And `constant NOT IN (...)`: with no column to key the anti join on, DataFusion's
+        // join ignored the subquery's NULLs (`5 NOT IN (SELECT y ...)` with a NULL y was true).
+        x if *negated && !reads_columns(x) => vec![x.clone()],
         _ => return None,
     };
     let row = |items: Vec<String>| format!("({})", items.join(", "));
