@@ -335,11 +335,15 @@ fn rewrite(e: Expr, schema: &DFSchema, udf: &Arc<ScalarUDF>, div: &Arc<ScalarUDF
             return Ok(Transformed::yes(recast(&e, trimmed, to)));
         }
         // A float or numeric cast to an integer rounds as PostgreSQL does (floats: halves to
-        // even, numerics: halves away from zero, which Arrow's numeric rescale does), where
-        // Arrow truncates (1.5::int was 1).
+        // even, numerics: halves away from zero), where Arrow truncates (1.5::int was 1). The
+        // rounding is a function call, not a cast to a numeric of scale 0: the optimizer unwraps
+        // casts in comparisons (`n::int < 2` became `n < 2.00`, true for 1.50).
         if to.is_integer() && (is_float(&from) || matches!(from, DataType::Decimal128(_, s) if s > 0)) {
             let rounded = match from {
-                DataType::Decimal128(p, _) => Expr::Cast(Cast::new(Box::new(inner.clone()), DataType::Decimal128(p, 0))),
+                DataType::Decimal128(p, _) => {
+                    let round = datafusion::functions::math::round().call(vec![inner.clone()]);
+                    Expr::Cast(Cast::new(Box::new(round), DataType::Decimal128(p, 0)))
+                }
                 _ => rint.call(vec![inner.clone()]),
             };
             return Ok(Transformed::yes(recast(&e, rounded, to)));
