@@ -401,6 +401,10 @@ impl Session {
                 ));
             }
             for d in dependents {
+                // Dropping an earlier dependent may have dropped this one (it read both).
+                if self.engine.catalog().by_id(d.id).is_none() {
+                    continue;
+                }
                 Box::pin(self.drop_relation(d, true)).await?;
             }
         }
