@@ -123,21 +123,54 @@ struct SideState {
     rows: RowConverter,
     /// The encoding of a row of NULLs (padding).
     null_row: Vec<u8>,
+    /// The side has no columns (a global aggregate whose value the join does not read, e.g.
+    /// `WHERE 1 = (SELECT count(*) ...)`): rows are encoded with one NULL column of their own,
+    /// since an encoding of no columns holds no rows.
+    unit: bool,
 }
 
 impl SideState {
     fn try_new(schema: SchemaRef, visible: usize, keys: Vec<Arc<dyn PhysicalExpr>>) -> Result<Self> {
-        let rows = RowConverter::new(schema.fields().iter().map(|f| SortField::new(f.data_type().clone())).collect())?;
-        let nulls: Vec<ArrayRef> = schema.fields().iter().map(|f| new_null_array(f.data_type(), 1)).collect();
-        let null_row = rows.convert_columns(&nulls)?.row(0).as_ref().to_vec();
-        Ok(Self { schema, visible, keys, rows, null_row })
+        let unit = schema.fields().is_empty();
+        let mut fields: Vec<SortField> = schema.fields().iter().map(|f| SortField::new(f.data_type().clone())).collect();
+        if unit {
+            fields.push(SortField::new(arrow::datatypes::DataType::Boolean));
+        }
+        let rows = RowConverter::new(fields)?;
+        let mut side = Self { schema, visible, keys, rows, null_row: Vec::new(), unit };
+        let nulls: Vec<ArrayRef> = side.schema.fields().iter().map(|f| new_null_array(f.data_type(), 1)).collect();
+        side.null_row = side.encode(&nulls, 1)?.row(0).as_ref().to_vec();
+        Ok(side)
+    }
+
+    /// Encodes `n` rows of this side's `columns`.
+    fn encode(&self, columns: &[ArrayRef], n: usize) -> Result<arrow::row::Rows> {
+        if self.unit {
+            return Ok(self.rows.convert_columns(&[new_null_array(&arrow::datatypes::DataType::Boolean, n)])?);
+        }
+        Ok(self.rows.convert_columns(columns)?)
     }
 
     /// Decodes encoded rows of this side into columns.
     fn columns(&self, rows: &[&[u8]]) -> Result<Vec<ArrayRef>> {
         let parser = self.rows.parser();
-        Ok(self.rows.convert_rows(rows.iter().map(|r| parser.parse(r)))?)
+        let mut columns = self.rows.convert_rows(rows.iter().map(|r| parser.parse(r)))?;
+        if self.unit {
+            columns.clear();
+        }
+        Ok(columns)
     }
+
+    /// Decodes encoded rows of this side into a batch.
+    fn batch(&self, rows: &[&[u8]]) -> Result<RecordBatch> {
+        with_rows(self.schema.clone(), self.columns(rows)?, rows.len())
+    }
+}
+
+/// A batch of `n` rows (also when `schema` has no columns).
+fn with_rows(schema: SchemaRef, columns: Vec<ArrayRef>, n: usize) -> Result<RecordBatch> {
+    let options = arrow::array::RecordBatchOptions::new().with_row_count(Some(n));
+    Ok(RecordBatch::try_new_with_options(schema, columns, &options)?)
 }
 
 /// Encoded rows of a chunk with their join keys (`None`: the key has a NULL that never matches).
@@ -291,7 +324,7 @@ impl HashJoin {
         let s = self.side(side);
         let (chunk, cols) = evaluate(&s.keys, chunk, errors)?;
         let n = chunk.len();
-        let rows = s.rows.convert_columns(chunk.batch.columns())?;
+        let rows = s.encode(chunk.batch.columns(), n)?;
         let keys = match &self.key_converter {
             None => vec![Some(Vec::new()); n],
             Some(conv) => {
@@ -318,7 +351,7 @@ impl HashJoin {
         let r = self.right.columns(&pairs.iter().map(|p| p.1).collect::<Vec<_>>())?;
         let (lv, rv) = (self.left.visible, self.right.visible);
         let cols: Vec<ArrayRef> = l[..lv].iter().chain(&r[..rv]).chain(&l[lv..]).chain(&r[rv..]).cloned().collect();
-        Ok(RecordBatch::try_new(self.pair_schema.clone(), cols)?)
+        with_rows(self.pair_schema.clone(), cols, pairs.len())
     }
 
     /// For each row of `rows` (a `side` row, its bucket and op), the other side's rows it
@@ -370,7 +403,7 @@ impl HashJoin {
             Some((side, _)) => {
                 let s = self.side(side);
                 let rows: Vec<&[u8]> = out.iter().map(|o| o.1.as_deref().or(o.2.as_deref()).unwrap_or(&s.null_row)).collect();
-                RecordBatch::try_new(s.schema.clone(), s.columns(&rows)?)?
+                s.batch(&rows)?
             }
             None => {
                 let pairs: Vec<(&[u8], &[u8])> = out
