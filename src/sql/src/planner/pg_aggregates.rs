@@ -130,6 +130,20 @@ fn avg_sum_type(t: &DataType) -> Option<DataType> {
     }
 }
 
+/// The type `e` has once type coercion (which runs after this rule) has unified a CASE's
+/// branches: before it, a CASE has its first branch's type, and `avg(CASE ... THEN <integer>
+/// ELSE 99.99 END)` summed its values as integers (100).
+fn coerced_type(e: &Expr, input: &datafusion::common::DFSchema) -> DfResult<DataType> {
+    if let Expr::Case(c) = e {
+        let thens = c.when_then_expr.iter().map(|(_, t)| t.get_type(input)).collect::<DfResult<Vec<_>>>()?;
+        let otherwise = c.else_expr.as_ref().map(|x| x.get_type(input)).transpose()?;
+        if let Some(t) = datafusion::logical_expr::type_coercion::other::get_coerce_type_for_case_expression(&thens, otherwise.as_ref()) {
+            return Ok(t);
+        }
+    }
+    e.get_type(input)
+}
+
 /// An expression without its alias, and the alias.
 fn unaliased(e: &Expr) -> (&Expr, Option<String>) {
     match e {
@@ -147,7 +161,7 @@ fn rewrite_call(e: &Expr, input: &datafusion::common::DFSchema) -> DfResult<Opti
     }
     let name = func.name().to_ascii_lowercase();
     let arg = &params.args[0];
-    let ty = arg.get_type(input)?;
+    let ty = coerced_type(arg, input)?;
     let call = |f: Arc<datafusion::logical_expr::AggregateUDF>, arg: Expr| {
         let mut params = params.clone();
         params.args = vec![arg];

@@ -109,6 +109,8 @@ pub(super) fn function(f: &mut Function, name: &str, args: &[Expr]) -> Option<Ex
             let seconds = cast(micros(x.clone()), SqlType::DoublePrecision);
             Some(Expr::Nested(Box::new(Expr::BinaryOp { left: Box::new(seconds), op: BinaryOperator::Divide, right: Box::new(number("1000000.0")) })))
         }
+        // date_part is double precision in PostgreSQL (DataFusion's fields are integers).
+        ("date_part", [Expr::Value(_), _]) => Some(cast(Expr::Function(f.clone()), SqlType::DoublePrecision)),
         // min/max over a sliding frame: DataFusion's sliding accumulators keep the last value
         // once every row of the frame is NULL (or has left it); PostgreSQL says NULL there.
         ("min" | "max", [x]) => {
@@ -180,9 +182,14 @@ pub(super) fn extract(field: &DateTimeField, x: &Expr) -> Option<Expr> {
             let sql = format!("SELECT CASE WHEN {y} > 0 THEN ({y} + {ad}) / {n} ELSE -(({bc} - {y}) / {n}) END");
             let datafusion::sql::sqlparser::ast::SetExpr::Select(select) = *super::ast::parse_query(&sql)?.body else { return None };
             let Some(datafusion::sql::sqlparser::ast::SelectItem::UnnamedExpr(e)) = select.projection.into_iter().next() else { return None };
-            return Some(Expr::Nested(Box::new(e)));
+            return Some(cast(Expr::Nested(Box::new(e)), SqlType::Decimal(ExactNumberInfo::PrecisionAndScale(20, 0))));
         }
-        _ => return None,
+        // The other fields are whole numbers: numeric in PostgreSQL (DataFusion's are integers,
+        // so `extract(hour FROM ts) / 4` divided as integers).
+        _ => {
+            let whole = Expr::Extract { field: field.clone(), syntax: datafusion::sql::sqlparser::ast::ExtractSyntax::From, expr: Box::new(x.clone()) };
+            return Some(cast(whole, SqlType::Decimal(ExactNumberInfo::PrecisionAndScale(20, 0))));
+        }
     }
     let whole = cast(micros(x.clone()), SqlType::Decimal(ExactNumberInfo::PrecisionAndScale(20, 0)));
     let scale = cast(number("0.000001"), SqlType::Decimal(ExactNumberInfo::PrecisionAndScale(7, 6)));
