@@ -52,6 +52,7 @@ mod types;
 use types::plain_type;
 mod lateral;
 pub(crate) use lateral::REGEXP_MATCHES;
+pub(crate) use scalars::{similar_regex, SIMILAR_REGEX};
 mod quantified;
 mod scalars;
 mod time_windows;

@@ -512,6 +512,11 @@ pub fn register_scalar_functions(ctx: &SessionContext) {
     register(ctx, "regexp_split_to_array", Signature::variadic_any(Volatility::Immutable), text_array.clone(), Arc::new(|a, rows| columnar(a, rows, regexp_split_to_array)));
     let matches = DataType::List(Arc::new(arrow::datatypes::Field::new("item", text_array, true)));
     register(ctx, super::rewrite::REGEXP_MATCHES, Signature::variadic_any(Volatility::Immutable), matches, Arc::new(|a, rows| columnar(a, rows, regexp_matches)));
+    add(ctx, super::rewrite::SIMILAR_REGEX, 1, DataType::Utf8, |a, _| {
+        let patterns = arrow::compute::cast(&a[0], &DataType::Utf8)?;
+        let out: arrow::array::StringArray = patterns.as_string::<i32>().iter().map(|p| p.map(super::rewrite::similar_regex)).collect();
+        Ok(Arc::new(out))
+    });
     add(ctx, "width_bucket", 4, DataType::Int32, width_bucket);
     add(ctx, "min_scale", 1, DataType::Int32, min_scale);
     add(ctx, "scale", 1, DataType::Int32, scale);

@@ -200,15 +200,25 @@ pub(super) fn extract(field: &DateTimeField, x: &Expr) -> Option<Expr> {
 /// a regular-expression match: `%` is `.*`, `_` is `.`, the pattern matches the whole string,
 /// `|`, `*`, `+`, `?`, `{m,n}`, `()` and `[...]` keep their regex meaning, other characters
 /// match themselves.
+/// Another pattern is translated when the query runs, by [`SIMILAR_REGEX`] (DataFusion's own
+/// SIMILAR TO took it as an unanchored regex, so `'abc' SIMILAR TO '%(b|d)%'` was false).
 pub(super) fn similar_to(negated: bool, x: &Expr, pattern: &Expr) -> Option<Expr> {
-    let Expr::Value(v) = pattern else { return None };
-    let Value::SingleQuotedString(p) = &v.value else { return None };
     let op = if negated { BinaryOperator::PGRegexNotMatch } else { BinaryOperator::PGRegexMatch };
-    Some(Expr::Nested(Box::new(Expr::BinaryOp { left: Box::new(x.clone()), op, right: Box::new(string_lit(&similar_regex(p))) })))
+    let regex = match pattern {
+        Expr::Value(v) => match &v.value {
+            Value::SingleQuotedString(p) => string_lit(&similar_regex(p)),
+            _ => call(SIMILAR_REGEX, vec![pattern.clone()]),
+        },
+        _ => call(SIMILAR_REGEX, vec![pattern.clone()]),
+    };
+    Some(Expr::Nested(Box::new(Expr::BinaryOp { left: Box::new(x.clone()), op, right: Box::new(regex) })))
 }
 
+/// `eddy_similar_regex(pattern)`: the regex of a SIMILAR TO pattern (see [`similar_regex`]).
+pub const SIMILAR_REGEX: &str = "eddy_similar_regex";
+
 /// The anchored regex of a SIMILAR TO pattern.
-pub(super) fn similar_regex(p: &str) -> String {
+pub fn similar_regex(p: &str) -> String {
     let mut out = String::from("^(?:");
     let mut chars = p.chars();
     let mut in_class = false;
