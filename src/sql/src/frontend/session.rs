@@ -80,7 +80,7 @@ impl Session {
                 .with_runtime_env(runtime.clone())
                 .with_default_features()
                 .with_physical_optimizer_rules(physical_rules())
-                .with_optimizer_rules(optimizer_rules())
+                .with_optimizer_rules(crate::planner::optimizer_rules::rules())
                 .with_catalog_list(Arc::new(EddyCatalogList::new(relations.clone(), Some(system.clone()), expose)))
                 .with_physical_optimizer_rule(Arc::new(crate::planner::overflow::CheckedArithmetic))
                 .with_analyzer_rules(crate::planner::pg_aggregates::analyzer_rules())
@@ -323,14 +323,6 @@ pub(crate) async fn run_scratch(ctx: &SessionContext, sql: &str) -> Result<(Sche
 /// every filter that may move.
 fn physical_rules() -> Vec<Arc<dyn datafusion::physical_optimizer::PhysicalOptimizerRule + Send + Sync>> {
     datafusion::physical_optimizer::optimizer::PhysicalOptimizer::new().rules.into_iter().filter(|r| r.name() != "FilterPushdown").collect()
-}
-
-/// DataFusion's logical optimizer rules but `eliminate_group_by_constant`, which turns an
-/// aggregation whose grouping keys are all constant (`SELECT 1 AS c, count(*) ... GROUP BY 1`)
-/// into one without keys, and so makes a row of it for empty input where PostgreSQL has none
-/// (and a view kept a count-0 row after every row was deleted).
-fn optimizer_rules() -> Vec<Arc<dyn datafusion::optimizer::OptimizerRule + Send + Sync>> {
-    datafusion::optimizer::Optimizer::new().rules.into_iter().filter(|r| r.name() != "eliminate_group_by_constant").collect()
 }
 
 /// `state` for running `plan`: without DataFusion's projection pruning when the plan has a

@@ -12,6 +12,7 @@ pub mod jsonb_value;
 pub mod to_json;
 pub mod names;
 pub mod numeric_div;
+pub mod optimizer_rules;
 pub mod ordered_set;
 pub mod overflow;
 pub mod parse;
