@@ -198,6 +198,41 @@ fn date_interval(b: &datafusion::logical_expr::BinaryExpr, schema: &DFSchema) ->
     Some(Expr::BinaryExpr(datafusion::logical_expr::BinaryExpr::new(Box::new(ts(&b.left, &lt)), b.op, Box::new(ts(&b.right, &rt)))))
 }
 
+/// `date ± integer` as arithmetic on day numbers, a date again. Type coercion made it
+/// `date ± CAST(CAST(CAST(n AS Int64) * 86400 AS Duration(s)) AS Interval)`, which a filter's
+/// range analysis cannot compare with a date (`WHERE d - a < DATE '2024-01-02'` was an
+/// internal error), and whose durations overflow 292 years from 1970.
+fn date_plus_days(b: &datafusion::logical_expr::BinaryExpr, schema: &DFSchema) -> Option<Expr> {
+    use datafusion::logical_expr::Operator::{Minus, Multiply, Plus};
+    if !matches!(b.op, Plus | Minus) {
+        return None;
+    }
+    // The day count of the coerced form.
+    let days = |e: &Expr| -> Option<Expr> {
+        let Expr::Cast(Cast { expr: to_interval, field }) = e else { return None };
+        if !matches!(field.data_type(), DataType::Interval(_)) {
+            return None;
+        }
+        let Expr::Cast(Cast { expr: seconds, field }) = to_interval.as_ref() else { return None };
+        if !matches!(field.data_type(), DataType::Duration(arrow::datatypes::TimeUnit::Second)) {
+            return None;
+        }
+        let Expr::BinaryExpr(m) = seconds.as_ref() else { return None };
+        let per_day = matches!(m.right.as_ref(), Expr::Literal(ScalarValue::Int64(Some(86_400)), _));
+        (m.op == Multiply && per_day).then(|| m.left.as_ref().clone())
+    };
+    let is_date = |x: &Expr| x.get_type(schema).is_ok_and(|t| t == DataType::Date32);
+    let (date, n, op) = match (days(&b.left), days(&b.right)) {
+        (None, Some(n)) if is_date(&b.left) => (b.left.as_ref(), n, b.op),
+        (Some(n), None) if b.op == Plus && is_date(&b.right) => (b.right.as_ref(), n, Plus),
+        _ => return None,
+    };
+    let day_number = Expr::Cast(Cast::new(Box::new(Expr::Cast(Cast::new(Box::new(date.clone()), DataType::Int32))), DataType::Int64));
+    let sum = Expr::BinaryExpr(datafusion::logical_expr::BinaryExpr::new(Box::new(day_number), op, Box::new(n)));
+    let as_int32 = Expr::Cast(Cast::new(Box::new(sum), DataType::Int32));
+    Some(Expr::Cast(Cast::new(Box::new(as_int32), DataType::Date32)))
+}
+
 /// A comparison of a date with a timestamp compares the date as a timestamp (midnight), as in
 /// PostgreSQL: `d < DATE '1994-01-01' + INTERVAL '1' YEAR` compares with the timestamp
 /// [`date_interval`] made of the right side (coercion had typed both sides dates).
@@ -295,7 +330,7 @@ fn rewrite(e: Expr, schema: &DFSchema, udf: &Arc<ScalarUDF>, div: &Arc<ScalarUDF
         }
         if let Expr::BinaryExpr(b) = &e {
             constant_overflow(&e, b.op, schema)?;
-            if let Some(out) = float_comparison(b, schema).or_else(|| date_interval(b, schema)).or_else(|| date_timestamp_comparison(b, schema)) {
+            if let Some(out) = float_comparison(b, schema).or_else(|| date_interval(b, schema)).or_else(|| date_timestamp_comparison(b, schema)).or_else(|| date_plus_days(b, schema)) {
                 return Ok(Transformed::yes(out));
             }
             if b.op == datafusion::logical_expr::Operator::StringConcat {
