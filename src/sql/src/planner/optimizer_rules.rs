@@ -13,7 +13,7 @@
 
 use std::sync::Arc;
 
-use datafusion::common::tree_node::Transformed;
+use datafusion::common::tree_node::{Transformed, TreeNode};
 use datafusion::common::Result as DfResult;
 use datafusion::logical_expr::{Aggregate, Expr, LogicalPlan, Sort, SortExpr};
 use datafusion::optimizer::optimizer::ApplyOrder;
@@ -29,8 +29,23 @@ pub fn rules() -> Vec<Arc<dyn OptimizerRule + Send + Sync>> {
         .collect()
 }
 
-/// Removes repeated expressions from sorts (the first occurrence decides the direction) and
-/// from grouping keys.
+fn has_repeats(order: &[SortExpr]) -> bool {
+    order.iter().enumerate().any(|(i, e)| order[..i].iter().any(|u| u.expr == e.expr))
+}
+
+/// `order` without the keys an earlier one repeats (the first decides the direction).
+fn without_repeats(order: &[SortExpr]) -> Vec<SortExpr> {
+    let mut unique: Vec<SortExpr> = Vec::with_capacity(order.len());
+    for e in order {
+        if !unique.iter().any(|u| u.expr == e.expr) {
+            unique.push(e.clone());
+        }
+    }
+    unique
+}
+
+/// Removes repeated expressions from sorts (the first occurrence decides the direction), from
+/// aggregates' ORDER BY and from grouping keys.
 #[derive(Debug, Default)]
 pub struct DuplicateExprs;
 
@@ -49,17 +64,8 @@ impl OptimizerRule for DuplicateExprs {
 
     fn rewrite(&self, plan: LogicalPlan, _config: &dyn OptimizerConfig) -> DfResult<Transformed<LogicalPlan>> {
         match plan {
-            LogicalPlan::Sort(sort) => {
-                let mut unique: Vec<SortExpr> = Vec::with_capacity(sort.expr.len());
-                for e in &sort.expr {
-                    if !unique.iter().any(|u| u.expr == e.expr) {
-                        unique.push(e.clone());
-                    }
-                }
-                if unique.len() == sort.expr.len() {
-                    return Ok(Transformed::no(LogicalPlan::Sort(sort)));
-                }
-                Ok(Transformed::yes(LogicalPlan::Sort(Sort { expr: unique, input: sort.input, fetch: sort.fetch })))
+            LogicalPlan::Sort(sort) if has_repeats(&sort.expr) => {
+                Ok(Transformed::yes(LogicalPlan::Sort(Sort { expr: without_repeats(&sort.expr), input: sort.input, fetch: sort.fetch })))
             }
             LogicalPlan::Aggregate(agg) => {
                 let mut unique: Vec<Expr> = Vec::with_capacity(agg.group_expr.len());
@@ -68,10 +74,35 @@ impl OptimizerRule for DuplicateExprs {
                         unique.push(e.clone());
                     }
                 }
-                if unique.len() == agg.group_expr.len() {
+                // An aggregate's own ORDER BY too (DISTINCT ON (s) ... ORDER BY s, id, s DESC
+                // became first_value ordered by s twice, which failed an assertion).
+                let mut orders_changed = false;
+                let aggr_expr: Vec<Expr> = agg
+                    .aggr_expr
+                    .iter()
+                    .map(|e| {
+                        let out = e.clone().transform_down(|x| match x {
+                            Expr::AggregateFunction(mut f) if has_repeats(&f.params.order_by) => {
+                                f.params.order_by = without_repeats(&f.params.order_by);
+                                Ok(Transformed::yes(Expr::AggregateFunction(f)))
+                            }
+                            other => Ok(Transformed::no(other)),
+                        })?;
+                        if !out.transformed {
+                            return Ok(out.data);
+                        }
+                        orders_changed = true;
+                        // The nodes above read the aggregate by its name.
+                        Ok(match out.data {
+                            aliased @ Expr::Alias(_) => aliased,
+                            other => other.alias(e.schema_name().to_string()),
+                        })
+                    })
+                    .collect::<DfResult<_>>()?;
+                if unique.len() == agg.group_expr.len() && !orders_changed {
                     return Ok(Transformed::no(LogicalPlan::Aggregate(agg)));
                 }
-                Ok(Transformed::yes(LogicalPlan::Aggregate(Aggregate::try_new(agg.input, unique, agg.aggr_expr)?)))
+                Ok(Transformed::yes(LogicalPlan::Aggregate(Aggregate::try_new(agg.input, unique, aggr_expr)?)))
             }
             other => Ok(Transformed::no(other)),
         }
