@@ -125,6 +125,32 @@ fn rint() -> ScalarUDF {
     crate::planner::udf::closure_udf("eddy_rint", Signature::any(1, Volatility::Immutable), DataType::Float64, Arc::new(body))
 }
 
+/// `eddy_text_array(text)`: PostgreSQL's array input of a one-dimensional array, as text
+/// elements (a cast to the element type follows). Casts of literals are parsed in the SQL
+/// rewrite; this reads a column's text (`s::int[]` took `{1,2}` as one element).
+fn text_array() -> ScalarUDF {
+    let body = |args: &[ColumnarValue], rows: usize| -> DfResult<ColumnarValue> {
+        use arrow::array::{AsArray, ListBuilder};
+        let a = arrow::compute::cast(&args[0].to_array(rows)?, &DataType::Utf8)?;
+        let mut out = ListBuilder::new(StringBuilder::new());
+        for v in a.as_string::<i32>() {
+            match v {
+                None => out.append_null(),
+                Some(text) => {
+                    let items = eddy_common::text::parse_array_text(text).map_err(|e| datafusion::error::DataFusionError::External(Box::new(e)))?;
+                    for item in items {
+                        out.values().append_option(item);
+                    }
+                    out.append(true);
+                }
+            }
+        }
+        Ok(ColumnarValue::Array(Arc::new(out.finish())))
+    };
+    let ret = DataType::List(Arc::new(Field::new("item", DataType::Utf8, true)));
+    crate::planner::udf::closure_udf("eddy_text_array", Signature::any(1, Volatility::Immutable), ret, Arc::new(body))
+}
+
 /// Fails with "integer out of range" if `e`, integer or decimal `+`, `-` or `*` of constants
 /// only, overflows: the optimizer folds constants with wrapping arithmetic before the checked
 /// arithmetic of `planner/overflow.rs` applies (`2147483647::int + 1::int` was -2147483648).
@@ -368,6 +394,10 @@ fn rewrite(e: Expr, schema: &DFSchema, udf: &Arc<ScalarUDF>, div: &Arc<ScalarUDF
         if text && (to.is_numeric() || matches!(to, DataType::Date32 | DataType::Timestamp(_, _))) && !matches!(inner, Expr::Literal(ScalarValue::Utf8(Some(t)), _) if t.trim() == t) {
             let trimmed = datafusion::functions::string::btrim().call(vec![inner.clone()]);
             return Ok(Transformed::yes(recast(&e, trimmed, to)));
+        }
+        if text && matches!(to, DataType::List(_)) {
+            let parsed = text_array().call(vec![inner.clone()]);
+            return Ok(Transformed::yes(recast(&e, parsed, to)));
         }
         // A float or numeric cast to an integer rounds as PostgreSQL does (floats: halves to
         // even, numerics: halves away from zero), where Arrow truncates (1.5::int was 1). The
