@@ -589,7 +589,8 @@ impl VisitorMut for PgRewriter {
                 // Only `\\` escapes in DataFusion: turn the custom escape into backslashes.
                 let c = esc.to_string().trim_matches('\'').to_string();
                 let doubled = call("replace", vec![pattern.as_ref().clone(), string_lit("\\"), string_lit("\\\\")]);
-                **pattern = call("replace", vec![doubled, string_lit(&c), string_lit("\\")]);
+                // ESCAPE '' is no escape character at all.
+                **pattern = if c.is_empty() { doubled } else { call("replace", vec![doubled, string_lit(&c), string_lit("\\")]) };
                 *esc = Value::SingleQuotedString("\\".to_string()).into();
                 None
             }
