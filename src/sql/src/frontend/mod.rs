@@ -30,6 +30,7 @@ pub mod state;
 pub mod statement;
 pub mod subscribe;
 pub mod transaction;
+pub mod update_set;
 pub mod users;
 pub mod view;
 pub mod whole_row;

@@ -186,6 +186,7 @@ impl Session {
         let state = self.state(dml);
         let mut stmt = stmt.clone();
         self.expand_views_in(&mut stmt)?;
+        self.update_assignments(&mut stmt)?;
         if let Statement::Query(q) = &mut stmt {
             if let Some(applied) = self.apply_correlated(q).await {
                 **q = applied;
