@@ -43,7 +43,14 @@ fn expand(a: &Aggregate) -> DfResult<Option<LogicalPlan>> {
         let ordinal = sets[..i].iter().filter(|s| *s == members).count() as u64;
         let semantic = distinct.iter().fold(0u64, |acc, e| (acc << 1) | u64::from(!members.contains(e)));
         let id = ScalarValue::UInt64(Some(semantic | (ordinal << n))).cast_to(&id_type)?;
-        let agg = Aggregate::try_new(a.input.clone(), members.clone(), a.aggr_expr.clone())?;
+        // The empty set with no aggregate left (the query reads none of them) still makes its
+        // one row: count(*) is computed and not read.
+        let aggr_expr = if members.is_empty() && a.aggr_expr.is_empty() {
+            vec![datafusion::functions_aggregate::count::count_all()]
+        } else {
+            a.aggr_expr.clone()
+        };
+        let agg = Aggregate::try_new(a.input.clone(), members.clone(), aggr_expr)?;
         let column = |k: usize| Expr::Column(Column::from(agg.schema.qualified_field(k)));
         let mut exprs = Vec::with_capacity(a.schema.fields().len());
         for (j, e) in distinct.iter().enumerate() {
