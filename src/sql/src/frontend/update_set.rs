@@ -1,7 +1,7 @@
 //! The `SET` forms of PostgreSQL's UPDATE that DataFusion's planner lacks, written as the ones
 //! it has: `SET (a, b) = (x, y)` as `SET a = x, b = y` (a sub-SELECT of two columns as two
 //! scalar subqueries), and `SET a = DEFAULT` as the column's default expression (NULL without
-//! one).
+//! one). Two assignments to one column are an error, as in PostgreSQL.
 
 use datafusion::sql::sqlparser::ast::{Assignment, AssignmentTarget, Expr, Statement, TableFactor};
 use datafusion::sql::sqlparser::parser::Parser;
@@ -52,6 +52,16 @@ impl Session {
             }
         }
         u.assignments = assignments;
+        let mut seen = std::collections::HashSet::new();
+        for a in &u.assignments {
+            if let AssignmentTarget::ColumnName(c) = &a.target {
+                let name = c.0.last().map(|p| p.to_string()).unwrap_or_default();
+                let key = if name.starts_with('"') { name.trim_matches('"').to_string() } else { name.to_ascii_lowercase() };
+                if !seen.insert(key.clone()) {
+                    return Err(user_err!(sqlstate::SYNTAX_ERROR, "multiple assignments to same column \"{key}\""));
+                }
+            }
+        }
         if !u.assignments.iter().any(|a| is_default(&a.value)) {
             return Ok(());
         }

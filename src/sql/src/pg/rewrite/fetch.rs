@@ -31,7 +31,11 @@ const ROW: &str = "__eddy_row";
 
 /// The names of `body`'s output columns where the syntax gives them (`None` for an unnamed
 /// expression), and whether a wildcard adds columns whose names are unknown here.
-fn output_names(body: &SetExpr) -> (Vec<(Option<Ident>, Option<&Expr>)>, bool) {
+/// An output column: its name where the syntax gives one, and its select item's expression
+/// (`None` for a wildcard).
+type OutputColumn<'a> = (Option<Ident>, Option<&'a Expr>);
+
+fn output_names(body: &SetExpr) -> (Vec<OutputColumn<'_>>, bool) {
     match body {
         SetExpr::Select(s) => {
             let mut names = Vec::new();
