@@ -554,7 +554,16 @@ impl VisitorMut for PgRewriter {
 
     fn post_visit_expr(&mut self, e: &mut Expr) -> ControlFlow<()> {
         let replacement = match e {
-            Expr::Function(f) => rewrite_function(f),
+            Expr::Function(f) => {
+                let r = rewrite_function(f);
+                if base_name(&f.name) == "date_trunc" {
+                    if let Err(err) = clock::check_date_trunc_unit(f) {
+                        self.error = Some(err);
+                        return ControlFlow::Break(());
+                    }
+                }
+                r
+            }
             Expr::Cast { expr, data_type, .. } => {
                 let r = rewrite_cast(expr, data_type);
                 if r.is_none() {

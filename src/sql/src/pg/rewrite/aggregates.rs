@@ -31,7 +31,8 @@ pub(super) fn sorted_array_agg(f: &Function) -> Option<Expr> {
 /// its own row's separator, joined by `eddy_string_agg_rows` over the (value, separator) pairs.
 pub(super) fn string_agg(f: &Function) -> Option<Expr> {
     let FunctionArguments::List(l) = &f.args else { return None };
-    if l.args.len() != 2 || f.over.is_some() {
+    // Two plain arguments (not `*` or a named one, which `function_args` leaves out).
+    if l.args.len() != 2 || function_args(f).len() != 2 || f.over.is_some() {
         return None;
     }
     match l.duplicate_treatment {

@@ -110,6 +110,23 @@ pub(super) fn date_trunc_unit(f: &mut Function) {
     *unit = canonical.to_string();
 }
 
+/// A literal unit of `date_trunc` that is no unit at all is PostgreSQL's 22023, found while
+/// planning (DataFusion's error came when rows were evaluated, so a view failed as a whole);
+/// PostgreSQL's longer units are not supported yet.
+pub(super) fn check_date_trunc_unit(f: &Function) -> eddy_common::Result<()> {
+    use eddy_common::error::sqlstate;
+    let FunctionArguments::List(list) = &f.args else { return Ok(()) };
+    let Some(FunctionArg::Unnamed(FunctionArgExpr::Expr(Expr::Value(v)))) = list.args.first() else { return Ok(()) };
+    let Value::SingleQuotedString(unit) = &v.value else { return Ok(()) };
+    match unit.as_str() {
+        "microsecond" | "millisecond" | "second" | "minute" | "hour" | "day" | "week" | "month" | "quarter" | "year" => Ok(()),
+        u if matches!(u.trim().to_ascii_lowercase().as_str(), "decade" | "decades" | "century" | "centuries" | "millennium" | "millennia") => {
+            Err(eddy_common::user_err!(sqlstate::FEATURE_NOT_SUPPORTED, "date_trunc to a {u} is not supported yet"))
+        }
+        u => Err(eddy_common::user_err!(sqlstate::INVALID_PARAMETER_VALUE, "unit \"{u}\" not recognized for type timestamp")),
+    }
+}
+
 /// The arguments of `generate_series` in FROM, which DataFusion evaluates while planning,
 /// before Eddy's text casts apply: timestamp text gets the seconds Arrow's parser wants
 /// (`'2024-01-01 10:00'::timestamp`), and a step written as non-integer text (`'1 day'`) is the
