@@ -245,10 +245,14 @@ async fn mutated_statements_of_the_corpus_answer_rows_or_a_proper_error() {
         ran += 1;
         // Each case on a session that reads for at most a second.
         let _ = c.batch_execute("ROLLBACK; SET statement_timeout = '1s'").await;
+        let mut message = String::new();
         let code = match tokio::time::timeout(Duration::from_secs(120), c.batch_execute(&sql)).await {
             Ok(Ok(())) => "ok".to_string(),
             Ok(Err(e)) => match e.as_db_error() {
-                Some(d) => d.code().code().to_string(),
+                Some(d) => {
+                    message = d.message().to_string();
+                    d.code().code().to_string()
+                }
                 // The session ended (a FATAL error ends only that session): a new one.
                 None => {
                     assert!(eddy.alive(), "the server died on: {sql}\nlog:\n{}", eddy.log_text());
@@ -262,7 +266,7 @@ async fn mutated_statements_of_the_corpus_answer_rows_or_a_proper_error() {
             eprintln!("{code}: {sql}");
         }
         if code == "XX000" {
-            internal.push(sql);
+            internal.push(format!("{sql}\n  ({message})"));
         }
         *states.entry(code).or_default() += 1;
     }

@@ -151,6 +151,47 @@ fn text_array() -> ScalarUDF {
     crate::planner::udf::closure_udf("eddy_text_array", Signature::any(1, Volatility::Immutable), ret, Arc::new(body))
 }
 
+/// `text::float8` / `text::real` as PostgreSQL reads them: surrounding spaces, `NaN` and
+/// `[+-]Infinity` / `inf` in any case; a finite number too large or too small for the type is
+/// 22003 "out of range" (Arrow's cast gave Infinity or 0), anything else 22P02.
+fn text_float(real: bool) -> ScalarUDF {
+    let body = move |args: &[ColumnarValue], rows: usize| -> DfResult<ColumnarValue> {
+        use arrow::array::{AsArray, Float64Array};
+        let type_name = if real { "real" } else { "double precision" };
+        let a = arrow::compute::cast(&args[0].to_array(rows)?, &DataType::Utf8)?;
+        let out = a
+            .as_string::<i32>()
+            .iter()
+            .map(|v| v.map(|text| parse_pg_float(text, real, type_name)).transpose())
+            .collect::<DfResult<Float64Array>>()?;
+        Ok(ColumnarValue::Array(Arc::new(out)))
+    };
+    let name = if real { "eddy_text_real" } else { "eddy_text_float8" };
+    crate::planner::udf::closure_udf(name, Signature::any(1, Volatility::Immutable), DataType::Float64, Arc::new(body))
+}
+
+fn parse_pg_float(text: &str, real: bool, type_name: &str) -> DfResult<f64> {
+    use eddy_common::error::sqlstate;
+    let t = text.trim();
+    let lower = t.to_ascii_lowercase();
+    let unsigned = lower.trim_start_matches(['+', '-']);
+    if matches!(unsigned, "infinity" | "inf" | "nan") {
+        let v: f64 = lower.replace("infinity", "inf").parse().map_err(|_| crate::planner::udf::user_error(sqlstate::INVALID_TEXT_REPRESENTATION, format!("invalid input syntax for type {type_name}: \"{text}\"")))?;
+        return Ok(v);
+    }
+    let numeric = !t.is_empty() && t.chars().all(|c| c.is_ascii_digit() || matches!(c, '.' | 'e' | 'E' | '+' | '-'));
+    let v: f64 = match t.parse() {
+        Ok(v) if numeric => v,
+        _ => return Err(crate::planner::udf::user_error(sqlstate::INVALID_TEXT_REPRESENTATION, format!("invalid input syntax for type {type_name}: \"{text}\""))),
+    };
+    let mantissa_nonzero = t.split(['e', 'E']).next().is_some_and(|m| m.chars().any(|c| matches!(c, '1'..='9')));
+    let narrowed = if real { f64::from(v as f32) } else { v };
+    if narrowed.is_infinite() || (narrowed == 0.0 && mantissa_nonzero) {
+        return Err(crate::planner::udf::user_error(sqlstate::NUMERIC_VALUE_OUT_OF_RANGE, format!("\"{text}\" is out of range for type {type_name}")));
+    }
+    Ok(v)
+}
+
 /// Fails with "integer out of range" if `e`, integer or decimal `+`, `-` or `*` of constants
 /// only, overflows: the optimizer folds constants with wrapping arithmetic before the checked
 /// arithmetic of `planner/overflow.rs` applies (`2147483647::int + 1::int` was -2147483648).
@@ -391,6 +432,10 @@ fn rewrite(e: Expr, schema: &DFSchema, udf: &Arc<ScalarUDF>, div: &Arc<ScalarUDF
         let Ok(from) = inner.get_type(schema) else { return Ok(Transformed::no(e)) };
         // Text read as a number or date may have surrounding whitespace (' 42 '::int is 42).
         let text = matches!(from, DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View);
+        if text && matches!(e, Expr::Cast(_)) && matches!(to, DataType::Float64 | DataType::Float32) {
+            let parsed = text_float(*to == DataType::Float32).call(vec![inner.clone()]);
+            return Ok(Transformed::yes(recast(&e, parsed, to)));
+        }
         if text && (to.is_numeric() || matches!(to, DataType::Date32 | DataType::Timestamp(_, _))) && !matches!(inner, Expr::Literal(ScalarValue::Utf8(Some(t)), _) if t.trim() == t) {
             let trimmed = datafusion::functions::string::btrim().call(vec![inner.clone()]);
             return Ok(Transformed::yes(recast(&e, trimmed, to)));
@@ -456,5 +501,33 @@ impl AnalyzerRule for PgTextCasts {
 
     fn name(&self) -> &str {
         "eddy_pg_text_casts"
+    }
+}
+
+#[cfg(test)]
+mod float_text_tests {
+    use super::parse_pg_float;
+
+    fn code(r: datafusion::error::Result<f64>) -> String {
+        match r {
+            Ok(v) => v.to_string(),
+            Err(e) => eddy_common::EddyError::from(e).sqlstate.to_string(),
+        }
+    }
+
+    #[test]
+    fn text_reads_as_postgresql_reads_floats() {
+        assert_eq!(code(parse_pg_float("1e400", false, "double precision")), "22003");
+        assert_eq!(code(parse_pg_float("-1e400", false, "double precision")), "22003");
+        assert_eq!(code(parse_pg_float("1e-400", false, "double precision")), "22003");
+        assert_eq!(code(parse_pg_float("1e39", true, "real")), "22003");
+        assert_eq!(code(parse_pg_float("1.5x", false, "double precision")), "22P02");
+        assert_eq!(code(parse_pg_float("", false, "double precision")), "22P02");
+        assert_eq!(code(parse_pg_float(" 1.5 ", false, "double precision")), "1.5");
+        assert_eq!(code(parse_pg_float("0.0e10", false, "double precision")), "0");
+        assert_eq!(code(parse_pg_float("1e38", true, "real")), "100000000000000000000000000000000000000");
+        assert_eq!(code(parse_pg_float("-Infinity", false, "double precision")), "-inf");
+        assert_eq!(code(parse_pg_float("inf", false, "double precision")), "inf");
+        assert!(parse_pg_float("NaN", false, "double precision").unwrap().is_nan());
     }
 }
