@@ -32,6 +32,18 @@ async fn cached_bytes(http: std::net::SocketAddr) -> u64 {
     node["state"]["bytes"].as_u64().unwrap_or_else(|| panic!("no state bytes in {node}"))
 }
 
+/// A server on the state at `url`, with its HTTP address and a client.
+async fn start(url: &str) -> (eddy_server::ServerHandle, std::net::SocketAddr, tokio_postgres::Client) {
+    let srv = server_with(|c| {
+        c.state_store = url.to_string();
+        c.http = Some("127.0.0.1:0".into());
+    })
+    .await;
+    let http = srv.http_addr.expect("the HTTP server runs");
+    let c = connect(srv.addr).await;
+    (srv, http, c)
+}
+
 async fn check(c: &tokio_postgres::Client, model: &BTreeMap<i32, i32>, what: &str) {
     assert_eq!(top(c).await, expected(model), "{what}");
     verify(c, "tn_top").await.unwrap_or_else(|e| panic!("{what}: {e}"));
@@ -54,13 +66,7 @@ async fn a_top_n_view_caches_only_the_head_of_its_order_and_refills_it_from_the_
     let url = format!("file://{}", dir.display());
     let mut model: BTreeMap<i32, i32> = (1..=20_000).map(|k| (k, (k * 7919) % 10_007)).collect();
     {
-        let srv = server_with(|c| {
-            c.state_store = url.clone();
-            c.http = Some("127.0.0.1:0".into());
-        })
-        .await;
-        let http = srv.http_addr.expect("the HTTP server runs");
-        let c = connect(srv.addr).await;
+        let (_srv, http, c) = start(&url).await;
         c.batch_execute(
             "CREATE TABLE tn (k INT PRIMARY KEY, v INT); \
              INSERT INTO tn SELECT k, (k * 7919) % 10007 FROM generate_series(1, 20000) AS t(k); \
@@ -119,13 +125,7 @@ async fn a_top_n_view_caches_only_the_head_of_its_order_and_refills_it_from_the_
         check(&c, &model, "a transaction writing past the head and deleting into it").await;
     }
     // After a restart only the head is read back; deletes then refill it from the store.
-    let srv = server_with(|c| {
-        c.state_store = url.clone();
-        c.http = Some("127.0.0.1:0".into());
-    })
-    .await;
-    let http = srv.http_addr.expect("the HTTP server runs");
-    let c = connect(srv.addr).await;
+    let (_srv, http, c) = start(&url).await;
     check(&c, &model, "after the restart").await;
     delete_head(&c, &mut model, 100).await;
     check(&c, &model, "100 deleted after the restart").await;

@@ -256,22 +256,27 @@ fn lift_in_query(q: &mut Query, outer: &[(String, datafusion::sql::sqlparser::as
     // relation if that has the column. With one relation in the subquery's FROM, the column
     // is taken to be that relation's; with several (catalog queries reading an outer array
     // unqualified), it is left to bind to the copy, the outer relation's value.
-    let lifted: HashSet<String> = preds
+    // The columns each lifted relation's copy provides, as the subquery names them.
+    let copied: Vec<(&String, &datafusion::sql::sqlparser::ast::ObjectName, Vec<String>)> = outer
         .iter()
-        .chain(projected.iter().map(|e| &**e))
-        .flat_map(|e| {
-            let mut cols = Vec::new();
-            let _ = visit_expressions(e, |x| {
-                if let Expr::CompoundIdentifier(parts) = x {
-                    if parts.len() >= 2 && hard_outer.contains(&parts[parts.len() - 2].value.to_ascii_lowercase()) {
-                        cols.push(parts[parts.len() - 1].value.to_ascii_lowercase());
+        .filter(|(o, _)| hard_outer.contains(o))
+        .map(|(qual, table)| {
+            let mut cols: Vec<String> = Vec::new();
+            for p in preds.iter().chain(projected.iter().map(|e| &**e)) {
+                let _ = visit_expressions(p, |x| {
+                    if let Expr::CompoundIdentifier(parts) = x {
+                        let n = parts.len();
+                        if n >= 2 && parts[n - 2].value.eq_ignore_ascii_case(qual) && !cols.contains(&parts[n - 1].value) {
+                            cols.push(parts[n - 1].value.clone());
+                        }
                     }
-                }
-                ControlFlow::<()>::Continue(())
-            });
-            cols
+                    ControlFlow::<()>::Continue(())
+                });
+            }
+            (qual, table, cols)
         })
         .collect();
+    let lifted: HashSet<String> = copied.iter().flat_map(|(_, _, cols)| cols.iter().map(|c| c.to_ascii_lowercase())).collect();
     let clashes = |i: &datafusion::sql::sqlparser::ast::Ident| lifted.contains(&i.value.to_ascii_lowercase());
     let clash = preds.iter().chain(projected.iter().map(|e| &**e)).any(|e| {
         let mut found = false;
@@ -294,19 +299,7 @@ fn lift_in_query(q: &mut Query, outer: &[(String, datafusion::sql::sqlparser::as
         }
     }
     let mut equalities = Vec::new();
-    for (qual, table) in outer.iter().filter(|(o, _)| hard_outer.contains(o)) {
-        let mut cols: Vec<String> = Vec::new();
-        for p in preds.iter().chain(projected.iter().map(|e| &**e)) {
-            let _ = visit_expressions(p, |x| {
-                if let Expr::CompoundIdentifier(parts) = x {
-                    let n = parts.len();
-                    if n >= 2 && parts[n - 2].value.eq_ignore_ascii_case(qual) && !cols.contains(&parts[n - 1].value) {
-                        cols.push(parts[n - 1].value.clone());
-                    }
-                }
-                ControlFlow::<()>::Continue(())
-            });
-        }
+    for (qual, table, cols) in &copied {
         let alias = format!("__outer_{qual}");
         let sql = format!("SELECT DISTINCT {} FROM {table}", cols.join(", "));
         let Ok(mut parsed) = datafusion::sql::sqlparser::parser::Parser::parse_sql(
@@ -331,11 +324,11 @@ fn lift_in_query(q: &mut Query, outer: &[(String, datafusion::sql::sqlparser::as
                 ControlFlow::<()>::Continue(())
             });
         }
-        for c in &cols {
+        for c in cols {
             equalities.push(Expr::BinaryOp {
                 left: Box::new(Expr::CompoundIdentifier(vec![Ident::new(alias.clone()), Ident::new(c.clone())])),
                 op: BinaryOperator::Eq,
-                right: Box::new(Expr::CompoundIdentifier(vec![Ident::new(qual.clone()), Ident::new(c.clone())])),
+                right: Box::new(Expr::CompoundIdentifier(vec![Ident::new(qual.to_string()), Ident::new(c.clone())])),
             });
         }
         select.from.push(TableWithJoins {

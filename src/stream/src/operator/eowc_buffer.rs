@@ -44,7 +44,7 @@ pub struct EowcBuffer {
 impl EowcBuffer {
     /// A buffer of rows of `schema` by column `col`, keeping its state in table `table_id`.
     pub fn try_new(table_id: u32, col: usize, schema: SchemaRef) -> Result<Self> {
-        let rows = RowConverter::new(schema.fields().iter().map(|f| SortField::new(f.data_type().clone())).collect())?;
+        let rows = super::row_converter(&schema)?;
         let times = RowConverter::new(vec![SortField::new(schema.field(col).data_type().clone())])?;
         Ok(Self { table_id, col, schema, rows, times, held: BTreeMap::new(), fresh: HashSet::new(), watermark: None })
     }

@@ -280,7 +280,7 @@ impl HashAgg {
                 _ => Ok(None),
             })
             .collect::<Result<Vec<_>>>()?;
-        let output_converter = RowConverter::new(schema.fields().iter().map(|f| SortField::new(f.data_type().clone())).collect())?;
+        let output_converter = super::row_converter(&schema)?;
         let key_converter = RowConverter::new(key_fields)?;
         let router = crate::exchange::ExprRouter::try_new(group_exprs.clone(), input_schema)?;
         let mut agg = Self {

@@ -45,6 +45,27 @@ pub use project::Project;
 pub use temporal_filter::{TemporalBound, TemporalFilter, TimeBound};
 pub use unnest::{Unnest, UnnestColumn};
 
+/// A converter encoding whole rows of `schema` (every column, ascending).
+pub(crate) fn row_converter(schema: &arrow::datatypes::Schema) -> Result<arrow::row::RowConverter> {
+    Ok(arrow::row::RowConverter::new(schema.fields().iter().map(|f| arrow::row::SortField::new(f.data_type().clone())).collect())?)
+}
+
+/// A converter encoding the values of `order_by` over rows of `schema` so that the encodings
+/// sort in that order; `None` without an ORDER BY.
+pub(crate) fn order_converter(
+    order_by: &[datafusion::physical_expr::PhysicalSortExpr],
+    schema: &arrow::datatypes::Schema,
+) -> Result<Option<arrow::row::RowConverter>> {
+    if order_by.is_empty() {
+        return Ok(None);
+    }
+    let fields = order_by
+        .iter()
+        .map(|e| Ok(arrow::row::SortField::new_with_options(e.expr.data_type(schema)?, e.options)))
+        .collect::<Result<Vec<_>>>()?;
+    Ok(Some(arrow::row::RowConverter::new(fields)?))
+}
+
 /// A chunk of `changes`, each an op and an output row encoded by `rows` (whose columns are
 /// `schema`'s); none when there are no changes.
 pub(crate) fn chunk_of_rows(rows: &arrow::row::RowConverter, schema: &arrow::datatypes::SchemaRef, changes: Vec<(eddy_common::Op, Vec<u8>)>) -> Result<Vec<StreamChunk>> {

@@ -113,17 +113,9 @@ impl OverWindow {
             let fields = partition_by.iter().map(|e| Ok(SortField::new(e.data_type(&input_schema)?))).collect::<Result<Vec<_>>>()?;
             Some(RowConverter::new(fields)?)
         };
-        let order_conv = if order_by.is_empty() {
-            None
-        } else {
-            let fields = order_by
-                .iter()
-                .map(|e| Ok(SortField::new_with_options(e.expr.data_type(&input_schema)?, e.options)))
-                .collect::<Result<Vec<_>>>()?;
-            Some(RowConverter::new(fields)?)
-        };
-        let rows = RowConverter::new(input_schema.fields().iter().map(|f| SortField::new(f.data_type().clone())).collect())?;
-        let output = RowConverter::new(schema.fields().iter().map(|f| SortField::new(f.data_type().clone())).collect())?;
+        let order_conv = super::order_converter(&order_by, &input_schema)?;
+        let rows = super::row_converter(&input_schema)?;
+        let output = super::row_converter(&schema)?;
         Ok(Self {
             table_id,
             functions,

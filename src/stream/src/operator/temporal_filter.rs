@@ -23,7 +23,7 @@ use std::sync::Arc;
 
 use arrow::array::{Array, AsArray, RecordBatch};
 use arrow::datatypes::{DataType, Int64Type, SchemaRef, TimeUnit};
-use arrow::row::{RowConverter, SortField};
+use arrow::row::RowConverter;
 use async_trait::async_trait;
 use datafusion::physical_expr::PhysicalExpr;
 use eddy_common::codec::table_prefix;
@@ -101,7 +101,7 @@ fn time_of(bytes: &[u8]) -> Option<i64> {
 impl TemporalFilter {
     /// A temporal filter over rows of `schema`.
     pub fn try_new(table_id: u32, bounds: Vec<TemporalBound>, schema: SchemaRef) -> Result<Self> {
-        let rows = RowConverter::new(schema.fields().iter().map(|f| SortField::new(f.data_type().clone())).collect())?;
+        let rows = super::row_converter(&schema)?;
         Ok(Self { table_id, bounds, schema, rows, now: wall_clock_us(), current: BTreeMap::new(), recent: BTreeMap::new(), store: None, saved: false })
     }
 

@@ -31,7 +31,7 @@ use std::sync::Arc;
 
 use arrow::array::RecordBatch;
 use arrow::datatypes::SchemaRef;
-use arrow::row::{RowConverter, Rows, SortField};
+use arrow::row::{RowConverter, Rows};
 use async_trait::async_trait;
 use datafusion::physical_expr::{PhysicalExpr, PhysicalSortExpr};
 use eddy_common::codec::{table_prefix, vnode_of, KEY_PREFIX_LEN};
@@ -98,16 +98,8 @@ impl TopN {
         schema: SchemaRef,
         distinct_rows: bool,
     ) -> Result<Self> {
-        let order_conv = if order_by.is_empty() {
-            None
-        } else {
-            let fields = order_by
-                .iter()
-                .map(|e| Ok(SortField::new_with_options(e.expr.data_type(&schema)?, e.options)))
-                .collect::<Result<Vec<_>>>()?;
-            Some(RowConverter::new(fields)?)
-        };
-        let rows = RowConverter::new(schema.fields().iter().map(|f| SortField::new(f.data_type().clone())).collect())?;
+        let order_conv = super::order_converter(&order_by, &schema)?;
+        let rows = super::row_converter(&schema)?;
         Ok(Self {
             table_id,
             skip,
