@@ -58,6 +58,8 @@ pub mod sqlstate {
     pub const NUMERIC_VALUE_OUT_OF_RANGE: &str = "22003";
     pub const DATETIME_FIELD_OVERFLOW: &str = "22008";
     pub const INVALID_ARGUMENT_FOR_WIDTH_BUCKET: &str = "2201G";
+    pub const INVALID_ARGUMENT_FOR_NTILE: &str = "22014";
+    pub const INVALID_ARGUMENT_FOR_NTH_VALUE: &str = "22016";
     pub const DIVISION_BY_ZERO: &str = "22012";
     pub const CARDINALITY_VIOLATION: &str = "21000";
     pub const INVALID_ARGUMENT_FOR_LOG: &str = "2201E";
@@ -351,6 +353,12 @@ impl From<datafusion::error::DataFusionError> for EddyError {
             D::Shared(s) => exec_error(s.to_string()),
             D::ResourcesExhausted(m) => EddyError::user(sqlstate::OUT_OF_MEMORY, m),
             D::Diagnostic(_, inner) => (*inner).into(),
+            // DataFusion looks for a column ORDER BY names but the select list lacks through
+            // every plan below it; found nowhere, an unnest on the way fails an internal check
+            // (its `with_new_exprs` refuses the expressions it reports) instead of the lookup.
+            D::Internal(m) if m.contains("expr.is_empty(): Unnest") => {
+                EddyError::user(sqlstate::UNDEFINED_COLUMN, "a column that ORDER BY names does not exist")
+            }
             D::Collection(mut v) => match v.pop() {
                 Some(e) => e.into(),
                 None => EddyError::internal("empty error collection"),

@@ -529,7 +529,8 @@ fn name_recursive_cte_columns(q: &mut Query) {
 impl VisitorMut for PgRewriter {
     type Break = ();
 
-    fn post_visit_query(&mut self, _q: &mut Query) -> ControlFlow<()> {
+    fn post_visit_query(&mut self, q: &mut Query) -> ControlFlow<()> {
+        aggregates::distinct_cast_names(q);
         self.depth -= 1;
         ControlFlow::Continue(())
     }
@@ -556,11 +557,9 @@ impl VisitorMut for PgRewriter {
         let replacement = match e {
             Expr::Function(f) => {
                 let r = rewrite_function(f);
-                if base_name(&f.name) == "date_trunc" {
-                    if let Err(err) = clock::check_date_trunc_unit(f) {
-                        self.error = Some(err);
-                        return ControlFlow::Break(());
-                    }
+                if let Err(err) = scalars::check_arguments(f) {
+                    self.error = Some(err);
+                    return ControlFlow::Break(());
                 }
                 r
             }

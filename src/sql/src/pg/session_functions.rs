@@ -381,7 +381,10 @@ fn register_jsonb(ctx: &SessionContext) {
     for name in ["jsonb_array_length", "json_array_length"] {
         let body = |args: &[ColumnarValue], rows: usize| -> DfResult<ColumnarValue> {
             let a = strings(&args[0], rows)?;
-            let out: Int64Array = (0..rows).map(|i| if a.is_null(i) { None } else { jsonb::array_length(a.value(i)) }).collect();
+            let out = (0..rows)
+                .map(|i| if a.is_null(i) { Ok(None) } else { jsonb::array_length(a.value(i)) })
+                .collect::<Result<Int64Array, _>>()
+                .map_err(|m| DataFusionError::External(Box::new(eddy_common::user_err!(eddy_common::error::sqlstate::INVALID_PARAMETER_VALUE, "{m}"))))?;
             Ok(ColumnarValue::Array(Arc::new(out)))
         };
         register(ctx, name, Signature::any(1, Volatility::Immutable), DataType::Int64, Arc::new(body));

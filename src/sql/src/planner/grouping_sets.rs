@@ -37,7 +37,11 @@ fn expand(a: &Aggregate) -> DfResult<Option<LogicalPlan>> {
     let distinct: Vec<Expr> = grouping_set_to_exprlist(&normalized)?.into_iter().cloned().collect();
     let n = distinct.len();
     let id_type = a.schema.field(n).data_type().clone();
-    let sets = sets_of(set);
+    // A set that names an expression twice (`GROUPING SETS ((x), (x, x))`) groups by it once.
+    let sets: Vec<Vec<Expr>> = sets_of(set)
+        .into_iter()
+        .map(|members| members.iter().enumerate().filter(|(i, e)| !members[..*i].contains(e)).map(|(_, e)| e.clone()).collect())
+        .collect();
     let mut branches = Vec::with_capacity(sets.len());
     for (i, members) in sets.iter().enumerate() {
         let ordinal = sets[..i].iter().filter(|s| *s == members).count() as u64;

@@ -320,11 +320,14 @@ pub fn type_of(doc: &str) -> Option<String> {
     Some(parse(doc).ok()?.type_name().to_string())
 }
 
-/// `jsonb_array_length` (`None` for a non-array, which PostgreSQL reports as an error).
-pub fn array_length(doc: &str) -> Option<i64> {
-    match parse(doc).ok()? {
-        Json::Array(a) => Some(a.len() as i64),
-        _ => None,
+/// `jsonb_array_length`; of a non-array, PostgreSQL's error message (`None` for text that is
+/// not JSON, which a jsonb value never is).
+pub fn array_length(doc: &str) -> Result<Option<i64>, &'static str> {
+    match parse(doc) {
+        Ok(Json::Array(a)) => Ok(Some(a.len() as i64)),
+        Ok(Json::Object(_)) => Err("cannot get array length of a non-array"),
+        Ok(_) => Err("cannot get array length of a scalar"),
+        Err(_) => Ok(None),
     }
 }
 
@@ -349,7 +352,9 @@ mod tests {
         assert_eq!(has_key(d, "n"), Some(true));
         assert_eq!(has_key(r#"["a", 1]"#, "a"), Some(true));
         assert_eq!(type_of(d).as_deref(), Some("object"));
-        assert_eq!(array_length("[1, 2, 3]"), Some(3));
+        assert_eq!(array_length("[1, 2, 3]"), Ok(Some(3)));
+        assert_eq!(array_length("null"), Err("cannot get array length of a scalar"));
+        assert_eq!(array_length(r#"{"a": 1}"#), Err("cannot get array length of a non-array"));
     }
 
     #[test]

@@ -98,3 +98,70 @@ pub(super) fn grouping_set_positions(select: &mut datafusion::sql::sqlparser::as
         }
     }
 }
+
+/// Aggregate and window calls of one query level that differ only in casts (`max(n)` and
+/// `max(n::int)`, which DataFusion names alike and so refuses together) each get a name of their
+/// own: all but the first tag their first argument with `eddy_name_tag(arg, k)` (`pg::name_tag`).
+pub(super) fn distinct_cast_names(q: &mut datafusion::sql::sqlparser::ast::Query) {
+    use std::collections::HashMap;
+    use std::ops::ControlFlow;
+
+    use datafusion::sql::sqlparser::ast::{visit_expressions_mut, SetExpr, VisitMut};
+
+    use super::ast::{is_aggregate_call, own_expressions};
+
+    let is_call = |e: &Expr| matches!(e, Expr::Function(f) if f.over.is_some() || is_aggregate_call(e));
+    let SetExpr::Select(select) = q.body.as_mut() else { return };
+    // The calls' texts, and each text's form without casts.
+    let mut texts: Vec<(String, String)> = Vec::new();
+    let mut collect = own_expressions(|e: &mut Expr| {
+        if is_call(e) {
+            let mut bare = e.clone();
+            let _ = visit_expressions_mut(&mut bare, |x| {
+                while let Expr::Cast { expr, .. } = x {
+                    *x = std::mem::replace(expr.as_mut(), Expr::value(Value::Null));
+                }
+                ControlFlow::<()>::Continue(())
+            });
+            // `count(*)` is DataFusion's `count(1)`.
+            texts.push((e.to_string(), bare.to_string().replace("(*)", "(1)")));
+        }
+        ControlFlow::Continue(())
+    });
+    let _ = select.visit(&mut collect);
+    let _ = q.order_by.visit(&mut collect);
+    // Texts that share a cast-free form with an earlier, different text: their tag. Calls of
+    // `*` come first: they have no argument to tag.
+    texts.sort_by_key(|(text, _)| !text.ends_with("(*)"));
+    let mut first_of: HashMap<&str, Vec<&str>> = HashMap::new();
+    let mut tags: HashMap<String, usize> = HashMap::new();
+    for (text, bare) in &texts {
+        let seen = first_of.entry(bare).or_default();
+        if !seen.contains(&text.as_str()) {
+            if !seen.is_empty() {
+                tags.insert(text.clone(), seen.len());
+            }
+            seen.push(text);
+        }
+    }
+    if tags.is_empty() {
+        return;
+    }
+    let mut tag = own_expressions(|e: &mut Expr| {
+        if is_call(e) {
+            if let Some(k) = tags.get(&e.to_string()) {
+                if let Expr::Function(f) = e {
+                    if let FunctionArguments::List(l) = &mut f.args {
+                        if let Some(FunctionArg::Unnamed(FunctionArgExpr::Expr(arg))) = l.args.first_mut() {
+                            let value = std::mem::replace(arg, Expr::value(Value::Null));
+                            *arg = call(crate::pg::name_tag::NAME_TAG, vec![value, Expr::value(Value::Number(k.to_string(), false))]);
+                        }
+                    }
+                }
+            }
+        }
+        ControlFlow::Continue(())
+    });
+    let _ = select.visit(&mut tag);
+    let _ = q.order_by.visit(&mut tag);
+}

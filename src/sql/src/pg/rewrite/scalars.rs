@@ -458,3 +458,34 @@ mod tests {
         assert_eq!(super::pg_replacement("$1 costs $"), "$$1 costs $$");
     }
 }
+
+/// Constant arguments PostgreSQL refuses (it does so on the first row; a constant is refused
+/// while planning): `date_trunc`'s unit, and `ntile`'s and `nth_value`'s count below 1.
+pub(super) fn check_arguments(f: &Function) -> eddy_common::Result<()> {
+    use eddy_common::error::sqlstate;
+    let name = super::base_name(&f.name);
+    let (position, code) = match name.as_str() {
+        "date_trunc" => return super::clock::check_date_trunc_unit(f),
+        "ntile" => (0, sqlstate::INVALID_ARGUMENT_FOR_NTILE),
+        "nth_value" => (1, sqlstate::INVALID_ARGUMENT_FOR_NTH_VALUE),
+        _ => return Ok(()),
+    };
+    let count = match super::function_args(f).get(position) {
+        Some(Expr::Value(v)) => match &v.value {
+            Value::Number(n, _) => n.parse::<f64>().ok(),
+            _ => None,
+        },
+        Some(Expr::UnaryOp { op: datafusion::sql::sqlparser::ast::UnaryOperator::Minus, expr }) => match expr.as_ref() {
+            Expr::Value(v) => match &v.value {
+                Value::Number(n, _) => n.parse::<f64>().ok().map(|n| -n),
+                _ => None,
+            },
+            _ => None,
+        },
+        _ => None,
+    };
+    match count {
+        Some(n) if n < 1.0 => Err(eddy_common::user_err!(code, "argument of {name} must be greater than zero")),
+        _ => Ok(()),
+    }
+}
