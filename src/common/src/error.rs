@@ -389,6 +389,10 @@ fn plan_error(m: String) -> EddyError {
 }
 
 fn exec_error(m: String) -> EddyError {
+    // Arrow's overflow, passed on as text (an aggregation's shared error).
+    if let Some(words) = m.find("Overflow happened on: ").and_then(|at| integer_overflow_message(&m[at..])) {
+        return EddyError::user(sqlstate::NUMERIC_VALUE_OUT_OF_RANGE, words);
+    }
     let lower = m.to_ascii_lowercase();
     let code = if lower.contains("divide by zero") || lower.contains("division by zero") {
         sqlstate::DIVISION_BY_ZERO
@@ -417,6 +421,8 @@ mod tests {
     fn integer_overflow_names_the_type_that_overflowed() {
         let msg = |m: &str| EddyError::from(arrow::error::ArrowError::ArithmeticOverflow(m.into())).message;
         assert_eq!(msg("Overflow happened on: 2147483647 + 1"), "integer out of range");
+        let shared = EddyError::from(datafusion::error::DataFusionError::Execution("Arrow error: Arithmetic overflow: Overflow happened on: 1 + 2147483647".into()));
+        assert_eq!((shared.sqlstate, shared.message.as_str()), (sqlstate::NUMERIC_VALUE_OUT_OF_RANGE, "integer out of range"));
         assert_eq!(msg("Overflow happened on: -32768 * -1"), "smallint out of range");
         assert_eq!(msg("Overflow happened on: 9223372036854775807 * 2"), "bigint out of range");
         assert_eq!(msg("Overflow happened on: -2147483648 - 1"), "integer out of range");

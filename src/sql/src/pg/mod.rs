@@ -22,6 +22,7 @@ pub mod info_schema;
 pub mod intervals;
 pub mod keywords;
 pub mod apply;
+mod array_contains;
 pub mod literals;
 mod math;
 pub mod model;

@@ -50,7 +50,9 @@ mod fetch;
 mod json;
 mod types;
 use types::plain_type;
+use scalars::is_interval_expr;
 mod lateral;
+mod named_windows;
 pub(crate) use lateral::REGEXP_MATCHES;
 pub(crate) use scalars::{similar_regex, SIMILAR_REGEX};
 mod quantified;
@@ -538,6 +540,8 @@ impl VisitorMut for PgRewriter {
     fn pre_visit_query(&mut self, q: &mut Query) -> ControlFlow<()> {
         self.depth += 1;
         name_recursive_cte_columns(q);
+        named_windows::inline_named_windows(q);
+        aggregates::distinct_on_references(q);
         fetch::fetch_clause(q);
         using_joins::merge_outer_using(q);
         lateral::lateral_set_functions(q);
@@ -554,6 +558,10 @@ impl VisitorMut for PgRewriter {
     }
 
     fn post_visit_expr(&mut self, e: &mut Expr) -> ControlFlow<()> {
+        if let Err(err) = scalars::check_subquery_width(e) {
+            self.error = Some(err);
+            return ControlFlow::Break(());
+        }
         let replacement = match e {
             Expr::Function(f) => {
                 let r = rewrite_function(f);
@@ -772,23 +780,6 @@ impl VisitorMut for PgRewriter {
             _ => {}
         }
         ControlFlow::Continue(())
-    }
-}
-
-/// True for an expression that is an interval by its syntax (`INTERVAL '1 day'`, `'1 day'::interval`).
-fn is_interval_expr(e: &Expr) -> bool {
-    match e {
-        Expr::Interval(_) => true,
-        Expr::Cast { data_type: SqlType::Interval { .. }, .. } => true,
-        Expr::TypedString(ts) => matches!(ts.data_type, SqlType::Interval { .. }),
-        Expr::Nested(inner) => is_interval_expr(inner),
-        Expr::UnaryOp { expr, .. } => is_interval_expr(expr),
-        // Arithmetic on intervals (`INTERVAL '1' DAY * 365 * 2000`), before or after its rewrite.
-        Expr::BinaryOp { op: BinaryOperator::Multiply, left, right } => is_interval_expr(left) || is_interval_expr(right),
-        Expr::BinaryOp { op: BinaryOperator::Divide, left, .. } => is_interval_expr(left),
-        Expr::BinaryOp { op: BinaryOperator::Plus | BinaryOperator::Minus, left, right } => is_interval_expr(left) && is_interval_expr(right),
-        Expr::Function(f) => matches!(f.name.to_string().as_str(), "eddy_interval_mul" | "eddy_interval_div"),
-        _ => false,
     }
 }
 

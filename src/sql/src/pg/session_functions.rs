@@ -308,6 +308,10 @@ fn register_jsonb(ctx: &SessionContext) {
         [("eddy_jsonb_contains", jsonb::contains), ("eddy_jsonb_exists", jsonb::has_key)];
     for (name, test) in tests {
         let body = move |args: &[ColumnarValue], rows: usize| -> DfResult<ColumnarValue> {
+            if name == "eddy_jsonb_contains" && args.iter().any(|a| super::array_contains::is_array(&a.data_type())) {
+                let out = super::array_contains::contains(&args[0].to_array(rows)?, &args[1].to_array(rows)?)?;
+                return Ok(ColumnarValue::Array(Arc::new(out)));
+            }
             let (a, b) = (strings(&args[0], rows)?, strings(&args[1], rows)?);
             let out: BooleanArray =
                 (0..rows).map(|i| if a.is_null(i) || b.is_null(i) { None } else { test(a.value(i), b.value(i)) }).collect();

@@ -13,7 +13,9 @@ use datafusion::common::config::ConfigOptions;
 use datafusion::common::tree_node::{Transformed, TreeNode};
 use datafusion::error::Result as DfResult;
 use datafusion::logical_expr::Operator;
-use datafusion::physical_expr::expressions::BinaryExpr;
+use datafusion::physical_expr::expressions::{BinaryExpr, Literal, NegativeExpr};
+use datafusion::physical_plan::aggregates::{AggregateExec, AggregateInputMode, PhysicalGroupBy};
+use datafusion::scalar::ScalarValue;
 use datafusion::physical_expr::PhysicalExpr;
 use datafusion::physical_optimizer::PhysicalOptimizerRule;
 use datafusion::physical_plan::filter::{FilterExec, FilterExecBuilder};
@@ -31,6 +33,16 @@ pub fn checked(expr: Arc<dyn PhysicalExpr>, schema: &Schema) -> DfResult<Arc<dyn
 
 fn checked_if_needed(expr: Arc<dyn PhysicalExpr>, schema: &Schema) -> DfResult<Transformed<Arc<dyn PhysicalExpr>>> {
     expr.transform_up(|e| {
+        // `-x` of the smallest integer wraps to itself; `0 - x` fails as PostgreSQL does.
+        if let Some(n) = e.downcast_ref::<NegativeExpr>() {
+            let Ok(t) = n.arg().data_type(schema) else { return Ok(Transformed::no(e)) };
+            if !t.is_signed_integer() {
+                return Ok(Transformed::no(e));
+            }
+            let zero = Arc::new(Literal::new(ScalarValue::new_zero(&t)?)) as Arc<dyn PhysicalExpr>;
+            let rebuilt = BinaryExpr::new(zero, Operator::Minus, Arc::clone(n.arg())).with_fail_on_overflow(true);
+            return Ok(Transformed::yes(Arc::new(rebuilt) as Arc<dyn PhysicalExpr>));
+        }
         let Some(b) = e.downcast_ref::<BinaryExpr>() else { return Ok(Transformed::no(e)) };
         if !matches!(b.op(), Operator::Plus | Operator::Minus | Operator::Multiply) {
             return Ok(Transformed::no(e));
@@ -44,7 +56,43 @@ fn checked_if_needed(expr: Arc<dyn PhysicalExpr>, schema: &Schema) -> DfResult<T
     })
 }
 
-/// Physical optimizer rule applying [`checked`] to projections and filters.
+/// `agg` with its arguments, filters and grouping expressions checked, if any needs it (an
+/// aggregation over raw input evaluates them itself: `sum(b * 1000000000)`).
+fn checked_aggregate(agg: &AggregateExec) -> DfResult<Option<AggregateExec>> {
+    if agg.mode().input_mode() != AggregateInputMode::Raw {
+        return Ok(None);
+    }
+    let schema = agg.input_schema();
+    let mut changed = false;
+    let mut check = |e: &Arc<dyn PhysicalExpr>| -> DfResult<Arc<dyn PhysicalExpr>> {
+        let t = checked_if_needed(Arc::clone(e), &schema)?;
+        changed |= t.transformed;
+        Ok(t.data)
+    };
+    let mut aggr_expr = Vec::with_capacity(agg.aggr_expr().len());
+    for a in agg.aggr_expr() {
+        let args = a.expressions().iter().map(&mut check).collect::<DfResult<Vec<_>>>()?;
+        let order_by = a.order_bys().iter().map(|o| Arc::clone(&o.expr)).collect();
+        aggr_expr.push(match a.with_new_expressions(args, order_by) {
+            Some(rebuilt) => Arc::new(rebuilt),
+            None => Arc::clone(a),
+        });
+    }
+    let filter_expr = agg.filter_expr().iter().map(|f| f.as_ref().map(&mut check).transpose()).collect::<DfResult<Vec<_>>>()?;
+    let group = agg.group_expr();
+    let named = |exprs: &[(Arc<dyn PhysicalExpr>, String)], check: &mut dyn FnMut(&Arc<dyn PhysicalExpr>) -> DfResult<Arc<dyn PhysicalExpr>>| {
+        exprs.iter().map(|(e, name)| Ok((check(e)?, name.clone()))).collect::<DfResult<Vec<_>>>()
+    };
+    let group_expr = named(group.expr(), &mut check)?;
+    if !changed {
+        return Ok(None);
+    }
+    let group_by = PhysicalGroupBy::new(group_expr, group.null_expr().to_vec(), group.groups().to_vec(), group.has_grouping_set());
+    let rebuilt = AggregateExec::try_new(*agg.mode(), group_by, aggr_expr, filter_expr, Arc::clone(agg.input()), agg.input_schema())?;
+    Ok(Some(rebuilt.with_limit_options(agg.limit_options())))
+}
+
+/// Physical optimizer rule applying [`checked`] to projections, filters and aggregations.
 #[derive(Debug, Default)]
 pub struct CheckedArithmetic;
 
@@ -68,6 +116,12 @@ impl PhysicalOptimizerRule for CheckedArithmetic {
                 }
                 let rebuilt = ProjectionExec::try_new(exprs, Arc::clone(p.input()))?;
                 return Ok(Transformed::yes(Arc::new(rebuilt) as Arc<dyn ExecutionPlan>));
+            }
+            if let Some(a) = node.downcast_ref::<AggregateExec>() {
+                return Ok(match checked_aggregate(a)? {
+                    Some(rebuilt) => Transformed::yes(Arc::new(rebuilt) as Arc<dyn ExecutionPlan>),
+                    None => Transformed::no(node),
+                });
             }
             if let Some(f) = node.downcast_ref::<FilterExec>() {
                 let schema = f.input().schema();

@@ -165,3 +165,51 @@ pub(super) fn distinct_cast_names(q: &mut datafusion::sql::sqlparser::ast::Query
     let _ = select.visit(&mut tag);
     let _ = q.order_by.visit(&mut tag);
 }
+
+/// `DISTINCT ON (1)` and `DISTINCT ON (name)` read the select list as PostgreSQL reads them (as
+/// ORDER BY does): a position is that item, a bare name an output column's name before an
+/// input column's; so does such a query's ORDER BY. DataFusion took the position for a
+/// constant (one row in all) and the name for the input column. Called before the select
+/// list's own rewrites, so the names are the ones written.
+pub(super) fn distinct_on_references(q: &mut datafusion::sql::sqlparser::ast::Query) {
+    use datafusion::sql::sqlparser::ast::{Distinct, OrderByKind, SelectItem, SetExpr};
+    let SetExpr::Select(select) = q.body.as_mut() else { return };
+    let Some(Distinct::On(on)) = &mut select.distinct else { return };
+    let items: Vec<(Option<&str>, Option<&Expr>)> = select
+        .projection
+        .iter()
+        .map(|p| match p {
+            SelectItem::ExprWithAlias { expr, alias } => (Some(alias.value.as_str()), Some(expr)),
+            SelectItem::UnnamedExpr(e) => (None, Some(e)),
+            _ => (None, None),
+        })
+        .collect();
+    let named = |e: &Expr| -> Option<Expr> {
+        let Expr::Identifier(name) = e else { return None };
+        let wanted = if name.quote_style.is_none() { name.value.to_lowercase() } else { name.value.clone() };
+        let mut named = items.iter().filter(|(alias, _)| alias.map(|a| if name.quote_style.is_none() { a.to_lowercase() } else { a.to_string() }) == Some(wanted.clone()));
+        match (named.next(), named.next()) {
+            (Some((_, expr)), None) => expr.cloned(),
+            _ => None,
+        }
+    };
+    for e in on.iter_mut() {
+        let item = match &*e {
+            Expr::Value(v) => match &v.value {
+                Value::Number(n, _) => n.parse::<usize>().ok().and_then(|k| k.checked_sub(1)).and_then(|k| items.get(k)).and_then(|i| i.1.cloned()),
+                _ => None,
+            },
+            other => named(other),
+        };
+        if let Some(item) = item {
+            *e = item;
+        }
+    }
+    if let Some(OrderByKind::Expressions(order)) = q.order_by.as_mut().map(|o| &mut o.kind) {
+        for o in order.iter_mut() {
+            if let Some(item) = named(&o.expr) {
+                o.expr = item;
+            }
+        }
+    }
+}

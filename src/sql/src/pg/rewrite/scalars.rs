@@ -489,3 +489,37 @@ pub(super) fn check_arguments(f: &Function) -> eddy_common::Result<()> {
         _ => Ok(()),
     }
 }
+
+/// True for an expression that is an interval by its syntax (`INTERVAL '1 day'`, `'1 day'::interval`).
+pub(super) fn is_interval_expr(e: &Expr) -> bool {
+    match e {
+        Expr::Interval(_) => true,
+        Expr::Cast { data_type: SqlType::Interval { .. }, .. } => true,
+        Expr::TypedString(ts) => matches!(ts.data_type, SqlType::Interval { .. }),
+        Expr::Nested(inner) => is_interval_expr(inner),
+        Expr::UnaryOp { expr, .. } => is_interval_expr(expr),
+        // Arithmetic on intervals (`INTERVAL '1' DAY * 365 * 2000`), before or after its rewrite.
+        Expr::BinaryOp { op: BinaryOperator::Multiply, left, right } => is_interval_expr(left) || is_interval_expr(right),
+        Expr::BinaryOp { op: BinaryOperator::Divide, left, .. } => is_interval_expr(left),
+        Expr::BinaryOp { op: BinaryOperator::Plus | BinaryOperator::Minus, left, right } => is_interval_expr(left) && is_interval_expr(right),
+        Expr::Function(f) => matches!(f.name.to_string().as_str(), "eddy_interval_mul" | "eddy_interval_div"),
+        _ => false,
+    }
+}
+
+/// A scalar subquery (or `x IN (subquery)`) returns one column: PostgreSQL's 42601 for one of
+/// none (`(SELECT FROM t)`), which DataFusion met with a panic.
+pub(super) fn check_subquery_width(e: &Expr) -> eddy_common::Result<()> {
+    use datafusion::sql::sqlparser::ast::SetExpr;
+    let query = match e {
+        Expr::Subquery(q) => q,
+        Expr::InSubquery { subquery, .. } => subquery,
+        _ => return Ok(()),
+    };
+    match query.body.as_ref() {
+        SetExpr::Select(s) if s.projection.is_empty() => {
+            Err(eddy_common::user_err!(eddy_common::error::sqlstate::SYNTAX_ERROR, "subquery must return only one column"))
+        }
+        _ => Ok(()),
+    }
+}
