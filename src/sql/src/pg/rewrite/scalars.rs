@@ -511,15 +511,13 @@ pub(super) fn is_interval_expr(e: &Expr) -> bool {
 /// none (`(SELECT FROM t)`), which DataFusion met with a panic.
 pub(super) fn check_subquery_width(e: &Expr) -> eddy_common::Result<()> {
     use datafusion::sql::sqlparser::ast::SetExpr;
-    let query = match e {
-        Expr::Subquery(q) => q,
-        Expr::InSubquery { subquery, .. } => subquery,
+    let (query, message) = match e {
+        Expr::Subquery(q) => (q, "subquery must return only one column"),
+        Expr::InSubquery { subquery, .. } => (subquery, "subquery has too few columns"),
         _ => return Ok(()),
     };
     match query.body.as_ref() {
-        SetExpr::Select(s) if s.projection.is_empty() => {
-            Err(eddy_common::user_err!(eddy_common::error::sqlstate::SYNTAX_ERROR, "subquery must return only one column"))
-        }
+        SetExpr::Select(s) if s.projection.is_empty() => Err(eddy_common::user_err!(eddy_common::error::sqlstate::SYNTAX_ERROR, "{message}")),
         _ => Ok(()),
     }
 }
