@@ -332,7 +332,8 @@ impl Session {
             if let Err(e) = self.engine.barrier.flush().await {
                 tracing::warn!("no barrier after the failed backfill of {}: {e}", view.name);
             }
-            let err = self.engine.view_failure(&view).unwrap_or_else(|| {
+            // The query's own error, as PostgreSQL's CREATE reports it (`SELECT 1/0` is 22012).
+            let err = self.engine.barrier.failure(view.id).unwrap_or_else(|| {
                 user_err!(sqlstate::SERIALIZATION_FAILURE, "the backfill of materialized view \"{}\" was interrupted by a server recovery; retry the statement", view.name)
             });
             // The view's other actors (of a parallel view) and its readers still run.
@@ -356,8 +357,8 @@ impl Session {
             self.engine.stop_view_actors(&view, &actors).await;
             return Err(e);
         }
-        if let Some(err) = self.engine.view_failure(&view) {
-            // The backfill hit an internal fault. As in PostgreSQL, a CREATE that fails creates
+        if let Some(err) = self.engine.barrier.failure(view.id) {
+            // The backfill hit an error (the query's own, or an internal fault). As in PostgreSQL, a CREATE that fails creates
             // nothing: drop the entry that committed with the failure, and the view's state.
             if let Some(created) = self.engine.catalog().by_id(id).cloned() {
                 if let Err(e) = self.drop_relation(created, false).await {

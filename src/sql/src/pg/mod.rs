@@ -16,6 +16,7 @@ pub mod ddl_progress;
 mod set_ops;
 pub mod defs;
 pub mod extract;
+mod float_compare;
 mod epoch_timestamp;
 pub mod functions;
 pub mod info_schema;
@@ -27,6 +28,7 @@ pub mod literals;
 mod math;
 pub mod model;
 pub(crate) mod name_tag;
+mod named_struct;
 pub mod rewrite;
 pub mod rows;
 mod scalar_fns;
@@ -232,7 +234,8 @@ pub fn rewrite_statement(stmt: &mut datafusion::sql::sqlparser::ast::Statement) 
 /// The plan-level rewrites that follow [`rewrite_statement`] (implicit interval casts, integer
 /// literal widths).
 pub fn rewrite_plan(plan: datafusion::logical_expr::LogicalPlan) -> eddy_common::Result<datafusion::logical_expr::LogicalPlan> {
-    set_ops::multiset_set_ops(literals::rewrite_plan(intervals::pg_intervals(timestamps::type_timestamp_literals(plan)?)?)?)
+    let plan = float_compare::unmarked_text_casts(float_compare::float_comparisons(timestamps::type_timestamp_literals(plan)?)?)?;
+    set_ops::multiset_set_ops(literals::rewrite_plan(intervals::pg_intervals(plan)?)?)
 }
 
 /// Installs the catalog functions and the session extension on a session's context.
@@ -244,6 +247,8 @@ pub fn install(ctx: &SessionContext, relations: &Arc<dyn Relations>, info: &Sess
     ctx.register_udf(age::udf());
     math::install(ctx);
     name_tag::install(ctx);
+    named_struct::install(ctx);
+    ctx.register_udf(float_compare::plain_text());
     epoch_timestamp::install(ctx);
     timestamps::install_now(ctx);
     ctx.register_udtf("pg_get_keywords", Arc::new(KeywordsFn));

@@ -182,7 +182,7 @@ pub fn write_json(array: &ArrayRef, row: usize, field: &Field, jsonb: bool, out:
         DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => {
             let mut s = String::new();
             write_text(array, row, field, &mut s)?;
-            if field.metadata().contains_key(JSONB_METADATA_KEY) {
+            if field.metadata().get(JSONB_METADATA_KEY).is_some_and(|t| t == "jsonb") {
                 out.push_str(&s);
             } else {
                 out.push_str(&quote(&s));

@@ -418,8 +418,9 @@ pub(super) fn any_with_nulls(e: &Expr) -> Option<Expr> {
 /// written out: `CAST(100000 AS NUMERIC(6, 0))`, `CAST(0.0015 AS NUMERIC(5, 4))` (its digits
 /// and scale; past numeric's 38 digits, the digits alone, a wide decimal). DataFusion reads
 /// `1e5` as a decimal of negative scale, which its optimizer mishandles (a power of ten by the
-/// scale as `u32`: a panic, or a wrapped number in a release build). Left as written past the
-/// 76 digits of the widest decimal.
+/// scale as `u32`: a panic, or a wrapped number in a release build). Past the 76 digits of the
+/// widest decimal (`1e300`, `1.5e-200`), a double precision value: the nearest Eddy holds
+/// (DataFusion refused it, so even `INSERT INTO t (float8_column) VALUES (1e300)` failed).
 pub(super) fn exponent_literal(e: &Expr) -> Option<Expr> {
     let Expr::Value(v) = e else { return None };
     let Value::Number(n, _) = &v.value else { return None };
@@ -439,7 +440,7 @@ pub(super) fn exponent_literal(e: &Expr) -> Option<Expr> {
             format: None,
         }),
         39..=76 => Some(number),
-        _ => None,
+        _ => Some(cast(Expr::value(Value::SingleQuotedString(n.clone())), SqlType::DoublePrecision)),
     }
 }
 

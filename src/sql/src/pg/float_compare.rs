@@ -1,0 +1,97 @@
+//! Comparisons of a floating-point value with a numeric one are made in double precision, as
+//! PostgreSQL resolves them (`float8 = numeric` has no operator of its own; the float8 one is
+//! chosen). DataFusion cast the float to a 30-digit decimal instead, so `f BETWEEN -1e6 AND
+//! 1e6` failed on any `f` past 1e15 (22003 "numeric field overflow") and compared rounded
+//! values. A plan pass, before type coercion: comparisons, BETWEEN and IN lists.
+
+use arrow::datatypes::DataType;
+use datafusion::common::tree_node::{Transformed, TreeNode};
+use datafusion::common::DFSchema;
+use datafusion::logical_expr::{Between, BinaryExpr, Cast, Expr, ExprSchemable, LogicalPlan, Operator};
+
+fn is_float(t: &DataType) -> bool {
+    matches!(t, DataType::Float16 | DataType::Float32 | DataType::Float64)
+}
+
+fn is_decimal(t: &DataType) -> bool {
+    matches!(t, DataType::Decimal32(..) | DataType::Decimal64(..) | DataType::Decimal128(..) | DataType::Decimal256(..))
+}
+
+/// Whether `exprs` mix floating-point and numeric operands (and nothing else untyped-looking).
+fn mixes_float_and_numeric(exprs: &[&Expr], schema: &DFSchema) -> bool {
+    let types: Vec<DataType> = exprs.iter().filter_map(|e| e.get_type(schema).ok()).collect();
+    types.len() == exprs.len() && types.iter().any(is_float) && types.iter().any(is_decimal)
+}
+
+/// `e` in double precision, unless it is already.
+fn double(e: Expr, schema: &DFSchema) -> Expr {
+    match e.get_type(schema) {
+        Ok(DataType::Float64) => e,
+        _ => Expr::Cast(Cast::new(Box::new(e), DataType::Float64)),
+    }
+}
+
+fn retype(e: Expr, schema: &DFSchema) -> datafusion::error::Result<Transformed<Expr>> {
+    Ok(match e {
+        Expr::BinaryExpr(b)
+            if matches!(b.op, Operator::Eq | Operator::NotEq | Operator::Lt | Operator::LtEq | Operator::Gt | Operator::GtEq | Operator::IsDistinctFrom | Operator::IsNotDistinctFrom)
+                && mixes_float_and_numeric(&[&b.left, &b.right], schema) =>
+        {
+            let BinaryExpr { left, op, right } = b;
+            Transformed::yes(Expr::BinaryExpr(BinaryExpr::new(Box::new(double(*left, schema)), op, Box::new(double(*right, schema)))))
+        }
+        Expr::Between(b) if mixes_float_and_numeric(&[&b.expr, &b.low, &b.high], schema) => {
+            let Between { expr, negated, low, high } = b;
+            let (expr, low, high) = (double(*expr, schema), double(*low, schema), double(*high, schema));
+            Transformed::yes(Expr::Between(Between::new(Box::new(expr), negated, Box::new(low), Box::new(high))))
+        }
+        Expr::InList(mut l) if mixes_float_and_numeric(&std::iter::once(l.expr.as_ref()).chain(l.list.iter()).collect::<Vec<_>>(), schema) => {
+            let list = std::mem::take(&mut l.list);
+            l.list = list.into_iter().map(|v| double(v, schema)).collect();
+            l.expr = Box::new(double(*l.expr, schema));
+            Transformed::yes(Expr::InList(l))
+        }
+        other => Transformed::no(other),
+    })
+}
+
+/// The plan pass (see the module docs).
+pub fn float_comparisons(plan: LogicalPlan) -> datafusion::error::Result<LogicalPlan> {
+    let out = plan.transform_up_with_subqueries(|node| {
+        let Some(schema) = super::timestamps::expression_schema(&node) else { return Ok(Transformed::no(node)) };
+        node.map_expressions(|e| e.transform_up(|e| retype(e, &schema)))
+    })?;
+    Ok(out.data)
+}
+
+/// `x::text` of a jsonb (or uuid) value is text: DataFusion's cast of text to text keeps the
+/// field's type mark, so the result still said jsonb (`pg_typeof`, clients' column types, and
+/// `row_to_json(...)::text` in a view). A plan pass: such casts become `eddy_plain_text(x)`.
+pub fn unmarked_text_casts(plan: LogicalPlan) -> datafusion::error::Result<LogicalPlan> {
+    let plain = std::sync::Arc::new(plain_text());
+    let out = plan.transform_up_with_subqueries(|node| {
+        let Some(schema) = super::timestamps::expression_schema(&node) else { return Ok(Transformed::no(node)) };
+        node.map_expressions(|e| {
+            e.transform_up(|e| match e {
+                Expr::Cast(c)
+                    if matches!(c.field.data_type(), DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View)
+                        && c.expr.to_field(&schema).is_ok_and(|(_, f)| f.metadata().contains_key(eddy_common::types::JSONB_METADATA_KEY)) =>
+                {
+                    let call = Expr::ScalarFunction(datafusion::logical_expr::expr::ScalarFunction::new_udf(std::sync::Arc::clone(&plain), vec![*c.expr]));
+                    Ok(Transformed::yes(Expr::Cast(Cast { expr: Box::new(call), field: c.field })))
+                }
+                other => Ok(Transformed::no(other)),
+            })
+        })
+    })?;
+    Ok(out.data)
+}
+
+/// `eddy_plain_text(x)`: the text of `x`, unmarked.
+pub(crate) fn plain_text() -> datafusion::logical_expr::ScalarUDF {
+    use datafusion::logical_expr::{ColumnarValue, Signature, Volatility};
+    let body = |args: &[ColumnarValue], rows: usize| -> datafusion::error::Result<ColumnarValue> {
+        Ok(ColumnarValue::Array(arrow::compute::cast(&args[0].to_array(rows)?, &DataType::Utf8)?))
+    };
+    crate::planner::udf::closure_udf("eddy_plain_text", Signature::any(1, Volatility::Immutable), DataType::Utf8, std::sync::Arc::new(body))
+}
