@@ -12,6 +12,7 @@
 
 mod age;
 pub mod colnames;
+mod correlation;
 pub mod ddl_progress;
 mod set_ops;
 pub mod defs;
@@ -234,6 +235,7 @@ pub fn rewrite_statement(stmt: &mut datafusion::sql::sqlparser::ast::Statement) 
 /// The plan-level rewrites that follow [`rewrite_statement`] (implicit interval casts, integer
 /// literal widths).
 pub fn rewrite_plan(plan: datafusion::logical_expr::LogicalPlan) -> eddy_common::Result<datafusion::logical_expr::LogicalPlan> {
+    correlation::check_correlations(&plan)?;
     let plan = float_compare::unmarked_text_casts(float_compare::float_comparisons(timestamps::type_timestamp_literals(plan)?)?)?;
     set_ops::multiset_set_ops(literals::rewrite_plan(intervals::pg_intervals(plan)?)?)
 }

@@ -75,6 +75,11 @@ pub(super) fn plan_constant(plan: &LogicalPlan, ids: &mut TableIds<'_>, internal
             Ok(ColumnCatalog { name: f.name().clone(), ty, not_null: false, default: None, hidden: false })
         })
         .collect::<Result<Vec<_>>>()?;
+    // Columns of NULLs only (`VALUES (1, NULL)`) are stored as the catalog's type for them.
+    let fields: Vec<Field> = columns.iter().map(|c| c.ty.to_field(&c.name, true)).collect();
+    let arrays = rows.columns().iter().zip(&fields).map(|(a, f)| Ok(arrow::compute::cast(a, f.data_type())?)).collect::<Result<Vec<_>>>()?;
+    let options = RecordBatchOptions::new().with_row_count(Some(rows.num_rows()));
+    let rows = RecordBatch::try_new_with_options(Arc::new(Schema::new(fields)), arrays, &options)?;
     let rel = Arc::new(TableCatalog { append_only: true, ..TableCatalog::unlisted(relation, "(constant rows)", RelationKind::Source, columns) });
     // The rows and their hidden row id, the input's key (as a scan of a source reads them).
     let storage = rel.storage_schema();
