@@ -326,6 +326,10 @@ impl From<datafusion::error::DataFusionError> for EddyError {
         match e {
             D::ArrowError(a, _) => (*a).into(),
             D::SQL(p, _) => EddyError::user(sqlstate::SYNTAX_ERROR, p.to_string()),
+            // A subquery DataFusion could not turn into a join reaches the physical planner.
+            D::NotImplemented(m) if m.starts_with("Physical plan does not support logical expression") && ["ScalarSubquery", "InSubquery", "Exists"].iter().any(|k| m.contains(k)) => {
+                EddyError::not_supported("this subquery is not supported yet here: Eddy plans subqueries as joins, which needs a correlated one to be correlated by equalities and an IN or EXISTS one to be a condition of WHERE (write it as a join, or move it into FROM)")
+            }
             D::NotImplemented(m) => EddyError::not_supported(m),
             D::Plan(m) => plan_error(m),
             D::SchemaError(s, _) => {
@@ -369,6 +373,13 @@ impl From<datafusion::error::DataFusionError> for EddyError {
 }
 
 fn plan_error(m: String) -> EddyError {
+    // DataFusion's "LIMIT must be >= 0, '-1' was provided" in PostgreSQL's words and codes.
+    if m.starts_with("LIMIT must be >= 0") {
+        return EddyError::user("2201W", "LIMIT must not be negative");
+    }
+    if m.starts_with("OFFSET must be >=0") || m.starts_with("OFFSET must be >= 0") {
+        return EddyError::user("2201X", "OFFSET must not be negative");
+    }
     let lower = m.to_ascii_lowercase();
     let code = if lower.contains("table") && (lower.contains("not found") || lower.contains("doesn't exist") || lower.contains("does not exist")) {
         sqlstate::UNDEFINED_TABLE
