@@ -17,7 +17,7 @@ pub mod ddl_progress;
 mod set_ops;
 pub mod defs;
 pub mod extract;
-mod float_compare;
+mod operand_types;
 mod epoch_timestamp;
 pub mod functions;
 pub mod info_schema;
@@ -236,8 +236,8 @@ pub fn rewrite_statement(stmt: &mut datafusion::sql::sqlparser::ast::Statement) 
 /// literal widths).
 pub fn rewrite_plan(plan: datafusion::logical_expr::LogicalPlan) -> eddy_common::Result<datafusion::logical_expr::LogicalPlan> {
     correlation::check_correlations(&plan)?;
-    let plan = float_compare::unmarked_text_casts(float_compare::float_comparisons(timestamps::type_timestamp_literals(plan)?)?)?;
-    set_ops::multiset_set_ops(literals::rewrite_plan(intervals::pg_intervals(plan)?)?)
+    let plan = operand_types::unmarked_text_casts(operand_types::float_comparisons(timestamps::type_timestamp_literals(plan)?)?)?;
+    set_ops::multiset_set_ops(literals::rewrite_plan(operand_types::date_differences(intervals::pg_intervals(plan)?)?)?)
 }
 
 /// Installs the catalog functions and the session extension on a session's context.
@@ -250,7 +250,7 @@ pub fn install(ctx: &SessionContext, relations: &Arc<dyn Relations>, info: &Sess
     math::install(ctx);
     name_tag::install(ctx);
     named_struct::install(ctx);
-    ctx.register_udf(float_compare::plain_text());
+    ctx.register_udf(operand_types::plain_text());
     epoch_timestamp::install(ctx);
     timestamps::install_now(ctx);
     ctx.register_udtf("pg_get_keywords", Arc::new(KeywordsFn));

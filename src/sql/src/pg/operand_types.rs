@@ -1,4 +1,9 @@
-//! Comparisons of a floating-point value with a numeric one are made in double precision, as
+//! Plan passes (before type coercion) giving operations PostgreSQL's operand and result types
+//! where DataFusion's differ:
+//!
+//! * `date - date` is an integer (DataFusion's is a bigint).
+//! * `x::text` of a jsonb or uuid value is plain text ([`unmarked_text_casts`]).
+//! * Comparisons of a floating-point value with a numeric one are made in double precision, as
 //! PostgreSQL resolves them (`float8 = numeric` has no operator of its own; the float8 one is
 //! chosen). DataFusion cast the float to a 30-digit decimal instead, so `f BETWEEN -1e6 AND
 //! 1e6` failed on any `f` past 1e15 (22003 "numeric field overflow") and compared rounded
@@ -55,7 +60,7 @@ fn retype(e: Expr, schema: &DFSchema) -> datafusion::error::Result<Transformed<E
     })
 }
 
-/// The plan pass (see the module docs).
+/// The pass of comparisons (see the module docs).
 pub fn float_comparisons(plan: LogicalPlan) -> datafusion::error::Result<LogicalPlan> {
     let out = plan.transform_up_with_subqueries(|node| {
         let Some(schema) = super::timestamps::expression_schema(&node) else { return Ok(Transformed::no(node)) };
@@ -94,4 +99,22 @@ pub(crate) fn plain_text() -> datafusion::logical_expr::ScalarUDF {
         Ok(ColumnarValue::Array(arrow::compute::cast(&args[0].to_array(rows)?, &DataType::Utf8)?))
     };
     crate::planner::udf::closure_udf("eddy_plain_text", Signature::any(1, Volatility::Immutable), DataType::Utf8, std::sync::Arc::new(body))
+}
+
+/// `date - date` as an integer. After `intervals::pg_intervals`, which types `date ± interval`
+/// as a timestamp (before it, DataFusion calls that a date).
+pub fn date_differences(plan: LogicalPlan) -> datafusion::error::Result<LogicalPlan> {
+    let out = plan.transform_up_with_subqueries(|node| {
+        let Some(schema) = super::timestamps::expression_schema(&node) else { return Ok(Transformed::no(node)) };
+        let date = |e: &Expr| matches!(e.get_type(&schema), Ok(DataType::Date32));
+        node.map_expressions(|e| {
+            e.transform_up(|e| match e {
+                Expr::BinaryExpr(b) if b.op == Operator::Minus && date(&b.left) && date(&b.right) => {
+                    Ok(Transformed::yes(Expr::Cast(Cast::new(Box::new(Expr::BinaryExpr(b)), DataType::Int32))))
+                }
+                other => Ok(Transformed::no(other)),
+            })
+        })
+    })?;
+    Ok(out.data)
 }
