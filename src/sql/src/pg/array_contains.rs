@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use arrow::array::{Array, ArrayRef, AsArray, BooleanArray, ListBuilder, StringBuilder};
+use arrow::array::{Array, ArrayRef, AsArray, BooleanArray};
 use arrow::compute::SortOptions;
 use arrow::datatypes::DataType;
 use datafusion::error::{DataFusionError, Result as DfResult};
@@ -15,28 +15,9 @@ pub(crate) fn is_array(t: &DataType) -> bool {
     matches!(t, DataType::List(_) | DataType::LargeList(_) | DataType::FixedSizeList(..))
 }
 
-/// `values` (text) read as array literals, one array of text per row.
-fn text_arrays(values: &ArrayRef) -> DfResult<ArrayRef> {
-    let text = arrow::compute::cast(values, &DataType::Utf8)?;
-    let mut out = ListBuilder::new(StringBuilder::new());
-    for v in text.as_string::<i32>() {
-        match v {
-            None => out.append_null(),
-            Some(t) => {
-                let items = eddy_common::text::parse_array_text(t).map_err(|e| DataFusionError::External(Box::new(e)))?;
-                for item in items {
-                    out.values().append_option(item);
-                }
-                out.append(true);
-            }
-        }
-    }
-    Ok(Arc::new(out.finish()))
-}
-
 /// `a` as a list array of type `like`'s (text parsed as array literals, other lists cast).
 fn as_list_like(a: &ArrayRef, like: &DataType) -> DfResult<ArrayRef> {
-    let a = if is_array(a.data_type()) { Arc::clone(a) } else { text_arrays(a)? };
+    let a = if is_array(a.data_type()) { Arc::clone(a) } else { crate::planner::text_cast::text_arrays(a)? };
     let target = match like {
         DataType::List(_) => like.clone(),
         DataType::LargeList(f) | DataType::FixedSizeList(f, _) => DataType::List(Arc::clone(f)),

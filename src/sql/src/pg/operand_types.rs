@@ -1,13 +1,13 @@
 //! Plan passes (before type coercion) giving operations PostgreSQL's operand and result types
 //! where DataFusion's differ:
 //!
-//! * `date - date` is an integer (DataFusion's is a bigint).
-//! * `x::text` of a jsonb or uuid value is plain text ([`unmarked_text_casts`]).
-//! * Comparisons of a floating-point value with a numeric one are made in double precision, as
-//! PostgreSQL resolves them (`float8 = numeric` has no operator of its own; the float8 one is
-//! chosen). DataFusion cast the float to a 30-digit decimal instead, so `f BETWEEN -1e6 AND
-//! 1e6` failed on any `f` past 1e15 (22003 "numeric field overflow") and compared rounded
-//! values. A plan pass, before type coercion: comparisons, BETWEEN and IN lists.
+//! * `date - date` is an integer (DataFusion's is a bigint): [`date_differences`].
+//! * `x::text` of a jsonb or uuid value is plain text: [`unmarked_text_casts`].
+//! * Comparisons (also BETWEEN and IN lists) of a floating-point value with a numeric one are
+//!   made in double precision, as PostgreSQL resolves them (`float8 = numeric` has no operator
+//!   of its own; the float8 one is chosen): [`float_comparisons`]. DataFusion cast the float to
+//!   a 30-digit decimal instead, so `f BETWEEN -1e6 AND 1e6` failed on any `f` past 1e15
+//!   (22003 "numeric field overflow") and compared rounded values.
 
 use arrow::datatypes::DataType;
 use datafusion::common::tree_node::{Transformed, TreeNode};

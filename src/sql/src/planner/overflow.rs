@@ -80,10 +80,7 @@ fn checked_aggregate(agg: &AggregateExec) -> DfResult<Option<AggregateExec>> {
     }
     let filter_expr = agg.filter_expr().iter().map(|f| f.as_ref().map(&mut check).transpose()).collect::<DfResult<Vec<_>>>()?;
     let group = agg.group_expr();
-    let named = |exprs: &[(Arc<dyn PhysicalExpr>, String)], check: &mut dyn FnMut(&Arc<dyn PhysicalExpr>) -> DfResult<Arc<dyn PhysicalExpr>>| {
-        exprs.iter().map(|(e, name)| Ok((check(e)?, name.clone()))).collect::<DfResult<Vec<_>>>()
-    };
-    let group_expr = named(group.expr(), &mut check)?;
+    let group_expr = group.expr().iter().map(|(e, name)| Ok((check(e)?, name.clone()))).collect::<DfResult<Vec<_>>>()?;
     if !changed {
         return Ok(None);
     }

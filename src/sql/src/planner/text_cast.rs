@@ -129,26 +129,29 @@ fn rint() -> ScalarUDF {
 /// elements (a cast to the element type follows). Casts of literals are parsed in the SQL
 /// rewrite; this reads a column's text (`s::int[]` took `{1,2}` as one element).
 fn text_array() -> ScalarUDF {
-    let body = |args: &[ColumnarValue], rows: usize| -> DfResult<ColumnarValue> {
-        use arrow::array::{AsArray, ListBuilder};
-        let a = arrow::compute::cast(&args[0].to_array(rows)?, &DataType::Utf8)?;
-        let mut out = ListBuilder::new(StringBuilder::new());
-        for v in a.as_string::<i32>() {
-            match v {
-                None => out.append_null(),
-                Some(text) => {
-                    let items = eddy_common::text::parse_array_text(text).map_err(|e| datafusion::error::DataFusionError::External(Box::new(e)))?;
-                    for item in items {
-                        out.values().append_option(item);
-                    }
-                    out.append(true);
-                }
-            }
-        }
-        Ok(ColumnarValue::Array(Arc::new(out.finish())))
-    };
+    let body = |args: &[ColumnarValue], rows: usize| -> DfResult<ColumnarValue> { Ok(ColumnarValue::Array(text_arrays(&args[0].to_array(rows)?)?)) };
     let ret = DataType::List(Arc::new(Field::new("item", DataType::Utf8, true)));
     crate::planner::udf::closure_udf("eddy_text_array", Signature::any(1, Volatility::Immutable), ret, Arc::new(body))
+}
+
+/// Text values read as PostgreSQL's one-dimensional array input: a list of text per row.
+pub(crate) fn text_arrays(values: &arrow::array::ArrayRef) -> DfResult<arrow::array::ArrayRef> {
+    use arrow::array::{AsArray, ListBuilder};
+    let a = arrow::compute::cast(values, &DataType::Utf8)?;
+    let mut out = ListBuilder::new(StringBuilder::new());
+    for v in a.as_string::<i32>() {
+        match v {
+            None => out.append_null(),
+            Some(text) => {
+                let items = eddy_common::text::parse_array_text(text).map_err(|e| datafusion::error::DataFusionError::External(Box::new(e)))?;
+                for item in items {
+                    out.values().append_option(item);
+                }
+                out.append(true);
+            }
+        }
+    }
+    Ok(Arc::new(out.finish()))
 }
 
 /// `text::float8` / `text::real` as PostgreSQL reads them: surrounding spaces, `NaN` and

@@ -444,21 +444,6 @@ pub(super) fn exponent_literal(e: &Expr) -> Option<Expr> {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn similar_to_patterns_become_anchored_regexes() {
-        assert_eq!(super::similar_regex("a%"), "^(?:a.*)$");
-        assert_eq!(super::similar_regex("(a|b)_"), "^(?:(a|b).)$");
-        assert_eq!(super::similar_regex("a.b\\%[x-z]*"), "^(?:a\\.b\\%[x-z]*)$");
-    }
-
-    #[test]
-    fn postgres_replacements_become_regex_crate_ones() {
-        assert_eq!(super::pg_replacement("\\2 \\1 \\&"), "\\2 \\1 ${0}");
-        assert_eq!(super::pg_replacement("$1 costs $"), "$$1 costs $$");
-    }
-}
 
 /// Constant arguments PostgreSQL refuses (it does so on the first row; a constant is refused
 /// while planning): `date_trunc`'s unit, and `ntile`'s and `nth_value`'s count below 1.
@@ -520,5 +505,21 @@ pub(super) fn check_subquery_width(e: &Expr) -> eddy_common::Result<()> {
     match query.body.as_ref() {
         SetExpr::Select(s) if s.projection.is_empty() => Err(eddy_common::user_err!(eddy_common::error::sqlstate::SYNTAX_ERROR, "{message}")),
         _ => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn similar_to_patterns_become_anchored_regexes() {
+        assert_eq!(super::similar_regex("a%"), "^(?:a.*)$");
+        assert_eq!(super::similar_regex("(a|b)_"), "^(?:(a|b).)$");
+        assert_eq!(super::similar_regex("a.b\\%[x-z]*"), "^(?:a\\.b\\%[x-z]*)$");
+    }
+
+    #[test]
+    fn postgres_replacements_become_regex_crate_ones() {
+        assert_eq!(super::pg_replacement("\\2 \\1 \\&"), "\\2 \\1 ${0}");
+        assert_eq!(super::pg_replacement("$1 costs $"), "$$1 costs $$");
     }
 }
