@@ -499,7 +499,7 @@ impl Session {
             };
             *pick.2 += 1;
             let parser = conv.parser();
-            let cols = conv.convert_rows([parser.parse(&pick.1)])?;
+            let cols = eddy_common::codec::decode_rows(&conv, [parser.parse(&pick.1)])?;
             let vals: Vec<String> = cols.iter().map(|c| arrow::util::display::array_value_to_string(c, 0).unwrap_or_default()).collect();
             diffs.push(format!("{} row: ({})", pick.0, vals.join(", ")));
         }

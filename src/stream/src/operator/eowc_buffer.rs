@@ -135,7 +135,7 @@ impl Operator for EowcBuffer {
             out.extend(std::iter::repeat_n(key.1, usize::try_from(count).unwrap_or(0)));
         }
         let parser = self.rows.parser();
-        let columns = self.rows.convert_rows(out.iter().map(|r| parser.parse(r)))?;
+        let columns = eddy_common::codec::decode_rows(&self.rows, out.iter().map(|r| parser.parse(r)))?;
         let chunk = StreamChunk::try_new(RecordBatch::try_new(self.schema.clone(), columns)?, vec![Op::Insert; out.len()])?;
         Ok(vec![chunk])
     }

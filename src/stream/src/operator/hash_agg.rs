@@ -345,7 +345,7 @@ impl HashAgg {
         let mut columns: Vec<ArrayRef> = Vec::with_capacity(self.schema.fields().len());
         if !self.is_global() {
             let parser = self.key_converter.parser();
-            columns.extend(self.key_converter.convert_rows(keys.iter().map(|k| parser.parse(k)))?);
+            columns.extend(eddy_common::codec::decode_rows(&self.key_converter, keys.iter().map(|k| parser.parse(k)))?);
         }
         for i in 0..self.calls.len() {
             let values = keys

@@ -154,7 +154,7 @@ impl SideState {
     /// Decodes encoded rows of this side into columns.
     fn columns(&self, rows: &[&[u8]]) -> Result<Vec<ArrayRef>> {
         let parser = self.rows.parser();
-        let mut columns = self.rows.convert_rows(rows.iter().map(|r| parser.parse(r)))?;
+        let mut columns = eddy_common::codec::decode_rows(&self.rows, rows.iter().map(|r| parser.parse(r)))?;
         if self.unit {
             columns.clear();
         }

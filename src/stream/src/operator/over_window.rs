@@ -183,7 +183,7 @@ impl OverWindow {
         // One row per copy, in order.
         let parser = self.rows.parser();
         let expanded = rows.iter().flat_map(|((_, r), &c)| std::iter::repeat_n(r, usize::try_from(c).unwrap_or(0)));
-        let columns = self.rows.convert_rows(expanded.map(|r| parser.parse(r)))?;
+        let columns = eddy_common::codec::decode_rows(&self.rows, expanded.map(|r| parser.parse(r)))?;
         let batch = RecordBatch::try_new(self.input_schema.clone(), columns)?;
         let values = self.functions.iter().map(|w| Ok(w.evaluate(&batch)?)).collect::<Result<Vec<ArrayRef>>>()?;
         let cols: Vec<ArrayRef> = batch.columns()[..self.visible]
@@ -232,7 +232,7 @@ impl OverWindow {
         for piece in entries.chunks(8192) {
             let encoded: Vec<&[u8]> = piece.iter().map(|(k, _)| k.as_ref().get(prefix_len..).unwrap_or_default()).collect();
             let parser = self.rows.parser();
-            let columns = self.rows.convert_rows(encoded.iter().map(|r| parser.parse(r)))?;
+            let columns = eddy_common::codec::decode_rows(&self.rows, encoded.iter().map(|r| parser.parse(r)))?;
             let batch = RecordBatch::try_new(self.input_schema.clone(), columns)?;
             let (chunk, _, orders, _) = self.keyed(StreamChunk::inserts(batch), &mut ignored)?;
             if chunk.len() != piece.len() {

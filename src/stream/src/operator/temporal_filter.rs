@@ -244,7 +244,7 @@ impl Operator for TemporalFilter {
         let mut out_rows: Vec<(Op, Vec<u8>)> = Vec::new();
         if !due.is_empty() {
             let parser = self.rows.parser();
-            let columns = self.rows.convert_rows(due.iter().map(|(_, r)| parser.parse(r)))?;
+            let columns = eddy_common::codec::decode_rows(&self.rows, due.iter().map(|(_, r)| parser.parse(r)))?;
             let rows = RecordBatch::try_new(self.schema.clone(), columns)?;
             let intervals = self.intervals(&rows)?;
             for ((t, row), interval) in due.into_iter().zip(intervals) {

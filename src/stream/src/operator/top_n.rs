@@ -248,7 +248,7 @@ impl TopN {
         for piece in entries.chunks(8192) {
             let encoded: Vec<&[u8]> = piece.iter().map(|(k, _)| k.get(prefix.len()..).unwrap_or_default()).collect();
             let parser = self.rows.parser();
-            let columns = self.rows.convert_rows(encoded.iter().map(|r| parser.parse(r)))?;
+            let columns = eddy_common::codec::decode_rows(&self.rows, encoded.iter().map(|r| parser.parse(r)))?;
             let batch = RecordBatch::try_new(self.schema.clone(), columns)?;
             let (chunk, orders, _) = self.keyed(StreamChunk::inserts(batch), &mut ignored)?;
             if chunk.len() != piece.len() {
