@@ -694,6 +694,7 @@ impl VisitorMut for PgRewriter {
         super::colnames::assign(select, self.depth <= 1);
         super::subquery::bound_lateral_series(select);
         aggregates::grouping_set_positions(select);
+        quantified::not_in_beside_other_conditions(select);
         ControlFlow::Continue(())
     }
 

@@ -168,9 +168,43 @@ fn inner_relations(s: &Select) -> Vec<String> {
 /// whose comparison is NULL makes NOT IN not true). Exact in a WHERE clause; elsewhere a NULL
 /// result reads as false.
 pub(super) fn row_in_subquery(e: &Expr) -> Option<Expr> {
+    in_subquery_as_exists(e, false)
+}
+
+/// `x NOT IN (subquery)` in a WHERE clause beside other conditions (joined by AND or OR) is
+/// written as [`row_in_subquery`] writes a correlated one. DataFusion's null-aware anti join
+/// is right alone, but beside `x > 0` it inferred `k > 0` for the subquery's side, which drops
+/// the NULLs that make NOT IN not true (`id > 0 AND id NOT IN (SELECT k ...)` with a NULL k
+/// gave rows); under OR it planned a mark join that ignores NULLs. In a WHERE clause's ANDs
+/// and ORs a NULL result filters as false does, so the rewrite is exact there.
+pub(super) fn not_in_beside_other_conditions(select: &mut Select) {
+    fn walk(e: &mut Expr) {
+        match e {
+            Expr::BinaryOp { op: BinaryOperator::And | BinaryOperator::Or, left, right } => {
+                walk(left);
+                walk(right);
+            }
+            Expr::Nested(inner) => walk(inner),
+            Expr::InSubquery { negated: true, .. } => {
+                if let Some(r) = in_subquery_as_exists(e, true) {
+                    *e = r;
+                }
+            }
+            _ => {}
+        }
+    }
+    match &mut select.selection {
+        Some(Expr::InSubquery { .. }) | None => {}
+        Some(w) => walk(w),
+    }
+}
+
+/// [`row_in_subquery`]; `any_not_in`: also an uncorrelated `x NOT IN (...)`.
+fn in_subquery_as_exists(e: &Expr, any_not_in: bool) -> Option<Expr> {
     let Expr::InSubquery { expr, subquery, negated } = e else { return None };
     let xs = match expr.as_ref() {
         Expr::Tuple(xs) => xs.clone(),
+        x if *negated && any_not_in => vec![x.clone()],
         // A correlated `x NOT IN (...)` too: DataFusion's null-aware anti join takes one key
         // only, and the correlation adds another.
         x if *negated && matches!(subquery.body.as_ref(), SetExpr::Select(s) if correlated(s)) => vec![x.clone()],
