@@ -278,6 +278,10 @@ pub fn pg_intervals(plan: LogicalPlan) -> DfResult<LogicalPlan> {
                     .collect();
                 return Ok(Transformed::yes(LogicalPlan::Sort(s)));
             }
+            (LogicalPlan::Window(w), None) => {
+                let schema = w.input.schema().clone();
+                return crate::planner::names::map_expressions_keeping_names(node, |e| e.transform_up(|e| window_interval_order(e, &schema, f)));
+            }
             _ => return Ok(Transformed::no(node)),
         };
         let t = crate::planner::names::map_expressions_keeping_names(node, |e| e.transform_up(|e| rewrite_expr(e, &schema)))?;
@@ -289,6 +293,26 @@ pub fn pg_intervals(plan: LogicalPlan) -> DfResult<LogicalPlan> {
         }
     })?;
     Ok(out.data)
+}
+
+/// A window ordered by an interval orders by its [`INTERVAL_KEY`], as a sort does (DataFusion
+/// could not run the default RANGE frame over an interval: "Cannot run range queries on
+/// datatype"). Frames with offsets, which are intervals themselves, are left as they are.
+fn window_interval_order(e: Expr, schema: &DFSchema, f: &IntervalFunctions) -> DfResult<Transformed<Expr>> {
+    use datafusion::logical_expr::{WindowFrameBound, WindowFrameUnits};
+    let Expr::WindowFunction(mut w) = e else { return Ok(Transformed::no(e)) };
+    let unbounded = |b: &WindowFrameBound| match b {
+        WindowFrameBound::CurrentRow => true,
+        WindowFrameBound::Preceding(v) | WindowFrameBound::Following(v) => v.is_null(),
+    };
+    let frame = &w.params.window_frame;
+    let offsets = frame.units == WindowFrameUnits::Range && !(unbounded(&frame.start_bound) && unbounded(&frame.end_bound));
+    if offsets || !w.params.order_by.iter().any(|o| is_interval(&o.expr, schema)) {
+        return Ok(Transformed::no(Expr::WindowFunction(w)));
+    }
+    let order_by = std::mem::take(&mut w.params.order_by);
+    w.params.order_by = order_by.into_iter().map(|o| if is_interval(&o.expr, schema) { SortExpr { expr: call(&f.key, o.expr), ..o } } else { o }).collect();
+    Ok(Transformed::yes(Expr::WindowFunction(w)))
 }
 
 #[cfg(test)]
