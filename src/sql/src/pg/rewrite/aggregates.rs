@@ -205,6 +205,15 @@ pub(super) fn distinct_on_references(q: &mut datafusion::sql::sqlparser::ast::Qu
             *e = item;
         }
     }
+    // A key named twice (`DISTINCT ON (k, k)`) is one key (DataFusion's rewrite of it failed).
+    let mut seen = Vec::with_capacity(on.len());
+    on.retain(|e| {
+        let fresh = !seen.contains(e);
+        if fresh {
+            seen.push(e.clone());
+        }
+        fresh
+    });
     if let Some(OrderByKind::Expressions(order)) = q.order_by.as_mut().map(|o| &mut o.kind) {
         for o in order.iter_mut() {
             if let Some(item) = named(&o.expr) {
