@@ -62,9 +62,23 @@ fn retype(e: Expr, schema: &DFSchema) -> datafusion::error::Result<Transformed<E
 
 /// The pass of comparisons (see the module docs).
 pub fn float_comparisons(plan: LogicalPlan) -> datafusion::error::Result<LogicalPlan> {
+    map_plan(plan, retype)
+}
+
+/// `plan` with `f` applied to the expressions of its filters, projections, aggregations and
+/// joins (and their subqueries'), a changed expression keeping its name and every node from
+/// the first change on recomputing its schema (a type may have changed).
+fn map_plan(plan: LogicalPlan, f: impl Fn(Expr, &DFSchema) -> datafusion::error::Result<Transformed<Expr>>) -> datafusion::error::Result<LogicalPlan> {
+    let changed = std::cell::Cell::new(false);
     let out = plan.transform_up_with_subqueries(|node| {
+        let node = if changed.get() { node.recompute_schema()? } else { node };
         let Some(schema) = super::timestamps::expression_schema(&node) else { return Ok(Transformed::no(node)) };
-        node.map_expressions(|e| e.transform_up(|e| retype(e, &schema)))
+        let t = crate::planner::names::map_expressions_keeping_names(node, |e| e.transform_up(|e| f(e, &schema)))?;
+        if !t.transformed {
+            return Ok(t);
+        }
+        changed.set(true);
+        Ok(Transformed::yes(t.data.recompute_schema()?))
     })?;
     Ok(out.data)
 }
@@ -74,22 +88,16 @@ pub fn float_comparisons(plan: LogicalPlan) -> datafusion::error::Result<Logical
 /// `row_to_json(...)::text` in a view). A plan pass: such casts become `eddy_plain_text(x)`.
 pub fn unmarked_text_casts(plan: LogicalPlan) -> datafusion::error::Result<LogicalPlan> {
     let plain = std::sync::Arc::new(plain_text());
-    let out = plan.transform_up_with_subqueries(|node| {
-        let Some(schema) = super::timestamps::expression_schema(&node) else { return Ok(Transformed::no(node)) };
-        node.map_expressions(|e| {
-            e.transform_up(|e| match e {
-                Expr::Cast(c)
-                    if matches!(c.field.data_type(), DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View)
-                        && c.expr.to_field(&schema).is_ok_and(|(_, f)| f.metadata().contains_key(eddy_common::types::JSONB_METADATA_KEY)) =>
-                {
-                    let call = Expr::ScalarFunction(datafusion::logical_expr::expr::ScalarFunction::new_udf(std::sync::Arc::clone(&plain), vec![*c.expr]));
-                    Ok(Transformed::yes(Expr::Cast(Cast { expr: Box::new(call), field: c.field })))
-                }
-                other => Ok(Transformed::no(other)),
-            })
-        })
-    })?;
-    Ok(out.data)
+    map_plan(plan, |e, schema| match e {
+        Expr::Cast(c)
+            if matches!(c.field.data_type(), DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View)
+                && c.expr.to_field(schema).is_ok_and(|(_, f)| f.metadata().contains_key(eddy_common::types::JSONB_METADATA_KEY)) =>
+        {
+            let call = Expr::ScalarFunction(datafusion::logical_expr::expr::ScalarFunction::new_udf(std::sync::Arc::clone(&plain), vec![*c.expr]));
+            Ok(Transformed::yes(Expr::Cast(Cast { expr: Box::new(call), field: c.field })))
+        }
+        other => Ok(Transformed::no(other)),
+    })
 }
 
 /// `eddy_plain_text(x)`: the text of `x`, unmarked.
@@ -104,17 +112,13 @@ pub(crate) fn plain_text() -> datafusion::logical_expr::ScalarUDF {
 /// `date - date` as an integer. After `intervals::pg_intervals`, which types `date ± interval`
 /// as a timestamp (before it, DataFusion calls that a date).
 pub fn date_differences(plan: LogicalPlan) -> datafusion::error::Result<LogicalPlan> {
-    let out = plan.transform_up_with_subqueries(|node| {
-        let Some(schema) = super::timestamps::expression_schema(&node) else { return Ok(Transformed::no(node)) };
-        let date = |e: &Expr| matches!(e.get_type(&schema), Ok(DataType::Date32));
-        node.map_expressions(|e| {
-            e.transform_up(|e| match e {
-                Expr::BinaryExpr(b) if b.op == Operator::Minus && date(&b.left) && date(&b.right) => {
-                    Ok(Transformed::yes(Expr::Cast(Cast::new(Box::new(Expr::BinaryExpr(b)), DataType::Int32))))
-                }
-                other => Ok(Transformed::no(other)),
-            })
-        })
-    })?;
-    Ok(out.data)
+    map_plan(plan, |e, schema| {
+        let date = |e: &Expr| matches!(e.get_type(schema), Ok(DataType::Date32));
+        match e {
+            Expr::BinaryExpr(b) if b.op == Operator::Minus && date(&b.left) && date(&b.right) => {
+                Ok(Transformed::yes(Expr::Cast(Cast::new(Box::new(Expr::BinaryExpr(b)), DataType::Int32))))
+            }
+            other => Ok(Transformed::no(other)),
+        }
+    })
 }
