@@ -73,7 +73,7 @@ pub(crate) fn chunk_of_rows(rows: &arrow::row::RowConverter, schema: &arrow::dat
         return Ok(vec![]);
     }
     let parser = rows.parser();
-    let columns = eddy_common::codec::decode_rows(&rows, changes.iter().map(|(_, r)| parser.parse(r)))?;
+    let columns = eddy_common::codec::decode_rows(rows, changes.iter().map(|(_, r)| parser.parse(r)))?;
     let batch = arrow::array::RecordBatch::try_new(schema.clone(), columns)?;
     Ok(vec![StreamChunk::try_new(batch, changes.into_iter().map(|(op, _)| op).collect())?])
 }

@@ -81,7 +81,7 @@ impl HashAgg {
                 }
                 let conv = self.value_converters[i].as_ref().ok_or_else(|| internal_err!("missing value converter"))?;
                 let parser = conv.parser();
-                let arr = eddy_common::codec::decode_rows(&conv, m.keys().map(|k| parser.parse(k)))?.pop().ok_or_else(|| internal_err!("empty value row"))?;
+                let arr = eddy_common::codec::decode_rows(conv, m.keys().map(|k| parser.parse(k)))?.pop().ok_or_else(|| internal_err!("empty value row"))?;
                 distinct_sum(&arr, *avg, m.len(), &call.output)?
             }
             (AggKind::BoolAnd, Acc::Bools { trues, falses }) => {
@@ -112,7 +112,7 @@ impl HashAgg {
                 }
                 let parser = conv.parser();
                 // The value is the last column (first/last rows start with their order keys).
-                let arr = eddy_common::codec::decode_rows(&conv, picked.iter().map(|(k, _)| parser.parse(k)))?.pop().ok_or_else(|| internal_err!("empty value row"))?;
+                let arr = eddy_common::codec::decode_rows(conv, picked.iter().map(|(k, _)| parser.parse(k)))?.pop().ok_or_else(|| internal_err!("empty value row"))?;
                 // Each value as often as it occurs.
                 let all_values = || -> Result<ArrayRef> {
                     let take: Vec<u32> = picked.iter().enumerate().flat_map(|(j, (_, c))| std::iter::repeat_n(j as u32, *c as usize)).collect();

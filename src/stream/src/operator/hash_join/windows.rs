@@ -107,7 +107,7 @@ impl HashJoin {
                     continue;
                 }
                 let parser = conv.parser();
-                let cols = eddy_common::codec::decode_rows(&conv, keyed.iter().map(|b| parser.parse(&b[1..])))?;
+                let cols = eddy_common::codec::decode_rows(conv, keyed.iter().map(|b| parser.parse(&b[1..])))?;
                 let w = self.windows.as_ref().ok_or_else(|| internal_err!("join windows vanished"))?;
                 let encoded = w.converter.convert_columns(&[cols[w.key_index].clone()])?;
                 for (i, b) in keyed.iter().enumerate() {
