@@ -4,7 +4,7 @@
 use std::ops::ControlFlow;
 
 use datafusion::sql::sqlparser::ast::{
-    visit_expressions_mut, BinaryOperator, Expr, GroupByExpr, Select, SelectItem, SetExpr, TableFactor, Value,
+    visit_expressions_mut, BinaryOperator, Expr, GroupByExpr, Select, SelectItem, SetExpr, TableFactor, UnaryOperator, Value,
 };
 
 use super::ast::{contains_aggregate, parse_query};
@@ -185,6 +185,15 @@ pub(super) fn not_in_beside_other_conditions(select: &mut Select) {
                 walk(right);
             }
             Expr::Nested(inner) => walk(inner),
+            // `NOT (x IN (subquery))` is `x NOT IN (subquery)`.
+            Expr::UnaryOp { op: UnaryOperator::Not, expr } if matches!(strip_nesting(expr), Expr::InSubquery { negated: false, .. }) => {
+                if let Expr::InSubquery { expr, subquery, .. } = strip_nesting(expr) {
+                    let not_in = Expr::InSubquery { expr: expr.clone(), subquery: subquery.clone(), negated: true };
+                    if let Some(r) = in_subquery_as_exists(&not_in, true) {
+                        *e = r;
+                    }
+                }
+            }
             Expr::InSubquery { negated: true, .. } => {
                 if let Some(r) = in_subquery_as_exists(e, true) {
                     *e = r;
@@ -196,6 +205,13 @@ pub(super) fn not_in_beside_other_conditions(select: &mut Select) {
     match &mut select.selection {
         Some(Expr::InSubquery { .. }) | None => {}
         Some(w) => walk(w),
+    }
+}
+
+fn strip_nesting(e: &Expr) -> &Expr {
+    match e {
+        Expr::Nested(inner) => strip_nesting(inner),
+        other => other,
     }
 }
 
