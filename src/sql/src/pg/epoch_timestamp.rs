@@ -88,18 +88,14 @@ impl ScalarUDFImpl for EpochToTimestamp {
         let DataType::Timestamp(_, tz) = args.return_field.data_type().clone() else {
             return self.inner.invoke_with_args(args);
         };
-        let scalar = matches!(args.args[0], ColumnarValue::Scalar(_));
-        let seconds = arrow::compute::cast(&args.args[0].to_array(args.number_rows)?, &DataType::Float64)?;
-        let seconds = seconds.as_primitive::<Float64Type>();
-        let values = (0..seconds.len())
-            .map(|i| if seconds.is_null(i) { Ok(None) } else { micros(seconds.value(i)).map(Some) })
-            .collect::<DfResult<TimestampMicrosecondArray>>()?
-            .with_timezone_opt(tz);
-        let array: Arc<dyn Array> = Arc::new(values);
-        Ok(if scalar {
-            ColumnarValue::Scalar(datafusion::scalar::ScalarValue::try_from_array(&array, 0)?)
-        } else {
-            ColumnarValue::Array(array)
+        crate::planner::udf::columnar(&args.args, args.number_rows, |arrays, _| {
+            let seconds = arrow::compute::cast(&arrays[0], &DataType::Float64)?;
+            let seconds = seconds.as_primitive::<Float64Type>();
+            let values = (0..seconds.len())
+                .map(|i| if seconds.is_null(i) { Ok(None) } else { micros(seconds.value(i)).map(Some) })
+                .collect::<DfResult<TimestampMicrosecondArray>>()?
+                .with_timezone_opt(tz.clone());
+            Ok(Arc::new(values) as Arc<dyn Array>)
         })
     }
 }
