@@ -16,6 +16,9 @@
 //!   sums (an error when a field overflows, as in PostgreSQL), the average dividing them as
 //!   PostgreSQL divides an interval.
 //!
+//! * `row_number`, `rank`, `dense_rank` are `bigint` and `ntile` is `integer` (DataFusion's are
+//!   unsigned, so arithmetic on them was numeric): cast in a projection above the window.
+//!
 //! An analyzer rule, run before type coercion (which then fits the expressions above an
 //! aggregation to the new types), so it sees the argument types as written.
 
@@ -118,6 +121,8 @@ enum Read {
     Average(usize, usize),
     /// A variance: count, sum and sum of squares, and the function combining them.
     Variance([usize; 3], Arc<datafusion::logical_expr::ScalarUDF>),
+    /// A column cast to PostgreSQL's type.
+    Cast(usize, DataType),
 }
 
 /// The type `avg`'s argument of type `t` is summed as when `avg` is a sum divided by a count
@@ -303,7 +308,13 @@ fn rewrite_window(w: datafusion::logical_expr::Window) -> DfResult<Transformed<L
             }
             None => {
                 exprs.push(e.clone());
-                reads.push(Read::Column(at));
+                reads.push(match ranking_type(inner, w.schema.field(inputs + i).data_type()) {
+                    Some(t) => {
+                        changed = true;
+                        Read::Cast(at, t)
+                    }
+                    None => Read::Column(at),
+                });
             }
         }
     }
@@ -313,6 +324,14 @@ fn rewrite_window(w: datafusion::logical_expr::Window) -> DfResult<Transformed<L
     let old_schema = w.schema.clone();
     let window = LogicalPlan::Window(datafusion::logical_expr::Window::try_new(exprs, w.input.clone())?);
     Ok(Transformed::yes(divide_averages(window, &old_schema, &reads)?))
+}
+
+/// PostgreSQL's type of a ranking function DataFusion types `UInt64` (`row_number`, `rank`,
+/// `dense_rank`: `bigint`; `ntile`: `integer`), so arithmetic on them is integer arithmetic
+/// (`row_number() OVER w / 2` was a numeric 0.5).
+fn ranking_type(e: &Expr, t: &DataType) -> Option<DataType> {
+    let Expr::WindowFunction(f) = e else { return None };
+    (*t == DataType::UInt64).then(|| if f.fun.name() == "ntile" { DataType::Int32 } else { DataType::Int64 })
 }
 
 /// A projection over `plan` giving `old_schema`'s columns: each read from one of `plan`'s
@@ -332,6 +351,7 @@ fn divide_averages(plan: LogicalPlan, old_schema: &datafusion::common::DFSchema,
                 Read::Average(sum, count) => divide.call(vec![column(*sum), column(*count)]),
                 Read::Variance(cols, combine) => combine.call(cols.iter().map(|c| column(*c)).collect()),
                 Read::Column(c) => column(*c),
+                Read::Cast(c, t) => cast(column(*c), t.clone()),
             };
             e.alias_qualified(old_q.cloned(), old_f.name())
         })
