@@ -22,6 +22,7 @@ pub mod object_store_url;
 pub mod protocol;
 pub mod runs;
 pub mod scan;
+pub mod sizes;
 mod slate;
 pub mod state_table;
 pub mod store;

@@ -24,7 +24,7 @@ pub fn expandarray_fields() -> Fields {
     Fields::from(vec![Field::new("x", DataType::Int64, true), Field::new("n", DataType::Int64, true)])
 }
 
-fn relation_oid(cx: &mut FnContext, arg: Option<&ScalarValue>) -> DfResult<Option<u32>> {
+pub(super) fn relation_oid(cx: &mut FnContext, arg: Option<&ScalarValue>) -> DfResult<Option<u32>> {
     if is_text(arg) {
         let Some(name) = text_arg(arg) else { return Ok(None) };
         if let Ok(n) = name.trim().parse::<u32>() {
@@ -173,10 +173,7 @@ fn register_descriptions(r: &Registrar<'_>) {
         }
         Ok(text(Some(index_def(&rel))))
     });
-    // Eddy does not track per-relation storage sizes: unknown, so NULL.
-    for name in ["pg_table_size", "pg_relation_size", "pg_total_relation_size", "pg_indexes_size", "pg_database_size"] {
-        r.any(name, DataType::Int64, |_, _| Ok(ScalarValue::Int64(None)));
-    }
+    // The size functions read the store: `sizes.rs`.
     r.any("pg_size_pretty", DataType::Utf8, |_, a| {
         let Some(bytes) = int_arg(a.first()) else { return Ok(text(None)) };
         // PostgreSQL: bytes below 10 kB, then kB/MB/GB/TB, each unit used while the value is

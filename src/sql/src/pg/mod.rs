@@ -16,6 +16,7 @@ mod correlation;
 pub mod ddl_progress;
 mod set_ops;
 pub mod defs;
+mod date_bin_range;
 pub mod extract;
 mod operand_types;
 mod epoch_timestamp;
@@ -36,6 +37,7 @@ mod scalar_fns;
 mod make_datetime;
 pub(crate) mod jsonb_ops;
 pub mod series;
+mod sizes;
 mod series_check;
 mod string_limits;
 pub mod session_functions;
@@ -244,6 +246,7 @@ pub fn rewrite_plan(plan: datafusion::logical_expr::LogicalPlan) -> eddy_common:
 pub fn install(ctx: &SessionContext, relations: &Arc<dyn Relations>, info: &SessionInfo) {
     let session = Arc::new(PgSession { user: info.user.clone(), pid: info.pid, vars: info.vars.clone() });
     ctx.state_ref().write().config_mut().set_extension(session.clone());
+    sizes::install(ctx, relations, &session);
     let registrar = udf::Registrar { ctx, relations: relations.clone(), session };
     functions::register_all(&registrar);
     ctx.register_udf(age::udf());
@@ -257,6 +260,7 @@ pub fn install(ctx: &SessionContext, relations: &Arc<dyn Relations>, info: &Sess
     let series = datafusion::functions_table::generate_series().function().clone();
     ctx.register_udtf("generate_series", Arc::new(series::GenerateSeries::new(series, true)));
     series_check::install(ctx);
+    date_bin_range::install(ctx);
     string_limits::install(ctx);
     let range = datafusion::functions_table::range().function().clone();
     ctx.register_udtf("range", Arc::new(series::GenerateSeries::new(range, false)));

@@ -24,6 +24,10 @@ pub struct FnContext {
 }
 
 impl FnContext {
+    pub(crate) fn new(relations: Arc<dyn Relations>, session: Arc<PgSession>) -> Self {
+        FnContext { relations, session, model: None }
+    }
+
     /// The catalog model, built on first use.
     pub fn model(&mut self) -> &Model {
         let relations = &self.relations;
