@@ -279,8 +279,17 @@ pub fn pg_intervals(plan: LogicalPlan) -> DfResult<LogicalPlan> {
                 return Ok(Transformed::yes(LogicalPlan::Sort(s)));
             }
             (LogicalPlan::Window(w), None) => {
+                // The functions' arguments too (`lag(d + INTERVAL '3 hours')` is a timestamp);
+                // the window's schema then changes with them.
                 let schema = w.input.schema().clone();
-                return crate::planner::names::map_expressions_keeping_names(node, |e| e.transform_up(|e| window_interval_order(e, &schema, f)));
+                let t = crate::planner::names::map_expressions_keeping_names(node, |e| {
+                    e.transform_up(|e| window_interval_order(e, &schema, f))?.transform_data(|e| e.transform_up(|e| rewrite_expr(e, &schema)))
+                })?;
+                if !t.transformed {
+                    return Ok(t);
+                }
+                changed.set(true);
+                return Ok(Transformed::yes(t.data.recompute_schema()?));
             }
             _ => return Ok(Transformed::no(node)),
         };
