@@ -79,7 +79,7 @@ impl Session {
                 .with_config(config)
                 .with_runtime_env(runtime.clone())
                 .with_default_features()
-                .with_physical_optimizer_rules(physical_rules())
+                .with_physical_optimizer_rules(crate::planner::physical_rules::rules())
                 .with_optimizer_rules(crate::planner::optimizer_rules::rules())
                 .with_catalog_list(Arc::new(EddyCatalogList::new(relations.clone(), Some(system.clone()), expose)))
                 .with_physical_optimizer_rule(Arc::new(crate::planner::overflow::CheckedArithmetic))
@@ -315,15 +315,6 @@ pub(crate) async fn run_scratch(ctx: &SessionContext, sql: &str) -> Result<(Sche
     let plan = crate::pg::rewrite_plan(plan)?;
     let schema = client_schema(plan.schema().as_arrow());
     Ok((schema, DataFrame::new(state, plan).collect().await?))
-}
-
-/// DataFusion's physical optimizer rules without the pre-optimization `FilterPushdown`: in
-/// DataFusion 54 it pushes a filter on the NULL-padded side of an outer join whose inputs were
-/// swapped into the other input (a self-join `t r12 RIGHT JOIN t r13 ... WHERE r12.a IS NULL`
-/// lost its padded rows; PostgreSQL keeps them). The logical `push_down_filter` still pushes
-/// every filter that may move.
-fn physical_rules() -> Vec<Arc<dyn datafusion::physical_optimizer::PhysicalOptimizerRule + Send + Sync>> {
-    datafusion::physical_optimizer::optimizer::PhysicalOptimizer::new().rules.into_iter().filter(|r| r.name() != "FilterPushdown").collect()
 }
 
 /// `state` for running `plan`: without DataFusion's projection pruning when the plan has a

@@ -17,6 +17,7 @@ pub mod ordered_set;
 pub mod overflow;
 pub mod parse;
 pub mod pg_aggregates;
+pub mod physical_rules;
 pub mod provider;
 pub mod stream_plan;
 pub mod temporal;

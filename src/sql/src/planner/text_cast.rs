@@ -480,8 +480,10 @@ impl AnalyzerRule for PgTextCasts {
         let rem = Arc::new(float_div(true));
         let rint = Arc::new(rint());
         let out = plan.transform_up_with_subqueries(|node| {
-            // Expressions read the node's inputs; a leaf has none.
+            // Expressions read the node's inputs; a leaf has none, and VALUES rows are
+            // constants (`INSERT ... VALUES (2.9)` into an integer casts there).
             let schema: Arc<DFSchema> = match node.inputs().as_slice() {
+                [] if matches!(node, LogicalPlan::Values(_)) => Arc::new(DFSchema::empty()),
                 [] => return Ok(Transformed::no(node)),
                 [one] => Arc::clone(one.schema()),
                 many => {
