@@ -14,6 +14,13 @@ fn bad(s: &str) -> crate::EddyError {
     user_err!(sqlstate::INVALID_DATETIME_FORMAT, "invalid input syntax for type interval: \"{s}\"")
 }
 
+/// The units [`Acc::add`] knows, singular.
+const UNITS: &[&str] = &[
+    "millennium", "millennia", "centurie", "century", "cent", "c", "decade", "dec", "year", "yr", "y", "month", "mon",
+    "week", "w", "day", "d", "hour", "hr", "h", "minute", "min", "m", "second", "sec", "s", "", "millisecond", "msec",
+    "ms", "microsecond", "usec", "us", "u", "nanosecond", "nsec", "n",
+];
+
 /// Accumulates interval fields; fractional months/days spill into smaller units like PostgreSQL.
 #[derive(Default)]
 struct Acc {
@@ -25,7 +32,10 @@ struct Acc {
 impl Acc {
     fn add(&mut self, amount: f64, unit: &str, src: &str) -> Result<()> {
         let u = unit.to_ascii_lowercase();
-        let u = u.trim_end_matches('s');
+        // A unit as written (`ms`, `us`, `s`), else its singular (`mins`, `days`): stripping
+        // the `s` first read `5 ms` as five minutes.
+        let known = |u: &str| UNITS.contains(&u);
+        let u = if known(&u) { u.as_str() } else { u.strip_suffix('s').filter(|u| known(u)).unwrap_or(&u) };
         match u {
             "millennium" | "millennia" | "millennium_" => self.months += amount * 12_000.0,
             "centurie" | "century" | "cent" | "c" => self.months += amount * 1_200.0,
@@ -36,9 +46,9 @@ impl Acc {
             "day" | "d" => self.days += amount,
             "hour" | "hr" | "h" => self.micros += amount * 3_600.0 * US_PER_SEC,
             "minute" | "min" | "m" => self.micros += amount * 60.0 * US_PER_SEC,
-            "second" | "sec" | "" => self.micros += amount * US_PER_SEC,
+            "second" | "sec" | "s" | "" => self.micros += amount * US_PER_SEC,
             "millisecond" | "msec" | "ms" => self.micros += amount * 1_000.0,
-            "microsecond" | "usec" | "u" => self.micros += amount,
+            "microsecond" | "usec" | "us" | "u" => self.micros += amount,
             "nanosecond" | "nsec" | "n" => self.micros += amount / 1_000.0,
             _ => return Err(bad(src)),
         }
@@ -149,8 +159,19 @@ pub fn parse_interval(s: &str) -> Result<IntervalMonthDayNano> {
             i += 1;
             continue;
         }
+        // SQL's year-month form: `1-2` is 1 year 2 months.
+        if let Some((years, months)) = year_month(tok) {
+            acc.months += years * 12.0 + if years < 0.0 || tok.starts_with('-') { -months } else { months };
+            i += 1;
+            continue;
+        }
         let amount: f64 = tok.parse().map_err(|_| bad(s))?;
         match tokens.get(i + 1) {
+            // A bare number before a time of day is days (`1 02:00:00`).
+            Some(next) if next.contains(':') => {
+                acc.days += amount;
+                i += 1;
+            }
             Some(unit) if unit.chars().next().is_some_and(|c| c.is_ascii_alphabetic()) && !unit.eq_ignore_ascii_case("ago") => {
                 acc.add(amount, unit.trim_end_matches(','), s)?;
                 i += 2;
@@ -163,6 +184,17 @@ pub fn parse_interval(s: &str) -> Result<IntervalMonthDayNano> {
         }
     }
     acc.finish(negate)
+}
+
+/// `Y-M` (years and months, as SQL writes a year-month interval), if `tok` is one.
+fn year_month(tok: &str) -> Option<(f64, f64)> {
+    let body = tok.strip_prefix(['-', '+']).unwrap_or(tok);
+    let (y, m) = body.split_once('-')?;
+    if y.is_empty() || m.is_empty() || !y.bytes().chain(m.bytes()).all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let years: f64 = y.parse().ok()?;
+    Some((if tok.starts_with('-') { -years } else { years }, m.parse().ok()?))
 }
 
 /// A form of `v` that Arrow's interval parser reads back exactly.
@@ -269,6 +301,16 @@ mod tests {
         assert_eq!(p("5"), (0, 0, 5_000_000));
         assert_eq!(p("P1Y2M3DT4H5M6S"), (14, 3, 14_706_000_000));
         assert_eq!(p("10days"), (0, 10, 0));
+        // Units as written before their singular: `ms` is milliseconds, not minutes.
+        assert_eq!(p("5 ms"), (0, 0, 5_000));
+        assert_eq!(p("3 us"), (0, 0, 3));
+        assert_eq!(p("10 s"), (0, 0, 10_000_000));
+        assert_eq!(p("2 mins 1 hrs"), (0, 0, 3_720_000_000));
+        // A number before a time of day is days; SQL's year-month form.
+        assert_eq!(p("1 02:00:00"), (0, 1, 7_200_000_000));
+        assert_eq!(p("2 -00:00:01"), (0, 2, -1_000_000));
+        assert_eq!(p("1-2"), (14, 0, 0));
+        assert_eq!(p("-1-2"), (-14, 0, 0));
         let v = parse_interval("1 year 2 mons -3 days 04:05:06.5").unwrap();
         assert_eq!(parse_interval(&canonical_text(v)).unwrap(), v);
     }

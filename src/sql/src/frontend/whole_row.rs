@@ -12,7 +12,7 @@
 use std::collections::HashSet;
 use std::ops::ControlFlow;
 
-use datafusion::sql::sqlparser::ast::{Expr, Ident, JoinConstraint, ObjectName, Query, SelectItem, SetExpr, TableFactor, TableWithJoins, Value, VisitMut, VisitorMut};
+use datafusion::sql::sqlparser::ast::{Expr, FunctionArg, FunctionArgExpr, FunctionArguments, Ident, JoinConstraint, ObjectName, Query, SelectItem, SetExpr, TableFactor, TableWithJoins, Value, VisitMut, VisitorMut};
 
 use crate::frontend::names::resolve_name;
 use crate::frontend::statement::ident_name;
@@ -123,6 +123,24 @@ impl Session {
             }
             if qualifiers.contains(&(e as *const Expr)) {
                 return ControlFlow::Continue(());
+            }
+            // `f(t.*)` passes the row as one value, as `f(t)` does (`count(DISTINCT t.*)`
+            // counted one distinct value).
+            if let Expr::Function(f) = e {
+                if let FunctionArguments::List(list) = &mut f.args {
+                    for a in &mut list.args {
+                        if let FunctionArg::Unnamed(arg @ FunctionArgExpr::QualifiedWildcard(_)) = a {
+                            let FunctionArgExpr::QualifiedWildcard(ObjectName(parts)) = &*arg else { continue };
+                            let name = match parts.as_slice() {
+                                [p] => p.as_ident().cloned(),
+                                _ => None,
+                            };
+                            if let Some(name) = name.filter(|n| items.iter().any(|i| same(&i.name, n))) {
+                                *arg = FunctionArgExpr::Expr(Expr::Identifier(name));
+                            }
+                        }
+                    }
+                }
             }
             if let Expr::Identifier(id) = e {
                 let found: Vec<&Item> = items.iter().filter(|i| same(&i.name, id)).collect();

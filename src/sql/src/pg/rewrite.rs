@@ -59,6 +59,7 @@ mod quantified;
 mod scalars;
 mod time_windows;
 mod using_joins;
+mod values;
 
 pub(crate) use time_windows::interval_micros;
 pub use clock::{ROUND_TIME, ROUND_TIMESTAMP, ROUND_TIMESTAMPTZ};
@@ -545,6 +546,7 @@ impl VisitorMut for PgRewriter {
         fetch::fetch_clause(q);
         using_joins::merge_outer_using(q);
         lateral::lateral_set_functions(q);
+        values::values_with_subqueries(q);
         ControlFlow::Continue(())
     }
 

@@ -16,6 +16,8 @@
 //!   sums (an error when a field overflows, as in PostgreSQL), the average dividing them as
 //!   PostgreSQL divides an interval.
 //!
+//! * An aggregate's computed arguments under `FILTER (WHERE p)` are evaluated only for the rows
+//!   `p` keeps ([`filtered_arguments`]).
 //! * `row_number`, `rank`, `dense_rank` are `bigint` and `ntile` is `integer` (DataFusion's are
 //!   unsigned, so arithmetic on them was numeric): cast in a projection above the window.
 //!
@@ -157,6 +159,27 @@ fn unaliased(e: &Expr) -> (&Expr, Option<String>) {
     }
 }
 
+/// `f(x) FILTER (WHERE p)` with its computed arguments as `CASE WHEN p THEN x END`: they are
+/// evaluated only for the rows the filter keeps, as in PostgreSQL (DataFusion evaluated them on
+/// every row, then dropped the filtered ones: `sum(10 / t) FILTER (WHERE t <> 0)` divided by
+/// zero). `None` when nothing is to be guarded.
+fn filtered_arguments(e: &Expr) -> Option<Expr> {
+    let Expr::AggregateFunction(f) = e else { return None };
+    let filter = f.params.filter.as_deref()?;
+    let computed = |a: &Expr| !matches!(a, Expr::Column(_) | Expr::Literal(..));
+    if !f.params.args.iter().any(computed) {
+        return None;
+    }
+    let mut f = f.clone();
+    f.params.args = f
+        .params
+        .args
+        .into_iter()
+        .map(|a| if computed(&a) { datafusion::logical_expr::when(filter.clone(), a).end().ok() } else { Some(a) })
+        .collect::<Option<Vec<_>>>()?;
+    Some(Expr::AggregateFunction(f))
+}
+
 /// The rewritten form of an aggregate call, if it has one.
 fn rewrite_call(e: &Expr, input: &datafusion::common::DFSchema) -> DfResult<Option<Rewritten>> {
     let Expr::AggregateFunction(AggregateFunction { func, params }) = e else { return Ok(None) };
@@ -228,7 +251,14 @@ fn rewrite_aggregate(a: Aggregate) -> DfResult<Transformed<LogicalPlan>> {
         // Keep the output column's name: the plan above refers to it.
         let name = alias.unwrap_or_else(|| a.schema.field(groups + i).name().clone());
         let at = groups + exprs.len();
+        let guarded = filtered_arguments(inner);
+        let inner = guarded.as_ref().unwrap_or(inner);
+        changed |= guarded.is_some();
         match rewrite_call(inner, &input_schema)? {
+            None if guarded.is_some() => {
+                exprs.push(inner.clone().alias(name));
+                reads.push(Read::Column(at));
+            }
             Some(Rewritten::Call(new)) => {
                 changed = true;
                 exprs.push(new.alias(name));

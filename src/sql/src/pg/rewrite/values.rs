@@ -1,0 +1,54 @@
+//! `VALUES` rows holding subqueries (`VALUES ((SELECT 42))`, `INSERT INTO t VALUES ((SELECT
+//! max(a) FROM u), 1)`) are written as `SELECT ... UNION ALL SELECT ...`: DataFusion plans
+//! a subquery in a select list, not in a VALUES row, where it failed with XX000 ("evaluated
+//! before the subquery was executed"). The columns keep VALUES' names (`column1`, ...).
+
+use std::ops::ControlFlow;
+
+use datafusion::sql::sqlparser::ast::{visit_expressions, Expr, Ident, Query, SelectItem, SetExpr, SetOperator, SetQuantifier};
+
+/// Rewrites the VALUES of `q`'s body (also under set operations) that hold subqueries.
+pub(super) fn values_with_subqueries(q: &mut Query) {
+    rewrite_set(&mut q.body);
+}
+
+fn rewrite_set(body: &mut SetExpr) {
+    match body {
+        SetExpr::SetOperation { left, right, .. } => {
+            rewrite_set(left);
+            rewrite_set(right);
+        }
+        SetExpr::Values(v) if v.rows.iter().flat_map(|r| r.content.iter()).any(has_subquery) => {
+            let selects: Option<Vec<SetExpr>> = v
+                .rows
+                .iter()
+                .map(|row| select(row.content.iter().enumerate().map(|(i, e)| SelectItem::ExprWithAlias { expr: e.clone(), alias: Ident::new(format!("column{}", i + 1)) }).collect()))
+                .collect();
+            let Some(mut selects) = selects.map(Vec::into_iter) else { return };
+            let Some(first) = selects.next() else { return };
+            *body = selects.fold(first, |left, right| SetExpr::SetOperation {
+                op: SetOperator::Union,
+                set_quantifier: SetQuantifier::All,
+                left: Box::new(left),
+                right: Box::new(right),
+            });
+        }
+        _ => {}
+    }
+}
+
+fn has_subquery(e: &Expr) -> bool {
+    visit_expressions(e, |e| match e {
+        Expr::Subquery(_) | Expr::Exists { .. } | Expr::InSubquery { .. } => ControlFlow::Break(()),
+        _ => ControlFlow::Continue(()),
+    })
+    .is_break()
+}
+
+/// `SELECT projection` without FROM.
+fn select(projection: Vec<SelectItem>) -> Option<SetExpr> {
+    let mut q = super::ast::parse_query("SELECT 1")?;
+    let SetExpr::Select(s) = q.body.as_mut() else { return None };
+    s.projection = projection;
+    Some(*q.body)
+}
