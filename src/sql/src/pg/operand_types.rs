@@ -7,7 +7,8 @@
 //!   made in double precision, as PostgreSQL resolves them (`float8 = numeric` has no operator
 //!   of its own; the float8 one is chosen): [`float_comparisons`]. DataFusion cast the float to
 //!   a 30-digit decimal instead, so `f BETWEEN -1e6 AND 1e6` failed on any `f` past 1e15
-//!   (22003 "numeric field overflow") and compared rounded values.
+//!   (22003 "numeric field overflow") and compared rounded values. So are CASE branches,
+//!   COALESCE/NULLIF/GREATEST/LEAST arguments and UNION columns that mix the two.
 
 use arrow::datatypes::DataType;
 use datafusion::common::tree_node::{Transformed, TreeNode};
@@ -50,6 +51,22 @@ fn retype(e: Expr, schema: &DFSchema) -> datafusion::error::Result<Transformed<E
             let (expr, low, high) = (double(*expr, schema), double(*low, schema), double(*high, schema));
             Transformed::yes(Expr::Between(Between::new(Box::new(expr), negated, Box::new(low), Box::new(high))))
         }
+        // CASE branches and COALESCE/NULLIF/GREATEST/LEAST arguments: double precision, as
+        // PostgreSQL resolves float8 with numeric (DataFusion made them a 30-digit numeric:
+        // `COALESCE(f, 0.0)` was numeric and failed past 1e15).
+        Expr::Case(mut c)
+            if mixes_float_and_numeric(&c.when_then_expr.iter().map(|(_, t)| t.as_ref()).chain(c.else_expr.as_deref()).collect::<Vec<_>>(), schema) =>
+        {
+            c.when_then_expr = std::mem::take(&mut c.when_then_expr).into_iter().map(|(w, t)| (w, Box::new(double(*t, schema)))).collect();
+            c.else_expr = c.else_expr.map(|e| Box::new(double(*e, schema)));
+            Transformed::yes(Expr::Case(c))
+        }
+        Expr::ScalarFunction(mut f)
+            if matches!(f.func.name(), "coalesce" | "nullif" | "greatest" | "least") && mixes_float_and_numeric(&f.args.iter().collect::<Vec<_>>(), schema) =>
+        {
+            f.args = std::mem::take(&mut f.args).into_iter().map(|a| double(a, schema)).collect();
+            Transformed::yes(Expr::ScalarFunction(f))
+        }
         Expr::InList(mut l) if mixes_float_and_numeric(&std::iter::once(l.expr.as_ref()).chain(l.list.iter()).collect::<Vec<_>>(), schema) => {
             let list = std::mem::take(&mut l.list);
             l.list = list.into_iter().map(|v| double(v, schema)).collect();
@@ -60,9 +77,48 @@ fn retype(e: Expr, schema: &DFSchema) -> datafusion::error::Result<Transformed<E
     })
 }
 
-/// The pass of comparisons (see the module docs).
+/// The pass of comparisons and of branches (see the module docs).
 pub fn float_comparisons(plan: LogicalPlan) -> datafusion::error::Result<LogicalPlan> {
-    map_plan(plan, retype)
+    float_unions(map_plan(plan, retype)?)
+}
+
+/// A column that is a float in one input of a UNION (or INTERSECT, EXCEPT: unions of marked
+/// rows by then) and a numeric in another is double precision in all of them.
+fn float_unions(plan: LogicalPlan) -> datafusion::error::Result<LogicalPlan> {
+    use std::sync::Arc;
+    let changed = std::cell::Cell::new(false);
+    let out = plan.transform_up_with_subqueries(|node| {
+        let node = if changed.get() { node.recompute_schema()? } else { node };
+        let LogicalPlan::Union(u) = &node else { return Ok(Transformed::no(node)) };
+        let width = u.schema.fields().len();
+        let mixed: Vec<usize> = (0..width)
+            .filter(|&c| {
+                let types: Vec<&DataType> = u.inputs.iter().filter_map(|i| i.schema().fields().get(c).map(|f| f.data_type())).collect();
+                types.iter().any(|t| is_float(t)) && types.iter().any(|t| is_decimal(t))
+            })
+            .collect();
+        if mixed.is_empty() {
+            return Ok(Transformed::no(node));
+        }
+        let inputs = u
+            .inputs
+            .iter()
+            .map(|input| {
+                let exprs = input.schema().iter().enumerate().map(|(c, (q, f))| {
+                    let column = Expr::Column(datafusion::common::Column::new(q.cloned(), f.name()));
+                    if mixed.contains(&c) && f.data_type() != &DataType::Float64 {
+                        Expr::Cast(Cast::new(Box::new(column), DataType::Float64)).alias_qualified(q.cloned(), f.name())
+                    } else {
+                        column
+                    }
+                });
+                Ok(Arc::new(LogicalPlan::Projection(datafusion::logical_expr::Projection::try_new(exprs.collect(), Arc::clone(input))?)))
+            })
+            .collect::<datafusion::error::Result<Vec<_>>>()?;
+        changed.set(true);
+        Ok(Transformed::yes(LogicalPlan::Union(datafusion::logical_expr::Union::try_new_with_loose_types(inputs)?)))
+    })?;
+    Ok(out.data)
 }
 
 /// `plan` with `f` applied to the expressions of its filters, projections, aggregations and
