@@ -3,8 +3,9 @@
 //! PostgreSQL's `k` after `a FULL JOIN b USING (k)` is `COALESCE(a.k, b.k)` (after a `RIGHT`
 //! join, `b.k`), and `*` lists it once, first. DataFusion reads an unqualified `k` as `a.k`, so
 //! right-only rows showed a NULL key, and a second `FULL JOIN c USING (k)` found `k` ambiguous.
-//! An inner or left chain `a JOIN b USING (k) JOIN c USING (k)` found `k` ambiguous too.
-//! When a `SELECT`'s FROM has such a join or chain, each `USING` join in it becomes an `ON` join on the
+//! An inner or left chain `a JOIN b USING (k) JOIN c USING (k)` found `k` ambiguous too, and
+//! so did `WHERE k = 1` after one inner `USING` join, whose `*` put `k` after `a`'s other
+//! columns. When a `SELECT`'s FROM has a `USING` join, each `USING` join in it becomes an `ON` join on the
 //! merged expressions, `*` lists the merged columns and then each relation's other columns
 //! (`q.* EXCLUDE (k)`), and unqualified references to a merged column in the select list,
 //! WHERE, GROUP BY, HAVING, later ON conditions and ORDER BY read the merged expression.
@@ -98,12 +99,11 @@ fn kind(op: &JoinOperator) -> Option<(Kind, &JoinConstraint)> {
 }
 
 /// Rewrites `t`'s `USING` joins into `ON` joins (see the module docs): the output items, or
-/// `None` if a column's source cannot be told. `chained` is set if a `USING` column is merged
-/// again (`a JOIN b USING (k) JOIN c USING (k)`, where DataFusion found `k` ambiguous).
-fn rewrite_joins(t: &mut TableWithJoins, chained: &mut bool) -> Option<Vec<Item>> {
-    let mut items = factor_items(&mut t.relation, chained)?;
+/// `None` if a column's source cannot be told.
+fn rewrite_joins(t: &mut TableWithJoins) -> Option<Vec<Item>> {
+    let mut items = factor_items(&mut t.relation)?;
     for j in &mut t.joins {
-        let right = factor_items(&mut j.relation, chained)?;
+        let right = factor_items(&mut j.relation)?;
         if matches!(j.join_operator, JoinOperator::CrossJoin(JoinConstraint::None)) {
             items.extend(right);
             continue;
@@ -118,8 +118,6 @@ fn rewrite_joins(t: &mut TableWithJoins, chained: &mut bool) -> Option<Vec<Item>
                 let (mut left_rest, mut right_rest) = (items.clone(), right.clone());
                 for c in &cols {
                     let (l, r) = (column_of(&items, c)?, column_of(&right, c)?);
-                    let merged_before = |side: &[Item]| side.iter().any(|i| matches!(i, Item::Merged(n, _) if same(n, c)));
-                    *chained |= merged_before(&items) || merged_before(&right);
                     on.push(Expr::BinaryOp { left: Box::new(l.clone()), op: BinaryOperator::Eq, right: Box::new(r.clone()) });
                     let value = match kind {
                         Kind::Right => r,
@@ -150,9 +148,9 @@ fn rewrite_joins(t: &mut TableWithJoins, chained: &mut bool) -> Option<Vec<Item>
     Some(items)
 }
 
-fn factor_items(t: &mut TableFactor, chained: &mut bool) -> Option<Vec<Item>> {
+fn factor_items(t: &mut TableFactor) -> Option<Vec<Item>> {
     match t {
-        TableFactor::NestedJoin { table_with_joins, alias: None } => rewrite_joins(table_with_joins, chained),
+        TableFactor::NestedJoin { table_with_joins, alias: None } => rewrite_joins(table_with_joins),
         other => Some(vec![Item::Rel(qualifier(other)?, vec![])]),
     }
 }
@@ -258,28 +256,25 @@ fn merge_join_conditions(from: &mut [TableWithJoins], merged: &[(Ident, Expr)]) 
 }
 
 /// How many `USING` joins `t` has, and whether one is a RIGHT or FULL join.
-fn using_joins(t: &TableWithJoins) -> (usize, bool) {
+fn using_joins(t: &TableWithJoins) -> usize {
     let nested = |f: &TableFactor| match f {
         TableFactor::NestedJoin { table_with_joins, .. } => using_joins(table_with_joins),
-        _ => (0, false),
+        _ => 0,
     };
-    let (mut n, mut outer) = nested(&t.relation);
+    let mut n = nested(&t.relation);
     for j in &t.joins {
-        let (m, o) = nested(&j.relation);
-        (n, outer) = (n + m, outer || o);
-        if let Some((k, JoinConstraint::Using(_))) = kind(&j.join_operator) {
+        n += nested(&j.relation);
+        if let Some((_, JoinConstraint::Using(_))) = kind(&j.join_operator) {
             n += 1;
-            outer |= matches!(k, Kind::Right | Kind::Full);
         }
     }
-    (n, outer)
+    n
 }
 
-/// `select`'s FROM with its USING joins rewritten, and the output items, if it has a RIGHT or
-/// FULL `USING` join and every column's source is known (else `select` is unchanged).
+/// `select`'s FROM with its USING joins rewritten, and the output items, if it has a `USING`
+/// join and every column's source is known (else `select` is unchanged).
 fn rewritten_from(select: &mut Select) -> Option<Vec<Item>> {
-    let (n, outer) = select.from.iter().map(using_joins).fold((0, false), |(n, o), (m, p)| (n + m, o || p));
-    if n < 2 && !outer {
+    if select.from.iter().map(using_joins).sum::<usize>() == 0 {
         return None;
     }
     // A `*` with options of its own is left alone, and so is the query.
@@ -287,13 +282,9 @@ fn rewritten_from(select: &mut Select) -> Option<Vec<Item>> {
         return None;
     }
     let mut from = select.from.clone();
-    let mut chained = false;
     let mut items = Vec::new();
     for t in &mut from {
-        items.extend(rewrite_joins(t, &mut chained)?);
-    }
-    if !(outer || chained) {
-        return None;
+        items.extend(rewrite_joins(t)?);
     }
     select.from = from;
     Some(items)
