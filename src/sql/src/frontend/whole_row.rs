@@ -74,6 +74,23 @@ impl Session {
         }
     }
 
+    /// A table's alias list shorter than its columns names the first ones, as in PostgreSQL
+    /// (`t AS q(a)`; DataFusion refused it): the list is completed with the other columns'
+    /// names.
+    fn complete_alias_list(&self, f: &mut TableFactor) {
+        let TableFactor::Table { name, alias: Some(alias), args: None, .. } = f else { return };
+        if alias.columns.is_empty() {
+            return;
+        }
+        let Ok((schema, rel)) = resolve_name(self, name) else { return };
+        let cat = self.engine.catalog();
+        let Some(table) = cat.table(&schema, &rel) else { return };
+        let visible: Vec<&str> = table.columns.iter().filter(|c| !c.hidden).map(|c| c.name.as_str()).collect();
+        for c in visible.iter().skip(alias.columns.len()) {
+            alias.columns.push(datafusion::sql::sqlparser::ast::TableAliasColumnDef { name: Ident::with_quote('"', *c), data_type: None });
+        }
+    }
+
     /// The rewrite of the module docs, on every query of `q`.
     pub(crate) fn expand_whole_rows(&self, q: &mut Query) {
         struct Queries<'a>(&'a Session);
@@ -94,6 +111,9 @@ impl Session {
         let mut items = Vec::new();
         let mut known = true;
         for t in select.from.iter_mut() {
+            for f in std::iter::once(&mut t.relation).chain(t.joins.iter_mut().map(|j| &mut j.relation)) {
+                self.complete_alias_list(f);
+            }
             let factors: Vec<Option<Vec<Item>>> = std::iter::once(&t.relation)
                 .chain(t.joins.iter().map(|j| &j.relation))
                 .map(|f| {

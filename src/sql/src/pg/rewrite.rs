@@ -46,6 +46,7 @@ pub(crate) mod ast;
 mod aggregates;
 mod clock;
 mod datetime;
+mod derived_aliases;
 mod fetch;
 mod json;
 mod types;
@@ -547,6 +548,7 @@ impl VisitorMut for PgRewriter {
         using_joins::merge_outer_using(q);
         lateral::lateral_set_functions(q);
         values::values_with_subqueries(q);
+        derived_aliases::derived_alias_lists(q);
         ControlFlow::Continue(())
     }
 
