@@ -165,8 +165,15 @@ impl Session {
             .with_current_time()
             .build();
         let simplifier = datafusion::optimizer::simplify_expressions::ExprSimplifier::new(context);
-        let physical = |e: &datafusion::sql::sqlparser::ast::Expr| -> Result<Arc<dyn PhysicalExpr>> {
+        // Each value is cast to its column's type (None: a condition), with the session's
+        // analyzer rules: PostgreSQL's rounding and text casts, as in a planned statement.
+        let physical_as = |e: &datafusion::sql::sqlparser::ast::Expr, to: Option<&arrow::datatypes::DataType>| -> Result<Arc<dyn PhysicalExpr>> {
             let logical = self.ctx.parse_sql_expr(&e.to_string(), &df_schema)?;
+            let logical = match to {
+                Some(t) => datafusion::logical_expr::cast(logical, t.clone()),
+                None => logical,
+            };
+            let logical = analyzed_expr(&state, logical, &df_schema)?;
             let logical = simplifier.simplify(simplifier.coerce(logical, &df_schema)?)?;
             let p = state.create_physical_expr(logical, &df_schema)?;
             Ok(crate::planner::overflow::checked(p, &input)?)
@@ -185,9 +192,25 @@ impl Session {
             if table.pk.contains(&i) {
                 return Err(not_supported!("ON CONFLICT DO UPDATE cannot change key column \"{col}\""));
             }
-            exprs[i] = physical(&a.value)?;
+            exprs[i] = physical_as(&a.value, Some(visible.field(i).data_type()))?;
         }
-        let filter = update.selection.as_ref().map(physical).transpose()?;
+        let filter = update.selection.as_ref().map(|e| physical_as(e, None)).transpose()?;
         Ok(Resolution::Update(Arc::new(SqlConflictUpdate { exprs, filter, input, output: table.storage_schema() })))
+    }
+}
+
+/// `e` over `schema` after the session's analyzer rules (type coercion and Eddy's PostgreSQL
+/// casts), for expressions evaluated outside a planned statement.
+pub(crate) fn analyzed_expr(state: &datafusion::execution::SessionState, e: datafusion::logical_expr::Expr, schema: &DFSchema) -> Result<datafusion::logical_expr::Expr> {
+    use datafusion::logical_expr::{EmptyRelation, Expr, LogicalPlan, Projection};
+    let input = LogicalPlan::EmptyRelation(EmptyRelation { produce_one_row: false, schema: Arc::new(schema.clone()) });
+    let plan = LogicalPlan::Projection(Projection::try_new(vec![e.alias("v")], Arc::new(input))?);
+    let plan = state.analyzer().execute_and_check(plan, state.config_options(), |_, _| {})?;
+    match plan {
+        LogicalPlan::Projection(mut p) if p.expr.len() == 1 => Ok(match p.expr.remove(0) {
+            Expr::Alias(a) => *a.expr,
+            other => other,
+        }),
+        _ => Err(eddy_common::internal_err!("the analyzer changed an expression's plan")),
     }
 }

@@ -65,7 +65,10 @@ pub(crate) fn writer_update(state: &SessionState, input: &LogicalPlan, catalog: 
     if catalog.pk.is_empty() {
         return Ok(None);
     }
-    let LogicalPlan::Projection(p) = input else { return Ok(None) };
+    // With the session's analyzer rules (type coercion, PostgreSQL's rounding and text casts),
+    // as the snapshot path's plan is run.
+    let analyzed = state.analyzer().execute_and_check(input.clone(), state.config_options(), |_, _| {})?;
+    let LogicalPlan::Projection(p) = &analyzed else { return Ok(None) };
     let (scan, filter) = match p.input.as_ref() {
         LogicalPlan::Filter(f) => match f.input.as_ref() {
             LogicalPlan::TableScan(s) => (s, Some(&f.predicate)),
