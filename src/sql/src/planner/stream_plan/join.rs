@@ -72,11 +72,15 @@ pub(super) async fn plan_join(
     if j.null_aware && (j.join_type != JoinType::LeftAnti || j.filter.is_some()) {
         return Err(not_supported!("a correlated NOT IN (subquery) is not supported in a materialized view yet; use NOT EXISTS"));
     }
-    // Both sides keyless (at most one row each, as ungrouped aggregates are): a full join's
-    // left-padded and right-padded rows would share the empty key, and one would overwrite
-    // the other in the view. A column that is TRUE on the left's rows tells them apart.
+    // A full join's left-padded row (NULLs, right key) and right-padded row (left key, NULLs)
+    // share a key when both keys can be all NULL: both sides keyless (at most one row each, as
+    // ungrouped aggregates are), or keyed by nullable columns (a group key that is NULL) — and
+    // one row overwrote the other in the view. A column that is TRUE on the left's rows tells
+    // them apart. (A matched row cannot collide with a padded one: a side's row is either
+    // matched or padded, and its key is its own.)
+    let all_null = |b: &Built| b.key.iter().all(|&k| b.schema.field(k).is_nullable());
     let mut left = left;
-    let presence = (kind == JoinKind::FullOuter && left.key.is_empty() && right.key.is_empty()).then(|| with_presence_column(&mut left)).transpose()?;
+    let presence = (kind == JoinKind::FullOuter && all_null(&left) && all_null(&right)).then(|| with_presence_column(&mut left)).transpose()?;
     let (ldf, rdf) = (j.left.schema(), j.right.schema());
     let (lv, rv) = (ldf.fields().len(), rdf.fields().len());
     let left_keys = j.on.iter().map(|(l, _)| physical(l, ldf)).collect::<Result<Vec<_>>>()?;
