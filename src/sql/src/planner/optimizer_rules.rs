@@ -1,5 +1,8 @@
-//! The session's logical optimizer rules: DataFusion's, with two of them changed where their
-//! answers differed from PostgreSQL's.
+//! The session's logical optimizer rules: DataFusion's, with four of them changed where their
+//! answers differed from PostgreSQL's (besides the two below, `eliminate_cross_join` is
+//! skipped on plans with NULL-matching joins, [`CrossJoinsKeepingNullEquality`], and
+//! `replace_distinct_aggregate` keeps a DISTINCT over joined grouped rows,
+//! [`DistinctOverJoins`]).
 //!
 //! * `eliminate_group_by_constant` is left out: it turned an aggregation whose grouping keys
 //!   are all constant (`SELECT 1 AS c, count(*) ... GROUP BY 1`) into one without keys, so it
@@ -25,8 +28,70 @@ pub fn rules() -> Vec<Arc<dyn OptimizerRule + Send + Sync>> {
         .rules
         .into_iter()
         .filter(|r| r.name() != "eliminate_group_by_constant")
-        .map(|r| if r.name() == "eliminate_duplicated_expr" { Arc::new(DuplicateExprs) as Arc<dyn OptimizerRule + Send + Sync> } else { r })
+        .map(|r| match r.name() {
+            "eliminate_duplicated_expr" => Arc::new(DuplicateExprs) as Arc<dyn OptimizerRule + Send + Sync>,
+            "eliminate_cross_join" => Arc::new(CrossJoinsKeepingNullEquality(r)),
+            "replace_distinct_aggregate" => Arc::new(DistinctOverJoins(r)),
+            _ => r,
+        })
         .collect()
+}
+
+/// DataFusion's `replace_distinct_aggregate`, except that a `DISTINCT` over rows whose
+/// columns are only determined by a key, not unique (a grouped subquery joined to another
+/// relation: `SELECT DISTINCT c.g FROM t, (SELECT g FROM u GROUP BY g) c`), becomes an
+/// aggregation: DataFusion's removed it, reading the dependency as uniqueness, and returned
+/// duplicates.
+#[derive(Debug)]
+struct DistinctOverJoins(Arc<dyn OptimizerRule + Send + Sync>);
+
+impl OptimizerRule for DistinctOverJoins {
+    fn name(&self) -> &str {
+        self.0.name()
+    }
+
+    fn apply_order(&self) -> Option<ApplyOrder> {
+        self.0.apply_order()
+    }
+
+    fn rewrite(&self, plan: LogicalPlan, config: &dyn OptimizerConfig) -> DfResult<Transformed<LogicalPlan>> {
+        use datafusion::common::Dependency;
+        use datafusion::logical_expr::Distinct;
+        match plan {
+            LogicalPlan::Distinct(Distinct::All(input))
+                if !input.schema().fields().is_empty() && input.schema().functional_dependencies().iter().any(|d| d.mode == Dependency::Multi) =>
+            {
+                let group_expr = input.schema().columns().into_iter().map(Expr::Column).collect();
+                Ok(Transformed::yes(LogicalPlan::Aggregate(Aggregate::try_new(input, group_expr, vec![])?)))
+            }
+            other => self.0.rewrite(other, config),
+        }
+    }
+}
+
+/// DataFusion's `eliminate_cross_join`, not run on plans with a join whose keys match NULLs
+/// (`a JOIN b ON a.g IS NOT DISTINCT FROM b.g CROSS JOIN c`): it flattens the joins and
+/// rebuilds them all with the top join's NULL equality, so that join lost its NULL = NULL
+/// matches.
+#[derive(Debug)]
+struct CrossJoinsKeepingNullEquality(Arc<dyn OptimizerRule + Send + Sync>);
+
+impl OptimizerRule for CrossJoinsKeepingNullEquality {
+    fn name(&self) -> &str {
+        self.0.name()
+    }
+
+    fn apply_order(&self) -> Option<ApplyOrder> {
+        self.0.apply_order()
+    }
+
+    fn rewrite(&self, plan: LogicalPlan, config: &dyn OptimizerConfig) -> DfResult<Transformed<LogicalPlan>> {
+        let nulls_match = plan.exists(|n| Ok(matches!(n, LogicalPlan::Join(j) if j.null_equality == datafusion::common::NullEquality::NullEqualsNull)))?;
+        if nulls_match {
+            return Ok(Transformed::no(plan));
+        }
+        self.0.rewrite(plan, config)
+    }
 }
 
 fn has_repeats(order: &[SortExpr]) -> bool {
