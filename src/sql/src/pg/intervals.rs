@@ -31,8 +31,8 @@ use super::timestamps::{expression_schema, is_text_literal};
 
 /// An interval's length in nanoseconds (a month is 30 days), as `decimal(38, 0)`.
 pub const INTERVAL_KEY: &str = "eddy_interval_key";
-/// `justify_hours` of an interval without months: whole days of its time move to its days.
-pub const JUSTIFY_HOURS: &str = "eddy_justify_hours";
+/// `a - b` of timestamps as days and a time (`justify_hours`' form).
+pub const JUSTIFY_HOURS: &str = "eddy_timestamp_difference";
 
 const NANOS_PER_DAY: i128 = 86_400_000_000_000;
 const MDN: DataType = DataType::Interval(IntervalUnit::MonthDayNano);
@@ -41,12 +41,12 @@ fn length(v: IntervalMonthDayNano) -> i128 {
     (i128::from(v.months) * 30 + i128::from(v.days)) * NANOS_PER_DAY + i128::from(v.nanoseconds)
 }
 
-fn justify(v: IntervalMonthDayNano) -> IntervalMonthDayNano {
-    let total = i128::from(v.days) * NANOS_PER_DAY + i128::from(v.nanoseconds);
-    match (i32::try_from(total / NANOS_PER_DAY), i64::try_from(total % NANOS_PER_DAY)) {
-        (Ok(days), Ok(nanos)) => IntervalMonthDayNano::new(v.months, days, nanos),
-        _ => v,
-    }
+/// `left - right` microseconds as whole days and the rest (both of the difference's sign).
+fn difference_of(left: i64, right: i64) -> IntervalMonthDayNano {
+    const MICROS_PER_DAY: i128 = 86_400_000_000;
+    let d = i128::from(left) - i128::from(right);
+    // Days of any two timestamps fit an i32 (PostgreSQL's range is 294,276 years).
+    IntervalMonthDayNano::new(0, (d / MICROS_PER_DAY) as i32, ((d % MICROS_PER_DAY) * 1000) as i64)
 }
 
 /// The functions, built once.
@@ -68,10 +68,19 @@ fn functions() -> &'static IntervalFunctions {
             let out: Decimal128Array = iv.iter().map(|v| v.map(length)).collect();
             Ok(ColumnarValue::Array(Arc::new(out.with_precision_and_scale(38, 0)?)))
         };
-        let hours = |args: &[ColumnarValue], rows: usize| -> DfResult<ColumnarValue> {
-            let iv = arrow::compute::cast(&args[0].to_array(rows)?, &MDN)?;
-            let iv = iv.as_primitive::<IntervalMonthDayNanoType>();
-            let out: IntervalMonthDayNanoArray = (0..iv.len()).map(|i| iv.is_valid(i).then(|| justify(iv.value(i)))).collect();
+        // `a - b` of timestamps (or a date): the difference in microseconds as days and a
+        // time, `justify_hours`' form. Computed on microseconds, so spans past 292 years (the
+        // nanoseconds DataFusion subtracted in) are exact, not NULL.
+        let difference = |args: &[ColumnarValue], rows: usize| -> DfResult<ColumnarValue> {
+            let micros = |a: &ColumnarValue| -> DfResult<arrow::array::ArrayRef> {
+                let t = arrow::compute::cast(&a.to_array(rows)?, &DataType::Timestamp(arrow::datatypes::TimeUnit::Microsecond, None))?;
+                Ok(arrow::compute::cast(&t, &DataType::Int64)?)
+            };
+            let (l, r) = (micros(&args[0])?, micros(&args[1])?);
+            let (l, r) = (l.as_primitive::<arrow::datatypes::Int64Type>(), r.as_primitive::<arrow::datatypes::Int64Type>());
+            let out: IntervalMonthDayNanoArray = (0..rows)
+                .map(|i| (l.is_valid(i) && r.is_valid(i)).then(|| difference_of(l.value(i), r.value(i))))
+                .collect();
             Ok(ColumnarValue::Array(Arc::new(out)))
         };
         let udf = |name: &str, ret: DataType, body: Arc<crate::planner::udf::Body>| {
@@ -79,7 +88,7 @@ fn functions() -> &'static IntervalFunctions {
         };
         IntervalFunctions {
             key: udf(INTERVAL_KEY, DataType::Decimal128(38, 0), Arc::new(key)),
-            justify: udf(JUSTIFY_HOURS, MDN, Arc::new(hours)),
+            justify: Arc::new(crate::planner::udf::closure_udf(JUSTIFY_HOURS, Signature::any(2, Volatility::Immutable), MDN, Arc::new(difference))),
             time_plus: Arc::new(super::scalar_fns::time_interval_udf(false)),
             time_minus: Arc::new(super::scalar_fns::time_interval_udf(true)),
             numeric_div: crate::planner::numeric_div::numeric_div_udf(),
@@ -215,7 +224,7 @@ fn rewrite_expr(e: Expr, schema: &DFSchema) -> DfResult<Transformed<Expr>> {
     }
     let (lt, rt) = (is_timestamp(&b.left, schema), is_timestamp(&b.right, schema));
     if b.op == Operator::Minus && ((lt && (rt || is_date(&b.right))) || (is_date(&b.left) && rt)) {
-        return Ok(Transformed::yes(call(&f.justify, Expr::BinaryExpr(b))));
+        return Ok(Transformed::yes(f.justify.call(vec![*b.left, *b.right])));
     }
     Ok(Transformed::no(Expr::BinaryExpr(b)))
 }
@@ -333,7 +342,9 @@ mod tests {
         let iv = IntervalMonthDayNano::new;
         assert!(length(iv(0, 0, 25 * 3_600_000_000_000)) > length(iv(0, 1, 0)));
         assert_eq!(length(iv(1, 0, 0)), length(iv(0, 30, 0)));
-        assert_eq!(justify(iv(0, 0, 53 * 3_600_000_000_000)), iv(0, 2, 5 * 3_600_000_000_000));
-        assert_eq!(justify(iv(0, 0, -53 * 3_600_000_000_000)), iv(0, -2, -5 * 3_600_000_000_000));
+        assert_eq!(difference_of(53 * 3_600_000_000, 0), iv(0, 2, 5 * 3_600_000_000_000));
+        assert_eq!(difference_of(0, 53 * 3_600_000_000), iv(0, -2, -5 * 3_600_000_000_000));
+        // 2024-01-01 - 1700-01-01: past the 292 years nanoseconds hold.
+        assert_eq!(difference_of(1_704_067_200_000_000, -8_520_336_000_000_000), iv(0, 118_338, 0));
     }
 }
