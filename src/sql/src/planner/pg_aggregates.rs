@@ -69,8 +69,9 @@ impl AnalyzerRule for PgAggregates {
                 Ok(t)
             }
             other if changed_below => {
-                let t = divide_numerics(other.recompute_schema()?)?;
-                Ok(Transformed::yes(if t.transformed { t.data.recompute_schema()? } else { t.data }))
+                // Rewritten first: the old expressions may not type over the new inputs.
+                let t = divide_numerics(other)?;
+                Ok(Transformed::yes(t.data.recompute_schema()?))
             }
             other => Ok(Transformed::no(other)),
         })
@@ -79,7 +80,7 @@ impl AnalyzerRule for PgAggregates {
 }
 
 /// Divisions above a rewritten aggregation that now have a numeric operand (`sum(bigint) / 3`,
-/// `avg(x) / 3`) divide as PostgreSQL divides numerics ([`super::numeric_div`]): the plan pass
+/// `avg(x) / 3`), and products of its numerics too wide for DataFusion, divide as PostgreSQL divides numerics ([`super::numeric_div`]): the plan pass
 /// that rewrites numeric divisions ran before the aggregates became numeric, and DataFusion's
 /// own decimal division kept 4 decimals (0.6666 for 0.66666666666666666667).
 fn divide_numerics(node: LogicalPlan) -> DfResult<Transformed<LogicalPlan>> {
@@ -93,12 +94,22 @@ fn divide_numerics(node: LogicalPlan) -> DfResult<Transformed<LogicalPlan>> {
     let decimal = |e: &Expr| matches!(e.get_type(&schema), Ok(DataType::Decimal128(..)));
     let integer = |e: &Expr| e.get_type(&schema).is_ok_and(|t| t.is_integer());
     let divide = super::numeric_div::numeric_div_udf();
+    let multiply = super::numeric_div::numeric_mul_udf();
+    let scale = |e: &Expr| match e.get_type(&schema) {
+        Ok(DataType::Decimal128(_, s)) => Some(i32::from(s)),
+        _ => None,
+    };
     super::names::map_expressions_keeping_names(node, |e| {
         e.transform_up(|e| match e {
             Expr::BinaryExpr(BinaryExpr { left, op: Operator::Divide, right })
                 if (decimal(&left) && (decimal(&right) || integer(&right))) || (integer(&left) && decimal(&right)) =>
             {
                 Ok(Transformed::yes(divide.call(vec![*left, *right])))
+            }
+            // A product whose scales add past 38 (`avg(x) * avg(x)`), which DataFusion refuses:
+            // exact, as the plan pass computes such products of numerics it saw before.
+            Expr::BinaryExpr(BinaryExpr { left, op: Operator::Multiply, right }) if scale(&left).zip(scale(&right)).is_some_and(|(l, r)| l + r > 38) => {
+                Ok(Transformed::yes(multiply.call(vec![*left, *right])))
             }
             e => Ok(Transformed::no(e)),
         })
