@@ -5,6 +5,7 @@
 //! `fail_on_overflow`, which its planner never sets. [`checked`] rebuilds such expressions over
 //! integer and decimal operands with it; [`CheckedArithmetic`] applies that to the projections
 //! and filters of every query plan, and the stream planner applies it to view expressions.
+//! Float `+`, `-`, `*` are wrapped in [`FloatOverflow`].
 
 use std::sync::Arc;
 
@@ -48,12 +49,92 @@ fn checked_if_needed(expr: Arc<dyn PhysicalExpr>, schema: &Schema) -> DfResult<T
             return Ok(Transformed::no(e));
         }
         let (Ok(l), Ok(r)) = (b.left().data_type(schema), b.right().data_type(schema)) else { return Ok(Transformed::no(e)) };
+        if matches!(l, DataType::Float64 | DataType::Float32) && matches!(r, DataType::Float64 | DataType::Float32) {
+            return Ok(Transformed::yes(Arc::new(FloatOverflow(e)) as Arc<dyn PhysicalExpr>));
+        }
         if !(overflows(&l) && overflows(&r)) {
             return Ok(Transformed::no(e));
         }
         let rebuilt = BinaryExpr::new(Arc::clone(b.left()), *b.op(), Arc::clone(b.right())).with_fail_on_overflow(true);
         Ok(Transformed::yes(Arc::new(rebuilt) as Arc<dyn PhysicalExpr>))
     })
+}
+
+/// A float `+`, `-` or `*` whose finite operands give an infinite result fails with 22003, as
+/// PostgreSQL's float arithmetic does ("value out of range: overflow"; Arrow's gives
+/// Infinity). Infinite operands keep their infinite results.
+#[derive(Debug, Eq)]
+struct FloatOverflow(Arc<dyn PhysicalExpr>);
+
+impl PartialEq for FloatOverflow {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.as_ref() == other.0.as_ref()
+    }
+}
+
+impl std::hash::Hash for FloatOverflow {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.0.hash(state);
+    }
+}
+
+impl std::fmt::Display for FloatOverflow {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl PhysicalExpr for FloatOverflow {
+    fn data_type(&self, input_schema: &Schema) -> DfResult<DataType> {
+        self.0.data_type(input_schema)
+    }
+
+    fn nullable(&self, input_schema: &Schema) -> DfResult<bool> {
+        self.0.nullable(input_schema)
+    }
+
+    fn evaluate(&self, batch: &arrow::array::RecordBatch) -> DfResult<datafusion::logical_expr::ColumnarValue> {
+        use arrow::array::{Array, AsArray};
+        let out = self.0.evaluate(batch)?;
+        let rows = batch.num_rows();
+        let as_f64 = |v: &datafusion::logical_expr::ColumnarValue| -> DfResult<arrow::array::ArrayRef> {
+            Ok(arrow::compute::cast(&v.to_array(rows.max(1))?, &DataType::Float64)?)
+        };
+        let result = as_f64(&out)?;
+        let result = result.as_primitive::<arrow::datatypes::Float64Type>();
+        if !result.values().iter().any(|v| v.is_infinite()) {
+            return Ok(out);
+        }
+        let inputs = self.0.children().iter().map(|c| c.evaluate(batch).and_then(|v| as_f64(&v))).collect::<DfResult<Vec<_>>>()?;
+        let finite = |a: &arrow::array::ArrayRef, i: usize| {
+            let a = a.as_primitive::<arrow::datatypes::Float64Type>();
+            let i = if a.len() == 1 { 0 } else { i };
+            a.is_null(i) || a.value(i).is_finite()
+        };
+        let overflowed = (0..result.len()).any(|i| result.is_valid(i) && result.value(i).is_infinite() && inputs.iter().all(|a| finite(a, i)));
+        if overflowed {
+            return Err(datafusion::error::DataFusionError::External(Box::new(eddy_common::EddyError::user(
+                eddy_common::error::sqlstate::NUMERIC_VALUE_OUT_OF_RANGE,
+                "value out of range: overflow",
+            ))));
+        }
+        Ok(out)
+    }
+
+    fn children(&self) -> Vec<&Arc<dyn PhysicalExpr>> {
+        vec![&self.0]
+    }
+
+    fn with_new_children(self: Arc<Self>, mut children: Vec<Arc<dyn PhysicalExpr>>) -> DfResult<Arc<dyn PhysicalExpr>> {
+        match children.pop() {
+            Some(c) if children.is_empty() => Ok(Arc::new(FloatOverflow(c))),
+            _ => Err(datafusion::error::DataFusionError::Internal("FloatOverflow takes one child".into())),
+        }
+    }
+
+    fn fmt_sql(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt_sql(f)
+    }
 }
 
 /// `agg` with its arguments, filters and grouping expressions checked, if any needs it (an
