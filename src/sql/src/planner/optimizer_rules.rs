@@ -28,6 +28,10 @@ pub fn rules() -> Vec<Arc<dyn OptimizerRule + Send + Sync>> {
         .rules
         .into_iter()
         .filter(|r| r.name() != "eliminate_group_by_constant")
+        .flat_map(|r| {
+            let before: Option<Arc<dyn OptimizerRule + Send + Sync>> = (r.name() == "optimize_projections").then(|| Arc::new(ComputedProjectionDependencies) as _);
+            before.into_iter().chain(std::iter::once(r))
+        })
         .map(|r| match r.name() {
             "eliminate_duplicated_expr" => Arc::new(DuplicateExprs) as Arc<dyn OptimizerRule + Send + Sync>,
             "eliminate_cross_join" => Arc::new(CrossJoinsKeepingNullEquality(r)),
@@ -35,6 +39,36 @@ pub fn rules() -> Vec<Arc<dyn OptimizerRule + Send + Sync>> {
             _ => r,
         })
         .collect()
+}
+
+/// Projections that compute a column drop their functional dependencies before
+/// `optimize_projections` reads them. DataFusion derives a projection's dependencies by the
+/// positions of its plain columns among the input's, skipping computed ones, so every later
+/// index is off by one: `SELECT DISTINCT r.v + 0 AS c0, b.n, b.k FROM (... GROUP BY k) b JOIN
+/// r ...` took `n` to determine `c0`, and grouping dropped `c0` (too few rows).
+#[derive(Debug)]
+struct ComputedProjectionDependencies;
+
+impl OptimizerRule for ComputedProjectionDependencies {
+    fn name(&self) -> &str {
+        "eddy_computed_projection_dependencies"
+    }
+
+    fn apply_order(&self) -> Option<ApplyOrder> {
+        Some(ApplyOrder::BottomUp)
+    }
+
+    fn rewrite(&self, plan: LogicalPlan, _config: &dyn OptimizerConfig) -> DfResult<Transformed<LogicalPlan>> {
+        use datafusion::common::FunctionalDependencies;
+        use datafusion::logical_expr::Projection;
+        let LogicalPlan::Projection(p) = plan else { return Ok(Transformed::no(plan)) };
+        let computes = p.expr.iter().any(|e| !matches!(e, Expr::Column(_)) && !matches!(e, Expr::Alias(a) if matches!(a.expr.as_ref(), Expr::Column(_))));
+        if !computes || p.schema.functional_dependencies().is_empty() {
+            return Ok(Transformed::no(LogicalPlan::Projection(p)));
+        }
+        let schema = p.schema.as_ref().clone().with_functional_dependencies(FunctionalDependencies::empty())?;
+        Ok(Transformed::yes(LogicalPlan::Projection(Projection::try_new_with_schema(p.expr, p.input, Arc::new(schema))?)))
+    }
 }
 
 /// DataFusion's `replace_distinct_aggregate`, except that a `DISTINCT` over rows whose
