@@ -51,6 +51,9 @@ pub struct EddyTable {
     schema: SchemaRef,
     /// The database, for the latest snapshot when a statement pinned none.
     relations: Arc<dyn Relations>,
+    /// The primary key, so `GROUP BY pk` may select the other columns (PostgreSQL's
+    /// functional dependency; Django groups by the key alone).
+    constraints: Option<datafusion::common::Constraints>,
 }
 
 /// Default expressions of `table`'s columns, parsed once per catalog entry. A serial column's
@@ -90,7 +93,11 @@ impl EddyTable {
         let state_table = catalog.state_table().map_err(|e| DataFusionError::External(Box::new(e)))?;
         let schema = catalog.planning_schema(expose_row_id);
         let defaults = column_defaults(relations.as_ref(), &catalog);
-        Ok(Self { catalog, state_table, expose_row_id, defaults, schema, relations })
+        let key: Option<Vec<usize>> = catalog.pk.iter().map(|&k| catalog.columns.get(k).and_then(|c| schema.index_of(&c.name).ok())).collect();
+        let constraints = key
+            .filter(|k| !k.is_empty() && catalog.kind == crate::catalog::RelationKind::Table)
+            .map(|k| datafusion::common::Constraints::new_unverified(vec![datafusion::common::Constraint::PrimaryKey(k)]));
+        Ok(Self { catalog, state_table, expose_row_id, defaults, schema, relations, constraints })
     }
 
     /// All rows visible to the statement (storage schema, including any `_row_id`): the
@@ -198,6 +205,10 @@ impl TableProvider for EddyTable {
 
     fn table_type(&self) -> TableType {
         TableType::Base
+    }
+
+    fn constraints(&self) -> Option<&datafusion::common::Constraints> {
+        self.constraints.as_ref()
     }
 
     fn get_column_default(&self, column: &str) -> Option<&Expr> {
