@@ -544,6 +544,7 @@ impl VisitorMut for PgRewriter {
         name_recursive_cte_columns(q);
         named_windows::inline_named_windows(q);
         aggregates::distinct_on_references(q);
+        aggregates::having_without_groups(q);
         fetch::fetch_clause(q);
         using_joins::merge_outer_using(q);
         lateral::lateral_set_functions(q);

@@ -222,3 +222,26 @@ pub(super) fn distinct_on_references(q: &mut datafusion::sql::sqlparser::ast::Qu
         }
     }
 }
+
+/// `HAVING` without GROUP BY or aggregates (`SELECT 1 FROM t HAVING 1 < 2`) makes the query
+/// one group, as in PostgreSQL (DataFusion: 42601 "HAVING clause references non-aggregate
+/// values"): an always-true aggregate condition is added, so the query aggregates.
+pub(super) fn having_without_groups(q: &mut datafusion::sql::sqlparser::ast::Query) {
+    use datafusion::sql::sqlparser::ast::{BinaryOperator, GroupByExpr, SelectItem, SetExpr, Value};
+    let SetExpr::Select(select) = q.body.as_mut() else { return };
+    let Some(having) = &select.having else { return };
+    let grouped = !matches!(&select.group_by, GroupByExpr::Expressions(g, _) if g.is_empty());
+    let aggregates = super::ast::contains_aggregate(having)
+        || select.projection.iter().any(|p| match p {
+            SelectItem::UnnamedExpr(e) | SelectItem::ExprWithAlias { expr: e, .. } => super::ast::contains_aggregate(e),
+            _ => false,
+        });
+    if grouped || aggregates {
+        return;
+    }
+    let count = super::ast::call("count", vec![]);
+    let always = Expr::BinaryOp { left: Box::new(count), op: BinaryOperator::GtEq, right: Box::new(Expr::value(Value::Number("0".into(), false))) };
+    let cond = Expr::Nested(Box::new(having.clone()));
+    select.having = Some(Expr::BinaryOp { left: Box::new(cond), op: BinaryOperator::And, right: Box::new(always) });
+}
+
