@@ -19,7 +19,7 @@ use datafusion::error::Result as DfResult;
 use datafusion::physical_expr::expressions::Column;
 use datafusion::physical_expr::PhysicalExpr;
 use datafusion::physical_optimizer::PhysicalOptimizerRule;
-use datafusion::physical_plan::filter::FilterExec;
+use datafusion::physical_plan::filter::{FilterExec, FilterExecBuilder};
 use datafusion::physical_plan::projection::ProjectionExec;
 use datafusion::physical_plan::ExecutionPlan;
 
@@ -62,7 +62,11 @@ impl PhysicalOptimizerRule for FilterFirst {
             if !passes {
                 return Ok(Transformed::no(node));
             }
-            let below = FilterExec::try_new(predicate, Arc::clone(projection.input()))?.with_default_selectivity(filter.default_selectivity())?;
+            let below = FilterExecBuilder::new(predicate, Arc::clone(projection.input()))
+                .with_default_selectivity(filter.default_selectivity())
+                .with_batch_size(filter.batch_size())
+                .with_fetch(filter.fetch())
+                .build()?;
             let above = ProjectionExec::try_new(exprs.to_vec(), Arc::new(below))?;
             Ok(Transformed::yes(Arc::new(above) as Arc<dyn ExecutionPlan>))
         })
