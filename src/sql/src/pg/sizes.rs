@@ -28,6 +28,7 @@ use super::functions::relation_oid;
 use super::udf::FnContext;
 use super::PgSession;
 use crate::catalog::{RelationKind, Relations, TableCatalog};
+use eddy_storage::ReadSnapshot;
 
 /// What a function measures.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -92,8 +93,11 @@ impl AsyncScalarUDFImpl for SizeFn {
         let n = if scalar { 1 } else { args.number_rows };
         let arrays = args.args.iter().map(|a| a.to_array(n)).collect::<DfResult<Vec<_>>>()?;
         let mut cx = FnContext::new(self.relations.clone(), self.session.clone());
+        // One catalog and one epoch for every row of the call; each relation measured once.
         let catalog = self.relations.catalog();
+        let snapshot = self.relations.snapshot();
         let mut memo: HashMap<u32, Option<i64>> = HashMap::new();
+        let mut database: Option<i64> = None;
         let mut out = Vec::with_capacity(n);
         for row in 0..n {
             let arg = arrays.first().map(|a| ScalarValue::try_from_array(a, row)).transpose()?;
@@ -101,7 +105,10 @@ impl AsyncScalarUDFImpl for SizeFn {
                 // Any database name or OID: Eddy serves one database.
                 match arg {
                     Some(a) if a.is_null() => None,
-                    _ => Some(self.database_bytes(&catalog).await?),
+                    _ => Some(match database {
+                        Some(total) => total,
+                        None => *database.insert(state_bytes(&snapshot, catalog.tables().flat_map(|r| all_state(r)).collect::<Vec<u32>>()).await?),
+                    }),
                 }
             } else {
                 match relation_oid(&mut cx, arg.as_ref())? {
@@ -109,7 +116,7 @@ impl AsyncScalarUDFImpl for SizeFn {
                     Some(oid) => match memo.get(&oid) {
                         Some(known) => *known,
                         None => {
-                            let size = self.relation_bytes(&mut cx, &catalog, oid).await?;
+                            let size = self.relation_bytes(&mut cx, &catalog, &snapshot, oid).await?;
                             memo.insert(oid, size);
                             size
                         }
@@ -124,36 +131,29 @@ impl AsyncScalarUDFImpl for SizeFn {
 }
 
 impl SizeFn {
-    /// The measure of relation `oid`; `None` when no relation has that OID.
-    async fn relation_bytes(&self, cx: &mut FnContext, catalog: &crate::catalog::Catalog, oid: u32) -> DfResult<Option<i64>> {
+    /// The measure of relation `oid` (not the database's); `None` when no relation has that
+    /// OID.
+    async fn relation_bytes(&self, cx: &mut FnContext, catalog: &crate::catalog::Catalog, snapshot: &ReadSnapshot, oid: u32) -> DfResult<Option<i64>> {
         let Some(rel) = catalog.tables().find(|t| t.oid() == oid) else {
             // A system catalog or a primary key's index: no state of its own.
             return Ok(cx.model().relation(oid).map(|_| 0).or_else(|| cx.model().relation_of_index(oid).map(|_| 0)));
         };
         Ok(Some(match self.measure {
             Measure::Indexes => 0,
-            Measure::Rows => self.state_bytes(own_state(rel)).await?,
-            Measure::Total | Measure::Database => self.state_bytes(all_state(rel)).await?,
+            Measure::Rows => state_bytes(snapshot, own_state(rel)).await?,
+            Measure::Total | Measure::Database => state_bytes(snapshot, all_state(rel)).await?,
         }))
     }
+}
 
-    async fn database_bytes(&self, catalog: &crate::catalog::Catalog) -> DfResult<i64> {
-        let mut total = 0i64;
-        for rel in catalog.tables() {
-            total = total.saturating_add(self.state_bytes(all_state(rel)).await?);
-        }
-        Ok(total)
+/// Estimated bytes of the state tables `tables` at `snapshot`'s epoch.
+async fn state_bytes(snapshot: &ReadSnapshot, tables: impl IntoIterator<Item = u32>) -> DfResult<i64> {
+    let mut total = 0u64;
+    for t in tables {
+        let bytes = snapshot.estimate_prefix_bytes(&eddy_common::codec::table_prefix(t)).await.map_err(|e| DataFusionError::External(Box::new(e)))?;
+        total = total.saturating_add(bytes);
     }
-
-    async fn state_bytes(&self, tables: Vec<u32>) -> DfResult<i64> {
-        let snapshot = self.relations.snapshot();
-        let mut total = 0u64;
-        for t in tables {
-            let bytes = snapshot.estimate_prefix_bytes(&eddy_common::codec::table_prefix(t)).await.map_err(|e| DataFusionError::External(Box::new(e)))?;
-            total = total.saturating_add(bytes);
-        }
-        Ok(i64::try_from(total).unwrap_or(i64::MAX))
-    }
+    Ok(i64::try_from(total).unwrap_or(i64::MAX))
 }
 
 /// The state tables of `rel`'s own rows: none for relations that store nothing.
