@@ -112,6 +112,22 @@ def run_psycopg():
                 cur.execute("SELECT id, made FROM py3_uuid WHERE id = %s", (u,))
                 got, made = cur.fetchone()
                 assert got == u and isinstance(made, uuid.UUID) and made.version == 4, (binary, got, made)
+        # Parameters have the types psycopg declares for them, as in PostgreSQL: a float is
+        # not truncated to the integer type of the column it is compared with or stored in
+        # (1.5 * 2 was 2, `x < 4.5` lost x = 4, 4.6 was stored as 4), in text and binary format.
+        conn.execute("CREATE TABLE py3_typed (id INT PRIMARY KEY, x INT, n NUMERIC)")
+        for binary in (False, True):
+            with conn.cursor(binary=binary) as cur:
+                cur.execute("SELECT %s * 2, %s + 1", (1.5, 5))
+                assert cur.fetchone() == (3.0, 6), binary
+                cur.execute("INSERT INTO py3_typed VALUES (%s, %s, %s)", (10 + binary, 4.6, decimal.Decimal("2.25")))
+                cur.execute("INSERT INTO py3_typed VALUES (%s, %s, %s)", (20 + binary, 4, 1))
+                cur.execute("SELECT id FROM py3_typed WHERE x < %s AND id %% 2 = %s ORDER BY id", (4.5, int(binary)))
+                assert cur.fetchall() == [(20 + binary,)], binary
+                cur.execute("SELECT x, n FROM py3_typed WHERE id = %s", (10 + binary,))
+                assert cur.fetchone() == (5, decimal.Decimal("2.25")), binary
+                cur.execute("SELECT id FROM py3_typed WHERE n = %s ORDER BY id LIMIT %s", (decimal.Decimal("2.25"), 1))
+                assert cur.fetchall() == [(10,)], binary
     print("psycopg ok")
 
 

@@ -458,7 +458,7 @@ fn pg_param_type(t: &Option<arrow::datatypes::DataType>) -> Type {
 impl QueryParser for EddyQueryParser {
     type Statement = Arc<Prepared>;
 
-    async fn parse_sql<C>(&self, client: &C, sql: &str, _types: &[Option<Type>]) -> PgWireResult<Option<Self::Statement>>
+    async fn parse_sql<C>(&self, client: &C, sql: &str, types: &[Option<Type>]) -> PgWireResult<Option<Self::Statement>>
     where
         C: ClientInfo + Unpin + Send + Sync,
     {
@@ -471,7 +471,9 @@ impl QueryParser for EddyQueryParser {
                 "cannot insert multiple commands into a prepared statement",
             )));
         }
-        let Some(stmt) = stmts.pop() else { return Ok(None) };
+        let Some(mut stmt) = stmts.pop() else { return Ok(None) };
+        let oids: Vec<Option<u32>> = types.iter().map(|t| t.as_ref().map(Type::oid)).collect();
+        eddy_sql::frontend::param_types::declare_parameter_types(&mut stmt, &oids);
         let described = guarded_sql(sql, session.describe(&stmt)).await.map_err(to_pg)?;
         Ok(Some(Arc::new(Prepared { stmt, described })))
     }

@@ -109,3 +109,42 @@ async fn prepared_point_queries_answer_what_planning_would() {
     c.batch_execute("DELETE FROM z WHERE id = 2").await.unwrap();
     assert_eq!(prepared(&c, &zq, &[&1i32]).await, [["20"]]);
 }
+
+/// Parameters have the types the client declares at Parse, as in PostgreSQL (they were
+/// re-typed from their context: a float8 compared with an integer column was truncated).
+/// A key pinned by a parameter declared a smaller or larger integer type is still a point
+/// query, and answers as planning would (out of range: no row).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn declared_parameter_types_are_the_parameters_types() {
+    let srv = server("memory://").await;
+    let c = connect(srv.addr).await;
+    c.batch_execute("CREATE TABLE dt (id INT PRIMARY KEY, x INT); INSERT INTO dt VALUES (1, 4), (2, 5), (3, 6);").await.unwrap();
+    let doubled = c.prepare_typed("SELECT $1 * 2", &[Type::FLOAT8]).await.unwrap();
+    assert_eq!(doubled.params(), &[Type::FLOAT8]);
+    let got: f64 = c.query_one(&doubled, &[&1.5f64]).await.unwrap().get(0);
+    assert_eq!(got, 3.0);
+    let below = c.prepare_typed("SELECT id FROM dt WHERE x < $1 ORDER BY id", &[Type::FLOAT8]).await.unwrap();
+    let ids: Vec<i32> = c.query(&below, &[&4.5f64]).await.unwrap().iter().map(|r| r.get(0)).collect();
+    assert_eq!(ids, [1]);
+    let insert = c.prepare_typed("INSERT INTO dt VALUES ($1, $2)", &[Type::INT8, Type::FLOAT8]).await.unwrap();
+    c.execute(&insert, &[&4i64, &4.6f64]).await.unwrap();
+    let limited = c.prepare_typed("SELECT x FROM dt ORDER BY id DESC LIMIT $1", &[Type::INT8]).await.unwrap();
+    let xs: Vec<i32> = c.query(&limited, &[&1i64]).await.unwrap().iter().map(|r| r.get(0)).collect();
+    assert_eq!(xs, [5], "4.6 is stored rounded, as PostgreSQL's assignment cast does");
+    for (ty, key) in [(Type::INT2, 2i64), (Type::INT8, 3), (Type::INT8, 1 << 40)] {
+        let point = c.prepare_typed("SELECT x FROM dt WHERE id = $1", &[ty.clone()]).await.unwrap();
+        for _ in 0..3 {
+            let rows = match ty {
+                Type::INT2 => c.query(&point, &[&(key as i16)]).await.unwrap(),
+                _ => c.query(&point, &[&key]).await.unwrap(),
+            };
+            let xs: Vec<i32> = rows.iter().map(|r| r.get(0)).collect();
+            let want: Vec<i32> = match key {
+                2 => vec![5],
+                3 => vec![6],
+                _ => vec![],
+            };
+            assert_eq!(xs, want, "{ty} {key}");
+        }
+    }
+}

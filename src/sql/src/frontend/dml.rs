@@ -84,7 +84,10 @@ impl Session {
                     on_conflict = OnConflict::UpdateExisting(update);
                 }
                 let input = with_old_keys(&dml.input, &catalog)?;
-                let out = run(state, &input).await?;
+                let mut out = run(state, &input).await?;
+                if has_old_keys(&dml.input) {
+                    out = first_per_key(out, schema_width(&catalog))?;
+                }
                 let schema = catalog.planning_schema(true);
                 let width = schema.fields().len();
                 let mut batches = Vec::new();
@@ -204,8 +207,22 @@ impl Session {
     }
 }
 
+/// The name of the extra column carrying key column `i`'s old value through an UPDATE.
+pub(crate) fn old_key_name(i: usize) -> String {
+    format!("{OLD_KEY_PREFIX}{i}")
+}
+
+/// True if the UPDATE's rows already carry their old keys (`UPDATE ... FROM`, planned as a
+/// query by `update_from`).
+fn has_old_keys(input: &LogicalPlan) -> bool {
+    input.schema().fields().iter().any(|f| f.name().starts_with(OLD_KEY_PREFIX))
+}
+
 /// Extends an UPDATE's projection with the old values of the key columns.
 fn with_old_keys(input: &LogicalPlan, catalog: &TableCatalog) -> Result<LogicalPlan> {
+    if has_old_keys(input) {
+        return Ok(input.clone());
+    }
     let LogicalPlan::Projection(p) = input else {
         return Err(internal_err!("unexpected UPDATE plan shape: {}", input.display()));
     };
@@ -228,9 +245,30 @@ fn with_old_keys(input: &LogicalPlan, catalog: &TableCatalog) -> Result<LogicalP
             Some(q) => Expr::Column(datafusion::common::Column::new(Some(q.clone()), name)),
             None => col(name),
         };
-        exprs.push(column.alias(format!("{OLD_KEY_PREFIX}{i}")));
+        exprs.push(column.alias(old_key_name(i)));
     }
     Ok(LogicalPlan::Projection(Projection::try_new(exprs, p.input.clone())?))
+}
+
+fn schema_width(catalog: &TableCatalog) -> usize {
+    catalog.planning_schema(true).fields().len()
+}
+
+/// The rows of `batches` (new row, then old key columns from `width` on) keeping the first
+/// row of each old key: an `UPDATE ... FROM` whose join matches a target row several times
+/// updates it once.
+fn first_per_key(batches: Vec<RecordBatch>, width: usize) -> Result<Vec<RecordBatch>> {
+    let Some(first) = batches.first() else { return Ok(batches) };
+    let fields = first.schema().fields()[width..].iter().map(|f| arrow::row::SortField::new(f.data_type().clone())).collect();
+    let converter = arrow::row::RowConverter::new(fields)?;
+    let mut seen = std::collections::HashSet::new();
+    let mut out = Vec::with_capacity(batches.len());
+    for b in batches {
+        let keys = converter.convert_columns(&b.columns()[width..])?;
+        let keep: arrow::array::BooleanArray = keys.iter().map(|k| Some(seen.insert(k.owned()))).collect();
+        out.push(arrow::compute::filter_record_batch(&b, &keep)?);
+    }
+    Ok(out)
 }
 
 /// The conflict behaviour of plain INSERTs into `table`.

@@ -210,7 +210,7 @@ impl Session {
         };
         if let (Statement::Query(_), false) = (stmt, params.is_empty()) {
             if let Some(plan) = self.point_plans.get(sql) {
-                if plan.holds(&self.engine.catalog(), &self.default_schema(), self.block.is_some()) {
+                if plan.holds(&self.engine.catalog(), &self.default_schema(), self.block.is_some()) && plan.accepts(&params) {
                     return plan.run(self.engine.as_ref(), &self.engine.store.snapshot(), &params).await;
                 }
                 self.point_plans.remove(sql);
@@ -238,7 +238,7 @@ impl Session {
             }
             Statement::Query(_) if !params.is_empty() && self.point_plans.get(sql).is_some() => {
                 let plan = self.point_plans.get(sql).ok_or_else(|| eddy_common::internal_err!("point plan vanished"))?;
-                if plan.holds(&self.engine.catalog(), &self.default_schema(), self.block.is_some()) {
+                if plan.holds(&self.engine.catalog(), &self.default_schema(), self.block.is_some()) && plan.accepts(&params) {
                     return plan.run(self.engine.as_ref(), &self.engine.store.snapshot(), &params).await;
                 }
                 self.point_plans.remove(sql);
@@ -287,10 +287,11 @@ impl Session {
                             Statement::Update(_) => "UPDATE",
                             _ => "DELETE",
                         };
-                        let (n, rows) = self.execute_dml(&state, dml_stmt, returning.is_some(), conflict).await?;
+                        let alias = crate::frontend::returning::target_alias(stmt);
+                let (n, rows) = self.execute_dml(&state, dml_stmt, returning.is_some(), conflict).await?;
                         match (returning, rows) {
                             (Some((_, items)), Some((table, rows))) => {
-                                let (schema, batches) = self.returning_rows(&table, rows, &items).await?;
+                                let (schema, batches) = self.returning_rows(&table, rows, &items, alias.as_deref()).await?;
                                 // The wire layer appends the row count (one returned row per affected row).
                                 let tag = if tag == "INSERT" { "INSERT 0".to_string() } else { tag.to_string() };
                                 let stream = Box::pin(RecordBatchStreamAdapter::new(

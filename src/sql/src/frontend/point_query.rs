@@ -28,6 +28,10 @@ use crate::frontend::output::Output;
 enum KeyValue {
     /// Parameter `$n+1`, of the type the plan gave it.
     Param(usize, Option<DataType>),
+    /// Parameter `$n+1`, declared this integer type by the client (`param_types`): the plan
+    /// holds for values of exactly that type (the same text prepared with other types is
+    /// planned again).
+    Declared(usize, DataType),
     Const(ScalarValue),
 }
 
@@ -129,6 +133,12 @@ pub(crate) fn point_plan(plan: &LogicalPlan, out: SchemaRef, catalog: &Catalog, 
                 Some(KeyValue::Param(n.checked_sub(1)?, p.field.as_ref().map(|f| f.data_type().clone())))
             }
             Expr::Literal(v, _) if !v.is_null() => Some(KeyValue::Const(v.clone())),
+            // A parameter the client declared an integer type (`param_types`).
+            Expr::Cast(c) if matches!(c.field.data_type(), DataType::Int16 | DataType::Int32 | DataType::Int64) => {
+                let Expr::Placeholder(p) = c.expr.as_ref() else { return None };
+                let n: usize = p.id.strip_prefix('$')?.parse().ok()?;
+                Some(KeyValue::Declared(n.checked_sub(1)?, c.field.data_type().clone()))
+            }
             _ => None,
         }
     };
@@ -182,6 +192,14 @@ impl PointPlan {
         same && !(in_block && self.table.kind == RelationKind::Table)
     }
 
+    /// True if `params` have the types the plan was made for.
+    pub(crate) fn accepts(&self, params: &[ScalarValue]) -> bool {
+        self.key.iter().all(|(_, v)| match v {
+            KeyValue::Declared(n, t) => params.get(*n).is_some_and(|p| &p.data_type() == t),
+            _ => true,
+        })
+    }
+
     /// The query's rows at `snapshot` for parameter values `params`.
     pub(crate) async fn run(&self, relations: &dyn Relations, snapshot: &ReadSnapshot, params: &[ScalarValue]) -> Result<Output> {
         let storage = self.table.storage_schema();
@@ -190,6 +208,7 @@ impl PointPlan {
         for (col, v) in &self.key {
             let v = match v {
                 KeyValue::Const(v) => v.clone(),
+                KeyValue::Declared(n, _) => params.get(*n).cloned().unwrap_or(ScalarValue::Null),
                 KeyValue::Param(n, t) => {
                     let v = params.get(*n).cloned().unwrap_or(ScalarValue::Null);
                     match t {

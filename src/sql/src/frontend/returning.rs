@@ -47,6 +47,21 @@ fn target(stmt: &Statement) -> Option<&ObjectName> {
     }
 }
 
+/// The alias `stmt` gives the table it writes (`UPDATE t AS a ... RETURNING a.x`).
+pub(crate) fn target_alias(stmt: &Statement) -> Option<String> {
+    let relation = match stmt {
+        Statement::Update(u) => &u.table.relation,
+        Statement::Delete(d) => match &d.from {
+            FromTable::WithFromKeyword(t) | FromTable::WithoutKeyword(t) => &t.first()?.relation,
+        },
+        _ => return None,
+    };
+    match relation {
+        TableFactor::Table { alias: Some(a), .. } => Some(a.name.to_string()),
+        _ => None,
+    }
+}
+
 impl Session {
     /// The catalog entry of the table `stmt` writes.
     pub(crate) fn dml_target(&self, stmt: &Statement) -> Result<Arc<TableCatalog>> {
@@ -65,11 +80,13 @@ impl Session {
         table: &TableCatalog,
         rows: RecordBatch,
         items: &[SelectItem],
+        alias: Option<&str>,
     ) -> Result<(SchemaRef, Vec<RecordBatch>)> {
         let ctx = self.scratch_context();
         ctx.register_batch(&table.name, rows)?;
         let list = items.iter().map(|i| i.to_string()).collect::<Vec<_>>().join(", ");
-        let sql = format!("SELECT {list} FROM \"{}\"", table.name.replace('"', "\"\""));
+        let alias = alias.map(|a| format!(" AS {a}")).unwrap_or_default();
+        let sql = format!("SELECT {list} FROM \"{}\"{alias}", table.name.replace('"', "\"\""));
         crate::frontend::session::run_scratch(&ctx, &sql).await
     }
 
@@ -77,6 +94,6 @@ impl Session {
     pub(crate) async fn returning_schema(&self, stmt: &Statement, items: &[SelectItem]) -> Result<SchemaRef> {
         let table = self.dml_target(stmt)?;
         let empty = RecordBatch::new_empty(table.planning_schema(false));
-        Ok(self.returning_rows(&table, empty, items).await?.0)
+        Ok(self.returning_rows(&table, empty, items, target_alias(stmt).as_deref()).await?.0)
     }
 }

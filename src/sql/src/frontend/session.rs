@@ -187,6 +187,10 @@ impl Session {
         let mut stmt = stmt.clone();
         self.expand_views_in(&mut stmt)?;
         self.update_assignments(&mut stmt)?;
+        let update_from = self.update_from_query(&stmt)?;
+        if let Some(u) = &update_from {
+            stmt = u.query.clone();
+        }
         if let Statement::Query(q) = &mut stmt {
             if let Some(applied) = self.apply_correlated(q).await {
                 **q = applied;
@@ -195,7 +199,10 @@ impl Session {
         crate::pg::rewrite_statement(&mut stmt)?;
         // After the PostgreSQL rewrites, which name the column after the cast's type.
         self.rewrite_enum_casts(&mut stmt);
-        let plan = state.statement_to_plan(DFStatement::Statement(Box::new(stmt))).await?;
+        let mut plan = state.statement_to_plan(DFStatement::Statement(Box::new(stmt))).await?;
+        if let Some(u) = &update_from {
+            plan = u.plan(&state, plan).await?;
+        }
         crate::planner::parse::check_subquery_nesting(&plan)?;
         let plan = crate::pg::rewrite_plan(plan)?;
         Ok((recursive_safe(state, &plan), plan))

@@ -549,6 +549,7 @@ impl VisitorMut for PgRewriter {
         using_joins::merge_outer_using(q);
         lateral::lateral_set_functions(q);
         values::values_with_subqueries(q);
+        values::table_commands(q);
         derived_aliases::derived_alias_lists(q);
         ControlFlow::Continue(())
     }

@@ -148,6 +148,14 @@ impl Dialect for EddyDialect {
         false
     }
 
+    /// `TABLE name` as a statement, which sqlparser accepts only inside a query (after
+    /// `UNION`, in parentheses); `pg::rewrite` makes it `SELECT * FROM name`.
+    fn parse_statement(&self, parser: &mut Parser) -> Option<Result<Statement, ParserError>> {
+        use datafusion::sql::sqlparser::tokenizer::Token;
+        let is_table = matches!(&parser.peek_token_ref().token, Token::Word(w) if w.keyword == Keyword::TABLE);
+        is_table.then(|| parser.parse_query().map(Statement::Query))
+    }
+
     fn identifier_quote_style(&self, identifier: &str) -> Option<char> {
         self.0.identifier_quote_style(identifier)
     }

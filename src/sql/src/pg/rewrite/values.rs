@@ -2,6 +2,9 @@
 //! max(a) FROM u), 1)`) are written as `SELECT ... UNION ALL SELECT ...`: DataFusion plans
 //! a subquery in a select list, not in a VALUES row, where it failed with XX000 ("evaluated
 //! before the subquery was executed"). The columns keep VALUES' names (`column1`, ...).
+//!
+//! `TABLE name`, PostgreSQL's short form of `SELECT * FROM name`, is written out here too
+//! (DataFusion does not plan it).
 
 use std::ops::ControlFlow;
 
@@ -10,6 +13,31 @@ use datafusion::sql::sqlparser::ast::{visit_expressions, Expr, Ident, Query, Sel
 /// Rewrites the VALUES of `q`'s body (also under set operations) that hold subqueries.
 pub(super) fn values_with_subqueries(q: &mut Query) {
     rewrite_set(&mut q.body);
+}
+
+/// Writes each `TABLE name` of `q`'s body (also under set operations) as `SELECT * FROM name`.
+/// sqlparser keeps the name's text, not its quoting: it is taken as written unquoted.
+pub(super) fn table_commands(q: &mut Query) {
+    fn rewrite(body: &mut SetExpr) {
+        match body {
+            SetExpr::SetOperation { left, right, .. } => {
+                rewrite(left);
+                rewrite(right);
+            }
+            SetExpr::Table(t) => {
+                let Some(name) = &t.table_name else { return };
+                let from = match &t.schema_name {
+                    Some(schema) => format!("{}.{}", Ident::new(schema), Ident::new(name)),
+                    None => Ident::new(name).to_string(),
+                };
+                if let Some(q) = super::ast::parse_query(&format!("SELECT * FROM {from}")) {
+                    *body = *q.body;
+                }
+            }
+            _ => {}
+        }
+    }
+    rewrite(&mut q.body);
 }
 
 fn rewrite_set(body: &mut SetExpr) {
