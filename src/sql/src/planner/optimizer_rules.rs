@@ -1,8 +1,9 @@
-//! The session's logical optimizer rules: DataFusion's, with four of them changed where their
-//! answers differed from PostgreSQL's (besides the two below, `eliminate_cross_join` is
-//! skipped on plans with NULL-matching joins, [`CrossJoinsKeepingNullEquality`], and
-//! `replace_distinct_aggregate` keeps a DISTINCT over joined grouped rows,
-//! [`DistinctOverJoins`]).
+//! The session's logical optimizer rules: DataFusion's, with five of them changed where their
+//! answers differed from PostgreSQL's or their plans failed (besides the two below,
+//! `eliminate_cross_join` is skipped on plans with NULL-matching joins,
+//! [`CrossJoinsKeepingNullEquality`], `replace_distinct_aggregate` keeps a DISTINCT over
+//! joined grouped rows, [`DistinctOverJoins`], and `common_sub_expression_eliminate` leaves
+//! window keys without aliases, [`WindowKeysUnaliased`]).
 //!
 //! * `eliminate_group_by_constant` is left out: it turned an aggregation whose grouping keys
 //!   are all constant (`SELECT 1 AS c, count(*) ... GROUP BY 1`) into one without keys, so it
@@ -36,6 +37,7 @@ pub fn rules() -> Vec<Arc<dyn OptimizerRule + Send + Sync>> {
             "eliminate_duplicated_expr" => Arc::new(DuplicateExprs) as Arc<dyn OptimizerRule + Send + Sync>,
             "eliminate_cross_join" => Arc::new(CrossJoinsKeepingNullEquality(r)),
             "replace_distinct_aggregate" => Arc::new(DistinctOverJoins(r)),
+            "common_sub_expression_eliminate" => Arc::new(WindowKeysUnaliased(r)),
             _ => r,
         })
         .collect()
@@ -125,6 +127,59 @@ impl OptimizerRule for CrossJoinsKeepingNullEquality {
             return Ok(Transformed::no(plan));
         }
         self.0.rewrite(plan, config)
+    }
+}
+
+/// `common_sub_expression_eliminate`, after which windows' PARTITION BY and ORDER BY keys
+/// carry no aliases. It replaced a key shared by two window functions with `__common_expr_1
+/// AS upper(b1.g)` in one and `__common_expr_1` in the other (when the first one's argument
+/// changed too), so one window node held two sets of sort keys: DataFusion's physical planner
+/// asserts that they are one (XX000 in debug builds), and sorts by the first function's.
+#[derive(Debug)]
+struct WindowKeysUnaliased(Arc<dyn OptimizerRule + Send + Sync>);
+
+impl OptimizerRule for WindowKeysUnaliased {
+    fn name(&self) -> &str {
+        self.0.name()
+    }
+
+    fn apply_order(&self) -> Option<ApplyOrder> {
+        self.0.apply_order()
+    }
+
+    fn rewrite(&self, plan: LogicalPlan, config: &dyn OptimizerConfig) -> DfResult<Transformed<LogicalPlan>> {
+        let t = self.0.rewrite(plan, config)?;
+        if !t.transformed {
+            return Ok(t);
+        }
+        let unaliased = t.data.transform_up(|node| {
+            let LogicalPlan::Window(mut w) = node else { return Ok(Transformed::no(node)) };
+            let inputs = w.input.schema().fields().len();
+            let mut changed = false;
+            for (i, e) in w.window_expr.iter_mut().enumerate() {
+                let (f, aliased) = match &mut *e {
+                    Expr::Alias(a) => (a.expr.as_mut(), true),
+                    other => (other, false),
+                };
+                let Expr::WindowFunction(f) = f else { continue };
+                let keys = f.params.partition_by.iter_mut().chain(f.params.order_by.iter_mut().map(|o| &mut o.expr));
+                let mut this = false;
+                for k in keys {
+                    if let Expr::Alias(a) = k {
+                        *k = a.expr.as_ref().clone();
+                        this = true;
+                    }
+                }
+                if this && !aliased {
+                    // The function's output keeps its name.
+                    let name = w.schema.field(inputs + i).name().clone();
+                    *e = e.clone().alias(name);
+                }
+                changed |= this;
+            }
+            Ok(if changed { Transformed::yes(LogicalPlan::Window(w)) } else { Transformed::no(LogicalPlan::Window(w)) })
+        })?;
+        Ok(Transformed::yes(unaliased.data))
     }
 }
 

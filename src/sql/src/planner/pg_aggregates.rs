@@ -333,6 +333,27 @@ fn rewrite_window(w: datafusion::logical_expr::Window) -> DfResult<Transformed<L
             },
             _ => None,
         };
+        // `sum(bigint) OVER (...)` is numeric, as the aggregate is (it wrapped past 2^63).
+        let wide_sum = match inner {
+            Expr::WindowFunction(f) => match &f.fun {
+                WindowFunctionDefinition::AggregateUDF(u)
+                    if u.name().eq_ignore_ascii_case("sum") && f.params.args.len() == 1 && matches!(f.params.args[0].get_type(&input_schema)?, DataType::Int64 | DataType::UInt64) =>
+                {
+                    Some(f)
+                }
+                _ => None,
+            },
+            _ => None,
+        };
+        if let Some(f) = wide_sum {
+            changed = true;
+            let name = alias.unwrap_or_else(|| w.schema.field(inputs + i).name().clone());
+            let mut f = f.as_ref().clone();
+            f.params.args = vec![cast(f.params.args[0].clone(), DataType::Decimal128(38, 0))];
+            exprs.push(Expr::WindowFunction(Box::new(f)).alias(name));
+            reads.push(Read::Column(at));
+            continue;
+        }
         match average {
             Some((f, sum_type)) => {
                 changed = true;
