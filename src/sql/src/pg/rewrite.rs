@@ -74,7 +74,7 @@ use quantified::{exists_as_count, quantified_subquery, row_in_subquery};
 
 /// Applies every rewrite in the module docs to `stmt`.
 pub fn rewrite(stmt: &mut Statement) -> Result<()> {
-    let mut v = PgRewriter { depth: 0, error: None };
+    let mut v = PgRewriter { depth: 0, error: None, insert: matches!(stmt, Statement::Insert(_)) };
     let _ = stmt.visit(&mut v);
     match v.error {
         Some(e) => Err(e),
@@ -87,6 +87,8 @@ struct PgRewriter {
     depth: usize,
     /// A rewrite that found the statement invalid (the visit stops there).
     error: Option<eddy_common::EddyError>,
+    /// True for an INSERT, whose VALUES rows take the target's column types.
+    insert: bool,
 }
 
 /// The reg* pseudo-types a cast can name.
@@ -549,6 +551,7 @@ impl VisitorMut for PgRewriter {
         using_joins::merge_outer_using(q);
         lateral::lateral_set_functions(q);
         values::values_with_subqueries(q);
+        values::literal_types(q, self.insert && self.depth == 1);
         values::table_commands(q);
         derived_aliases::derived_alias_lists(q);
         ControlFlow::Continue(())
@@ -557,7 +560,7 @@ impl VisitorMut for PgRewriter {
     fn pre_visit_expr(&mut self, e: &mut Expr) -> ControlFlow<()> {
         // Before the children are visited: the subquery of `x op ANY/ALL (subquery)` is a set,
         // not a scalar subquery to decorrelate.
-        if let Some(r) = quantified_subquery(e).or_else(|| row_in_subquery(e)).or_else(|| scalars::distinct_from_precedence(e)).or_else(|| scalars::negative_subscript(e)).or_else(|| scalars::substring_pattern(e)).or_else(|| scalars::unary_minus_power(e)).or_else(|| scalars::exponent_literal(e)) {
+        if let Some(r) = quantified_subquery(e).or_else(|| row_in_subquery(e)).or_else(|| scalars::distinct_from_precedence(e)).or_else(|| scalars::negative_subscript(e)).or_else(|| scalars::substring_pattern(e)).or_else(|| scalars::unary_minus_power(e)).or_else(|| scalars::exponent_literal(e)).or_else(|| scalars::row_predicate(e)) {
             *e = r;
         }
         ControlFlow::Continue(())

@@ -314,11 +314,28 @@ fn rewrite_aggregate(a: Aggregate) -> DfResult<Transformed<LogicalPlan>> {
 /// `avg(x) OVER (...)` of integers or numerics as `sum(x) OVER (...)` divided by
 /// `count(x) OVER (...)` with PostgreSQL's digits, as an aggregation's `avg` (DataFusion's is a
 /// `double` for integers).
-fn rewrite_window(w: datafusion::logical_expr::Window) -> DfResult<Transformed<LogicalPlan>> {
+fn rewrite_window(mut w: datafusion::logical_expr::Window) -> DfResult<Transformed<LogicalPlan>> {
     use datafusion::logical_expr::expr::{WindowFunction, WindowFunctionDefinition};
     let input_schema = w.input.schema().clone();
     let inputs = input_schema.fields().len();
     let mut changed = false;
+    // `agg(x) FILTER (WHERE p) OVER (...)` evaluates `x` only where `p` holds, as an
+    // aggregation's FILTER does (`filtered_arguments`).
+    for (i, e) in w.window_expr.iter_mut().enumerate() {
+        let (inner, alias) = unaliased(e);
+        let Expr::WindowFunction(f) = inner else { continue };
+        let Some(filter) = f.params.filter.as_deref() else { continue };
+        let computed = |a: &Expr| !matches!(a, Expr::Column(_) | Expr::Literal(..));
+        if !f.params.args.iter().any(computed) {
+            continue;
+        }
+        let mut f = f.as_ref().clone();
+        let args = f.params.args.iter().map(|a| if computed(a) { datafusion::logical_expr::when(filter.clone(), a.clone()).end() } else { Ok(a.clone()) });
+        f.params.args = args.collect::<DfResult<Vec<_>>>()?;
+        let name = alias.unwrap_or_else(|| w.schema.field(inputs + i).name().clone());
+        *e = Expr::WindowFunction(Box::new(f)).alias(name);
+        changed = true;
+    }
     let mut reads: Vec<Read> = (0..inputs).map(Read::Column).collect();
     let mut exprs = Vec::with_capacity(w.window_expr.len());
     for (i, e) in w.window_expr.iter().enumerate() {

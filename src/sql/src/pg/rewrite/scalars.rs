@@ -263,7 +263,7 @@ fn regex_escape(c: char) -> String {
 /// compare pair by pair from the left — so a NULL in a deciding pair makes the result NULL
 /// (DataFusion compared the rows as structs: a NULL member made `=` false).
 pub(super) fn row_comparison(left: &Expr, op: &BinaryOperator, right: &Expr) -> Option<Expr> {
-    let (Expr::Tuple(ls), Expr::Tuple(rs)) = (strip(left), strip(right)) else { return None };
+    let (ls, rs) = (row_items(left)?, row_items(right)?);
     if ls.len() != rs.len() || ls.is_empty() {
         return None;
     }
@@ -322,6 +322,46 @@ pub(super) fn negative_subscript(e: &Expr) -> Option<Expr> {
     }
     let first = Expr::CompoundFieldAccess { root: root.clone(), access_chain: vec![AccessExpr::Subscript(Subscript::Index { index: number("1") })] };
     Some(case_when(vec![(Expr::value(Value::Boolean(false)), first)]))
+}
+
+/// The members of a row constructor, `(a, b)` or `ROW(a, ...)`.
+fn row_items(e: &Expr) -> Option<Vec<Expr>> {
+    match strip(e) {
+        Expr::Tuple(items) => Some(items.clone()),
+        Expr::Function(f) if f.name.to_string().eq_ignore_ascii_case("row") && f.over.is_none() && f.filter.is_none() => {
+            let datafusion::sql::sqlparser::ast::FunctionArguments::List(list) = &f.args else { return None };
+            if list.duplicate_treatment.is_some() || !list.clauses.is_empty() {
+                return None;
+            }
+            list.args
+                .iter()
+                .map(|a| match a {
+                    datafusion::sql::sqlparser::ast::FunctionArg::Unnamed(datafusion::sql::sqlparser::ast::FunctionArgExpr::Expr(e)) => Some(e.clone()),
+                    _ => None,
+                })
+                .collect()
+        }
+        _ => None,
+    }
+}
+
+/// Comparisons and NULL tests of `ROW(...)` constructors, as PostgreSQL evaluates them (see
+/// [`row_comparison`]; DataFusion compared the rows as structs): `row IS NULL` is every member
+/// NULL, `row IS NOT NULL` every member not NULL (`ROW(1, NULL)` is neither).
+pub(super) fn row_predicate(e: &Expr) -> Option<Expr> {
+    let test = |items: Vec<Expr>, not_null: bool| -> Option<Expr> {
+        let out = items
+            .into_iter()
+            .map(|x| if not_null { Expr::IsNotNull(Box::new(x)) } else { Expr::IsNull(Box::new(x)) })
+            .reduce(|a, b| Expr::BinaryOp { left: Box::new(a), op: BinaryOperator::And, right: Box::new(b) })?;
+        Some(Expr::Nested(Box::new(out)))
+    };
+    match e {
+        Expr::IsNull(x) => test(row_items(x)?, false),
+        Expr::IsNotNull(x) => test(row_items(x)?, true),
+        Expr::BinaryOp { left, op, right } if !matches!(strip(left), Expr::Tuple(_)) => row_comparison(left, op, right),
+        _ => None,
+    }
 }
 
 fn strip(e: &Expr) -> &Expr {

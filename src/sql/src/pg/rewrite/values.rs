@@ -3,16 +3,48 @@
 //! a subquery in a select list, not in a VALUES row, where it failed with XX000 ("evaluated
 //! before the subquery was executed"). The columns keep VALUES' names (`column1`, ...).
 //!
+//! A VALUES column whose rows give a type (`'2024-01-01'::date`, `DATE '...'`) gives it to
+//! the rows' untyped string literals, as PostgreSQL resolves a VALUES column's type from all
+//! of its rows (DataFusion refused the mix: "Inconsistent data type across values list").
+//! Not for an INSERT's own VALUES, whose rows take the target's column types.
+//!
 //! `TABLE name`, PostgreSQL's short form of `SELECT * FROM name`, is written out here too
 //! (DataFusion does not plan it).
 
 use std::ops::ControlFlow;
 
-use datafusion::sql::sqlparser::ast::{visit_expressions, Expr, Ident, Query, SelectItem, SetExpr, SetOperator, SetQuantifier};
+use datafusion::sql::sqlparser::ast::{visit_expressions, CastKind, DataType, Expr, Ident, Query, SelectItem, SetExpr, SetOperator, SetQuantifier, Value};
 
 /// Rewrites the VALUES of `q`'s body (also under set operations) that hold subqueries.
 pub(super) fn values_with_subqueries(q: &mut Query) {
     rewrite_set(&mut q.body);
+}
+
+/// Casts the untyped string literals of each VALUES column to the type another row gives it
+/// (see the module docs); `skip` for an INSERT's own VALUES.
+pub(super) fn literal_types(q: &mut Query, skip: bool) {
+    let SetExpr::Values(v) = q.body.as_mut() else { return };
+    if skip || v.rows.len() < 2 {
+        return;
+    }
+    let width = v.rows[0].content.len();
+    for c in 0..width {
+        let typed = v.rows.iter().find_map(|r| match r.content.get(c) {
+            Some(Expr::Cast { data_type, .. } | Expr::TypedString(datafusion::sql::sqlparser::ast::TypedString { data_type, .. })) => Some(data_type.clone()),
+            _ => None,
+        });
+        let Some(data_type) = typed else { continue };
+        if matches!(data_type, DataType::Text | DataType::Varchar(_) | DataType::Char(_) | DataType::String(_)) {
+            continue;
+        }
+        for row in &mut v.rows {
+            if let Some(e @ Expr::Value(_)) = row.content.get_mut(c) {
+                if matches!(e, Expr::Value(x) if matches!(x.value, Value::SingleQuotedString(_))) {
+                    *e = Expr::Cast { kind: CastKind::DoubleColon, expr: Box::new(e.clone()), data_type: data_type.clone(), format: None, array: false };
+                }
+            }
+        }
+    }
 }
 
 /// Writes each `TABLE name` of `q`'s body (also under set operations) as `SELECT * FROM name`.
