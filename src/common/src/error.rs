@@ -363,6 +363,12 @@ impl From<datafusion::error::DataFusionError> for EddyError {
             D::Internal(m) if m.contains("expr.is_empty(): Unnest") => {
                 EddyError::user(sqlstate::UNDEFINED_COLUMN, "a column that ORDER BY names does not exist")
             }
+            // `b BETWEEN 1 AND 5` with a boolean `b` (found by the SQL-mutation test): no
+            // operator compares the two, as PostgreSQL says (42883).
+            D::Internal(m) if m.starts_with("Failed to coerce types") => {
+                let what = m.strip_prefix("Failed to coerce types ").and_then(|r| r.split_once('.')).map_or(m.as_str(), |(w, _)| w);
+                EddyError::user(sqlstate::UNDEFINED_FUNCTION, format!("operator does not exist: no comparison of {what}"))
+            }
             D::Collection(mut v) => match v.pop() {
                 Some(e) => e.into(),
                 None => EddyError::internal("empty error collection"),

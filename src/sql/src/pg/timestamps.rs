@@ -23,12 +23,38 @@ fn micro(t: &mut SqlType) {
     }
 }
 
+/// A date or timestamp literal's text in ISO form when it is one of PostgreSQL's other date
+/// forms (`TIMESTAMP 'Jan 5 2024 10:00'`; `planner::date_input`).
+fn iso_literal(text: &mut String, t: &SqlType) {
+    let date_only = match t {
+        SqlType::Date => true,
+        SqlType::Timestamp(..) => false,
+        _ => return,
+    };
+    if let Some(iso) = crate::planner::date_input::iso_date_text(text, date_only) {
+        *text = iso;
+    }
+}
+
 /// The AST pass (see the module docs).
 pub fn microsecond_timestamps(stmt: &mut Statement) {
+    use datafusion::sql::sqlparser::ast::Value;
     let _ = visit_expressions_mut(stmt, |e| {
         match e {
-            SqlExpr::Cast { data_type, .. } => micro(data_type),
-            SqlExpr::TypedString(ts) => micro(&mut ts.data_type),
+            SqlExpr::Cast { data_type, expr, .. } => {
+                if let SqlExpr::Value(v) = expr.as_mut() {
+                    if let Value::SingleQuotedString(text) = &mut v.value {
+                        iso_literal(text, data_type);
+                    }
+                }
+                micro(data_type)
+            }
+            SqlExpr::TypedString(ts) => {
+                if let Value::SingleQuotedString(text) = &mut ts.value.value {
+                    iso_literal(text, &ts.data_type);
+                }
+                micro(&mut ts.data_type)
+            }
             _ => {}
         }
         ControlFlow::<()>::Continue(())

@@ -4,6 +4,7 @@
 //! through [`crate::catalog::Relations`].
 
 pub mod arbitrary;
+pub mod date_input;
 pub mod enums;
 pub mod grouping_sets;
 pub mod interval_join;

@@ -439,6 +439,22 @@ fn rewrite(e: Expr, schema: &DFSchema, udf: &Arc<ScalarUDF>, div: &Arc<ScalarUDF
             let parsed = text_float(*to == DataType::Float32).call(vec![inner.clone()]);
             return Ok(Transformed::yes(recast(&e, parsed, to)));
         }
+        // PostgreSQL's other date forms (`Jan 5 2024`, `2024/01/05`, ...: `date_input`).
+        if text && matches!(e, Expr::Cast(_)) && matches!(to, DataType::Date32 | DataType::Timestamp(_, _)) {
+            let date_only = *to == DataType::Date32;
+            match inner {
+                Expr::Literal(ScalarValue::Utf8(Some(t)), _) => {
+                    if let Some(iso) = crate::planner::date_input::iso_date_text(t, date_only) {
+                        return Ok(Transformed::yes(recast(&e, Expr::Literal(ScalarValue::Utf8(Some(iso)), None), to)));
+                    }
+                }
+                Expr::ScalarFunction(f) if matches!(f.name(), "eddy_date_input" | "eddy_timestamp_input") => {}
+                _ => {
+                    let read = crate::planner::date_input::date_input_udf(date_only).call(vec![inner.clone()]);
+                    return Ok(Transformed::yes(recast(&e, read, to)));
+                }
+            }
+        }
         if text && (to.is_numeric() || matches!(to, DataType::Date32 | DataType::Timestamp(_, _))) && !matches!(inner, Expr::Literal(ScalarValue::Utf8(Some(t)), _) if t.trim() == t) {
             let trimmed = datafusion::functions::string::btrim().call(vec![inner.clone()]);
             return Ok(Transformed::yes(recast(&e, trimmed, to)));
