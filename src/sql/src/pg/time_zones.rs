@@ -54,8 +54,28 @@ pub(crate) fn wall_time_instant(micros: i64, zone: &Tz) -> Option<i64> {
     Some(instant.timestamp_micros())
 }
 
+/// A numeric zone (`'+05'`, `'-03:30'`, `'UTC+5'`) as PostgreSQL reads it, POSIX-style:
+/// positive offsets are west of Greenwich (`'+05'` is five hours behind UTC), the opposite of
+/// ISO 8601's sign, which Arrow's zone parser takes. `None` for a zone name.
+fn posix_offset(name: &str) -> Option<String> {
+    let upper = name.trim().to_ascii_uppercase();
+    let rest = upper.strip_prefix("UTC").or_else(|| upper.strip_prefix("GMT")).unwrap_or(&upper);
+    let (sign, digits) = match rest.chars().next()? {
+        '+' => ('-', &rest[1..]),
+        '-' => ('+', &rest[1..]),
+        _ => return None,
+    };
+    let (h, m) = digits.split_once(':').unwrap_or((digits, "0"));
+    let valid = |p: &str| !p.is_empty() && p.len() <= 2 && p.chars().all(|c| c.is_ascii_digit());
+    if !valid(h) || !valid(m) {
+        return None;
+    }
+    Some(format!("{sign}{:02}:{:02}", h.parse::<u32>().ok()?, m.parse::<u32>().ok()?))
+}
+
 fn parse_zone(name: &str) -> DfResult<Tz> {
-    Tz::from_str(name).map_err(|_| user_error(sqlstate::INVALID_PARAMETER_VALUE, format!("time zone \"{name}\" not recognized")))
+    let posix = posix_offset(name);
+    Tz::from_str(posix.as_deref().unwrap_or(name)).map_err(|_| user_error(sqlstate::INVALID_PARAMETER_VALUE, format!("time zone \"{name}\" not recognized")))
 }
 
 /// The zone argument: a text literal, as [`at_time_zone`] plans it.

@@ -111,6 +111,11 @@ pub(super) fn function(f: &mut Function, name: &str, args: &[Expr]) -> Option<Ex
             let seconds = cast(micros(x.clone()), SqlType::DoublePrecision);
             Some(Expr::Nested(Box::new(Expr::BinaryOp { left: Box::new(seconds), op: BinaryOperator::Divide, right: Box::new(number("1000000.0")) })))
         }
+        // date_part('epoch', x) is extract's epoch as double precision (DataFusion's counted a
+        // year of an interval as 360 days; PostgreSQL's is 365.25).
+        ("date_part", [Expr::Value(v), x]) if matches!(&v.value, Value::SingleQuotedString(p) if p.eq_ignore_ascii_case("epoch")) => {
+            Some(cast(extract(&DateTimeField::Epoch, x)?, SqlType::DoublePrecision))
+        }
         // date_part is double precision in PostgreSQL (DataFusion's fields are integers).
         ("date_part", [Expr::Value(_), _]) => Some(cast(Expr::Function(f.clone()), SqlType::DoublePrecision)),
         // min/max over a sliding frame: DataFusion's sliding accumulators keep the last value
