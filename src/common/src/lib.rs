@@ -5,6 +5,7 @@
 pub mod chunk;
 pub mod cast;
 pub mod codec;
+pub mod date_text;
 pub mod epoch;
 pub mod error;
 pub mod interval;

@@ -183,8 +183,14 @@ pub fn normalize_timestamp_text(s: &str) -> std::borrow::Cow<'_, str> {
 /// Casts text values to `target` using PostgreSQL input syntax.
 pub fn cast_text(strings: &StringArray, target: &DataType) -> Result<ArrayRef> {
     match target {
-        DataType::Timestamp(_, _) => {
-            let normalized: StringArray = strings.iter().map(|s| s.map(|v| normalize_timestamp_text(v).into_owned())).collect();
+        DataType::Timestamp(_, zone) => {
+            let naive = zone.is_none();
+            let iso = |v: &str| {
+                let v = crate::date_text::iso_date_text(v, false).unwrap_or_else(|| v.to_string());
+                let v = if naive { crate::date_text::without_zone(&v).unwrap_or(v) } else { v };
+                normalize_timestamp_text(&v).into_owned()
+            };
+            let normalized: StringArray = strings.iter().map(|s| s.map(iso)).collect();
             let out = cast_with_options(&normalized, target, &strict())?;
             Ok(out)
         }
@@ -206,6 +212,10 @@ pub fn cast_text(strings: &StringArray, target: &DataType) -> Result<ArrayRef> {
             };
             let field = Arc::new(Field::new(elem.name(), elem.data_type().clone(), true));
             Ok(Arc::new(ListArray::try_new(field, OffsetBuffer::new(offsets.into()), values, Some(valid.into()))?))
+        }
+        DataType::Date32 if strings.iter().flatten().any(|v| crate::date_text::iso_date_text(v, true).is_some()) => {
+            let normalized: StringArray = strings.iter().map(|s| s.map(|v| crate::date_text::iso_date_text(v, true).unwrap_or_else(|| v.to_string()))).collect();
+            Ok(cast_with_options(&normalized, target, &strict())?)
         }
         DataType::Binary => {
             let v: BinaryArray = strings

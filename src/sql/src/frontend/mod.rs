@@ -12,6 +12,7 @@ pub mod enums;
 pub mod execute;
 pub mod explain_analyze;
 pub mod indexes;
+pub mod insert_dates;
 pub mod mview;
 pub mod names;
 pub mod on_conflict;

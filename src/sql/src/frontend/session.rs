@@ -187,6 +187,7 @@ impl Session {
         let mut stmt = stmt.clone();
         self.expand_views_in(&mut stmt)?;
         self.update_assignments(&mut stmt)?;
+        self.insert_date_literals(&mut stmt);
         let update_from = self.update_from_query(&stmt)?;
         if let Some(u) = &update_from {
             stmt = u.query.clone();

@@ -15,7 +15,7 @@ use std::sync::Arc;
 use datafusion::common::TableReference;
 use datafusion::datasource::provider_as_source;
 use datafusion::execution::SessionState;
-use datafusion::logical_expr::{DmlStatement, LogicalPlan, WriteOp};
+use datafusion::logical_expr::{DmlStatement, ExprSchemable, LogicalPlan, WriteOp};
 use datafusion::sql::sqlparser::ast::{
     AssignmentTarget, Delete, Expr, FromTable, Ident, ObjectName, ObjectNamePart, SelectItem, SetExpr, Statement, TableAlias, TableFactor,
     TableWithJoins, UpdateTableFromKind, Value,
@@ -156,6 +156,27 @@ impl UpdateFrom {
             .table(self.table.table())
             .await?
             .ok_or_else(|| user_err!(sqlstate::UNDEFINED_TABLE, "relation \"{}\" does not exist", self.table.table()))?;
+        // The new values cast to their columns' types in the plan, as DataFusion's own UPDATE
+        // plan does: the cast then rounds as PostgreSQL's assignment does (a float into an
+        // integer column was truncated by the executor's cast).
+        let rows = if self.op == WriteOp::Update {
+            let target = provider.schema();
+            let schema = rows.schema().clone();
+            let exprs = schema
+                .iter()
+                .enumerate()
+                .map(|(i, (q, f))| {
+                    let column = datafusion::logical_expr::Expr::Column(datafusion::common::Column::new(q.cloned(), f.name()));
+                    match target.fields().get(i) {
+                        Some(t) if t.data_type() != f.data_type() => Ok(column.cast_to(t.data_type(), &schema)?.alias(f.name())),
+                        _ => Ok(column),
+                    }
+                })
+                .collect::<Result<Vec<_>>>()?;
+            LogicalPlan::Projection(datafusion::logical_expr::Projection::try_new(exprs, Arc::new(rows))?)
+        } else {
+            rows
+        };
         Ok(LogicalPlan::Dml(DmlStatement::new(self.table.clone(), provider_as_source(provider), self.op.clone(), Arc::new(rows))))
     }
 }

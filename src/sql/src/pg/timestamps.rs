@@ -26,13 +26,20 @@ fn micro(t: &mut SqlType) {
 /// A date or timestamp literal's text in ISO form when it is one of PostgreSQL's other date
 /// forms (`TIMESTAMP 'Jan 5 2024 10:00'`; `planner::date_input`).
 fn iso_literal(text: &mut String, t: &SqlType) {
-    let date_only = match t {
-        SqlType::Date => true,
-        SqlType::Timestamp(..) => false,
+    use datafusion::sql::sqlparser::ast::TimezoneInfo;
+    let (date_only, naive) = match t {
+        SqlType::Date => (true, false),
+        SqlType::Timestamp(_, zone) => (false, !matches!(zone, TimezoneInfo::WithTimeZone | TimezoneInfo::Tz)),
         _ => return,
     };
-    if let Some(iso) = crate::planner::date_input::iso_date_text(text, date_only) {
+    if let Some(iso) = eddy_common::date_text::iso_date_text(text, date_only) {
         *text = iso;
+    }
+    // A timestamp without time zone ignores a zone in its text (Arrow's cast moved it to UTC).
+    if naive {
+        if let Some(unzoned) = eddy_common::date_text::without_zone(text) {
+            *text = unzoned;
+        }
     }
 }
 

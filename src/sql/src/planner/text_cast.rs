@@ -442,15 +442,19 @@ fn rewrite(e: Expr, schema: &DFSchema, udf: &Arc<ScalarUDF>, div: &Arc<ScalarUDF
         // PostgreSQL's other date forms (`Jan 5 2024`, `2024/01/05`, ...: `date_input`).
         if text && matches!(e, Expr::Cast(_)) && matches!(to, DataType::Date32 | DataType::Timestamp(_, _)) {
             let date_only = *to == DataType::Date32;
+            let naive = matches!(to, DataType::Timestamp(_, None));
             match inner {
                 Expr::Literal(ScalarValue::Utf8(Some(t)), _) => {
-                    if let Some(iso) = crate::planner::date_input::iso_date_text(t, date_only) {
-                        return Ok(Transformed::yes(recast(&e, Expr::Literal(ScalarValue::Utf8(Some(iso)), None), to)));
+                    let iso = eddy_common::date_text::iso_date_text(t, date_only);
+                    // A timestamp without time zone ignores a zone in its text.
+                    let unzoned = if naive { eddy_common::date_text::without_zone(iso.as_deref().unwrap_or(t)) } else { None };
+                    if let Some(text) = unzoned.or(iso) {
+                        return Ok(Transformed::yes(recast(&e, Expr::Literal(ScalarValue::Utf8(Some(text)), None), to)));
                     }
                 }
-                Expr::ScalarFunction(f) if matches!(f.name(), "eddy_date_input" | "eddy_timestamp_input") => {}
+                Expr::ScalarFunction(f) if matches!(f.name(), "eddy_date_input" | "eddy_timestamp_input" | "eddy_timestamptz_input") => {}
                 _ => {
-                    let read = crate::planner::date_input::date_input_udf(date_only).call(vec![inner.clone()]);
+                    let read = crate::planner::date_input::date_input_udf(date_only, naive).call(vec![inner.clone()]);
                     return Ok(Transformed::yes(recast(&e, read, to)));
                 }
             }

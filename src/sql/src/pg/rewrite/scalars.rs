@@ -362,6 +362,14 @@ pub(super) fn row_predicate(e: &Expr) -> Option<Expr> {
         Some(Expr::Nested(Box::new(out)))
     };
     match e {
+        // `(a, b) [NOT] IN ((1, 2), ...)`: an OR of row equalities (a NULL member makes a
+        // non-matching row's test NULL, not false).
+        Expr::InList { expr, list, negated } if row_items(expr).is_some() && !list.is_empty() => {
+            let any = list.iter().map(|item| row_comparison(expr, &BinaryOperator::Eq, item)).collect::<Option<Vec<_>>>()?;
+            let any = any.into_iter().reduce(|a, b| Expr::BinaryOp { left: Box::new(a), op: BinaryOperator::Or, right: Box::new(b) })?;
+            let any = Expr::Nested(Box::new(any));
+            Some(if *negated { Expr::Nested(Box::new(Expr::UnaryOp { op: datafusion::sql::sqlparser::ast::UnaryOperator::Not, expr: Box::new(any) })) } else { any })
+        }
         Expr::IsNull(x) => test(row_items(x)?, false),
         Expr::IsNotNull(x) => test(row_items(x)?, true),
         Expr::BinaryOp { left, op, right } if !matches!(strip(left), Expr::Tuple(_)) => row_comparison(left, op, right),

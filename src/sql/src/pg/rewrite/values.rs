@@ -31,6 +31,11 @@ pub(super) fn literal_types(q: &mut Query, skip: bool) {
     for c in 0..width {
         let typed = v.rows.iter().find_map(|r| match r.content.get(c) {
             Some(Expr::Cast { data_type, .. } | Expr::TypedString(datafusion::sql::sqlparser::ast::TypedString { data_type, .. })) => Some(data_type.clone()),
+            Some(Expr::Interval(_)) => datafusion::sql::sqlparser::parser::Parser::new(&datafusion::sql::sqlparser::dialect::PostgreSqlDialect {})
+                .try_with_sql("interval")
+                .and_then(|mut p| p.parse_data_type())
+                .ok(),
+            Some(Expr::Value(x)) if matches!(x.value, Value::Boolean(_)) => Some(DataType::Boolean),
             _ => None,
         });
         let Some(data_type) = typed else { continue };
