@@ -132,7 +132,7 @@ async fn declared_parameter_types_are_the_parameters_types() {
     let xs: Vec<i32> = c.query(&limited, &[&1i64]).await.unwrap().iter().map(|r| r.get(0)).collect();
     assert_eq!(xs, [5], "4.6 is stored rounded, as PostgreSQL's assignment cast does");
     for (ty, key) in [(Type::INT2, 2i64), (Type::INT8, 3), (Type::INT8, 1 << 40)] {
-        let point = c.prepare_typed("SELECT x FROM dt WHERE id = $1", &[ty.clone()]).await.unwrap();
+        let point = c.prepare_typed("SELECT x FROM dt WHERE id = $1", std::slice::from_ref(&ty)).await.unwrap();
         for _ in 0..3 {
             let rows = match ty {
                 Type::INT2 => c.query(&point, &[&(key as i16)]).await.unwrap(),
