@@ -101,6 +101,14 @@ pub(super) fn function(f: &mut Function, name: &str, args: &[Expr]) -> Option<Ex
             let sum = counted.reduce(|l, r| Expr::BinaryOp { left: Box::new(l), op: BinaryOperator::Plus, right: Box::new(r) })?;
             Some(Expr::Nested(Box::new(sum)))
         }
+        // quote_literal(x) / quote_nullable(x) of a non-text value quote its text output
+        // (an interval was quoted in Arrow's debug form).
+        ("quote_literal" | "quote_nullable", [x]) if !matches!(x, Expr::Cast { data_type: SqlType::Text, .. }) => {
+            if let datafusion::sql::sqlparser::ast::FunctionArguments::List(list) = &mut f.args {
+                list.args[0] = datafusion::sql::sqlparser::ast::FunctionArg::Unnamed(datafusion::sql::sqlparser::ast::FunctionArgExpr::Expr(cast(x.clone(), SqlType::Text)));
+            }
+            None
+        }
         ("sign", [_]) => {
             f.name = ObjectName::from(vec![Ident::new("signum")]);
             None
@@ -362,6 +370,16 @@ pub(super) fn row_predicate(e: &Expr) -> Option<Expr> {
         Some(Expr::Nested(Box::new(out)))
     };
     match e {
+        // `x [NOT] IN (VALUES (1), (2))`: the list `x IN (1, 2)` (DataFusion: 42601 "single
+        // expression required").
+        Expr::InSubquery { expr, subquery, negated } if subquery.with.is_none() && subquery.order_by.is_none() && subquery.limit_clause.is_none() => {
+            let datafusion::sql::sqlparser::ast::SetExpr::Values(v) = subquery.body.as_ref() else { return None };
+            let list = v.rows.iter().map(|r| match r.content.as_slice() {
+                [one] => Some(one.clone()),
+                _ => None,
+            });
+            Some(Expr::InList { expr: expr.clone(), list: list.collect::<Option<Vec<_>>>()?, negated: *negated })
+        }
         // `(a, b) [NOT] IN ((1, 2), ...)`: an OR of row equalities (a NULL member makes a
         // non-matching row's test NULL, not false).
         Expr::InList { expr, list, negated } if row_items(expr).is_some() && !list.is_empty() => {
