@@ -18,7 +18,7 @@ use eddy_stream::TableWrite;
 
 use crate::frontend::copy_in::{CopyFormat, CopyIn, CopyOptions, CopyParser};
 use crate::frontend::dml::table_policy;
-use crate::frontend::names::{normalize_ident, resolve_name};
+use crate::frontend::names::{normalize_ident, resolve_relation};
 use crate::frontend::output::Output;
 use crate::frontend::session::Session;
 use crate::frontend::state::CopyState;
@@ -41,13 +41,7 @@ impl Session {
         let CopySource::Table { table_name, columns } = source else {
             return Err(not_supported!("COPY (query) FROM is not valid"));
         };
-        let (schema, name) = resolve_name(self, table_name)?;
-        let table = self
-            .engine
-            .catalog()
-            .table(&schema, &name)
-            .cloned()
-            .ok_or_else(|| user_err!(sqlstate::UNDEFINED_TABLE, "relation \"{name}\" does not exist"))?;
+        let (_, name, table) = resolve_relation(self, table_name)?;
         if table.kind != crate::catalog::RelationKind::Table {
             return Err(user_err!(sqlstate::WRONG_OBJECT_TYPE, "cannot copy to {} \"{name}\"", table.kind_name()));
         }

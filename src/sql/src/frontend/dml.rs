@@ -83,13 +83,15 @@ impl Session {
                 if let Some(update) = crate::frontend::writer_update::writer_update(state, &dml.input, &catalog)? {
                     on_conflict = OnConflict::UpdateExisting(update);
                 }
-                let input = with_old_keys(&dml.input, &catalog)?;
+                // `UPDATE ... FROM` rows carry their old keys already (`update_from`).
+                let carried = has_old_keys(&dml.input);
+                let input = if carried { dml.input.as_ref().clone() } else { with_old_keys(&dml.input, &catalog)? };
                 let mut out = run(state, &input).await?;
-                if has_old_keys(&dml.input) {
-                    out = first_per_key(out, schema_width(&catalog))?;
-                }
                 let schema = catalog.planning_schema(true);
                 let width = schema.fields().len();
+                if carried {
+                    out = first_per_key(out, width)?;
+                }
                 let mut batches = Vec::new();
                 let mut ops = Vec::new();
                 for b in out {
@@ -220,9 +222,6 @@ fn has_old_keys(input: &LogicalPlan) -> bool {
 
 /// Extends an UPDATE's projection with the old values of the key columns.
 fn with_old_keys(input: &LogicalPlan, catalog: &TableCatalog) -> Result<LogicalPlan> {
-    if has_old_keys(input) {
-        return Ok(input.clone());
-    }
     let LogicalPlan::Projection(p) = input else {
         return Err(internal_err!("unexpected UPDATE plan shape: {}", input.display()));
     };
@@ -248,10 +247,6 @@ fn with_old_keys(input: &LogicalPlan, catalog: &TableCatalog) -> Result<LogicalP
         exprs.push(column.alias(old_key_name(i)));
     }
     Ok(LogicalPlan::Projection(Projection::try_new(exprs, p.input.clone())?))
-}
-
-fn schema_width(catalog: &TableCatalog) -> usize {
-    catalog.planning_schema(true).fields().len()
 }
 
 /// The rows of `batches` (new row, then old key columns from `width` on) keeping the first

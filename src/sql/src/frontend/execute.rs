@@ -19,7 +19,7 @@ use eddy_common::{not_supported, user_err, EddyError, Result};
 
 use crate::catalog::DATABASE_NAME;
 use crate::frontend::output::{command, text_rows, text_schema, Described, Output};
-use crate::frontend::names::resolve_name;
+use crate::frontend::names::resolve_relation;
 use crate::frontend::session::{client_schema, Session};
 use crate::frontend::settings::show_column_name;
 use crate::frontend::statement::EddyStatement;
@@ -433,13 +433,7 @@ impl Session {
 
     /// `DESCRIBE name` / `SHOW COLUMNS FROM name`: each visible column's name, type and comment.
     fn describe_relation(&self, name: &datafusion::sql::sqlparser::ast::ObjectName) -> Result<Output> {
-        let (schema, rel) = resolve_name(self, name)?;
-        let entry = self
-            .engine
-            .catalog()
-            .table(&schema, &rel)
-            .cloned()
-            .ok_or_else(|| user_err!(sqlstate::UNDEFINED_TABLE, "relation \"{rel}\" does not exist"))?;
+        let (_, _, entry) = resolve_relation(self, name)?;
         let rows = entry
             .columns
             .iter()

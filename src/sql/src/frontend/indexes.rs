@@ -9,7 +9,7 @@ use eddy_common::{not_supported, user_err, Result};
 use eddy_storage::EpochBatch;
 
 use crate::catalog::{CatalogChange, IndexCatalog};
-use crate::frontend::names::resolve_name;
+use crate::frontend::names::{resolve_name, resolve_relation};
 use crate::frontend::session::Session;
 
 impl Session {
@@ -18,13 +18,7 @@ impl Session {
         if ci.unique {
             return Err(not_supported!("UNIQUE indexes are not supported: their constraint would not be enforced (declare a PRIMARY KEY instead)"));
         }
-        let (schema, table_name) = resolve_name(self, &ci.table_name)?;
-        let table = self
-            .engine
-            .catalog()
-            .table(&schema, &table_name)
-            .cloned()
-            .ok_or_else(|| user_err!(sqlstate::UNDEFINED_TABLE, "relation \"{table_name}\" does not exist"))?;
+        let (schema, table_name, table) = resolve_relation(self, &ci.table_name)?;
         let mut columns = Vec::new();
         for c in &ci.columns {
             match &c.column.expr {

@@ -18,6 +18,19 @@ pub fn resolve_name(session: &Session, name: &ObjectName) -> Result<(String, Str
     }
 }
 
+/// The relation `[schema.]name` names, with the schema and name it resolved to; `42P01` if
+/// there is none.
+pub fn resolve_relation(session: &Session, name: &ObjectName) -> Result<(String, String, std::sync::Arc<crate::catalog::TableCatalog>)> {
+    let (schema, rel) = resolve_name(session, name)?;
+    let table = session
+        .engine
+        .catalog()
+        .table(&schema, &rel)
+        .cloned()
+        .ok_or_else(|| user_err!(sqlstate::UNDEFINED_TABLE, "relation \"{rel}\" does not exist"))?;
+    Ok((schema, rel, table))
+}
+
 /// PostgreSQL identifier folding: unquoted names are lower-cased, quoted ones kept verbatim.
 pub fn normalize_ident(raw: &str) -> String {
     if raw.len() >= 2 && raw.starts_with('"') && raw.ends_with('"') {

@@ -7,11 +7,10 @@ use std::sync::Arc;
 use arrow::array::RecordBatch;
 use arrow::datatypes::SchemaRef;
 use datafusion::sql::sqlparser::ast::{FromTable, ObjectName, SelectItem, Statement, TableFactor, TableObject};
-use eddy_common::error::sqlstate;
-use eddy_common::{user_err, Result};
+use eddy_common::Result;
 
 use crate::catalog::TableCatalog;
-use crate::frontend::names::resolve_name;
+use crate::frontend::names::resolve_relation;
 use crate::frontend::session::Session;
 
 /// `stmt` without its RETURNING list, and the list.
@@ -66,12 +65,7 @@ impl Session {
     /// The catalog entry of the table `stmt` writes.
     pub(crate) fn dml_target(&self, stmt: &Statement) -> Result<Arc<TableCatalog>> {
         let name = target(stmt).ok_or_else(|| eddy_common::not_supported!("RETURNING is not supported for this statement"))?;
-        let (schema, rel) = resolve_name(self, name)?;
-        self.engine
-            .catalog()
-            .table(&schema, &rel)
-            .cloned()
-            .ok_or_else(|| user_err!(sqlstate::UNDEFINED_TABLE, "relation \"{rel}\" does not exist"))
+        Ok(resolve_relation(self, name)?.2)
     }
 
     /// Evaluates a RETURNING list over `rows` of `table` (its user columns).

@@ -27,7 +27,7 @@ use eddy_storage::TableScan;
 use eddy_stream::{Mutation, Output, Sealed, Subscription, CHANNEL_CAPACITY};
 
 use crate::catalog::{RelationKind, TableCatalog};
-use crate::frontend::names::resolve_name;
+use crate::frontend::names::resolve_relation;
 use crate::frontend::session::Session;
 use crate::frontend::split::Code;
 use crate::planner::provider::{row_errors_error, view_error_counts, RowErrorCounts};
@@ -112,13 +112,7 @@ pub fn take_copy_subscribe(sql: &str) -> Result<Option<(SubscribeSpec, String)>>
 impl Session {
     /// The relation a `SUBSCRIBE` follows: a table or a materialized view.
     fn subscribed_relation(&self, spec: &SubscribeSpec) -> Result<Arc<TableCatalog>> {
-        let (schema, name) = resolve_name(self, &spec.relation)?;
-        let rel = self
-            .engine
-            .catalog()
-            .table(&schema, &name)
-            .cloned()
-            .ok_or_else(|| user_err!(sqlstate::UNDEFINED_TABLE, "relation \"{name}\" does not exist"))?;
+        let (_, name, rel) = resolve_relation(self, &spec.relation)?;
         match rel.kind {
             RelationKind::Table | RelationKind::MaterializedView => Ok(rel),
             RelationKind::Source => Err(not_supported!(

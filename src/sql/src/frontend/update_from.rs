@@ -23,6 +23,7 @@ use datafusion::sql::sqlparser::ast::{
 use eddy_common::error::sqlstate;
 use eddy_common::{user_err, Result};
 
+use crate::frontend::names::resolve_relation;
 use crate::frontend::session::Session;
 
 /// An UPDATE with FROM, as the query computing its rows and the table it writes.
@@ -48,7 +49,6 @@ impl Session {
         };
         let target = Target::new(self, name, alias.as_ref())?;
         let table = &target.table;
-        let qualified = |column: &str| target.column(column);
         let mut assigned = std::collections::HashMap::new();
         for a in &u.assignments {
             let AssignmentTarget::ColumnName(c) = &a.target else {
@@ -56,22 +56,15 @@ impl Session {
             };
             let column = c.0.last().and_then(ObjectNamePart::as_ident).map(|i| crate::frontend::names::normalize_ident(&i.to_string())).unwrap_or_default();
             if !table.columns.iter().any(|col| !col.hidden && col.name == column) {
-                return Err(user_err!(sqlstate::UNDEFINED_COLUMN, "column \"{column}\" of relation \"{}\" does not exist", target.table.name));
+                return Err(user_err!(sqlstate::UNDEFINED_COLUMN, "column \"{column}\" of relation \"{}\" does not exist", table.name));
             }
             assigned.insert(column, a.value.clone());
         }
+        let mut projection = target.row(|column| assigned.remove(column));
         let storage = table.planning_schema(true);
-        let mut projection: Vec<SelectItem> = storage
-            .fields()
-            .iter()
-            .map(|f| SelectItem::ExprWithAlias {
-                expr: assigned.remove(f.name()).unwrap_or_else(|| qualified(f.name())),
-                alias: Ident::with_quote('"', f.name()),
-            })
-            .collect();
         for (i, &k) in table.storage_pk().iter().enumerate() {
             let key = storage.field(k).name();
-            projection.push(SelectItem::ExprWithAlias { expr: qualified(key), alias: Ident::new(crate::frontend::dml::old_key_name(i)) });
+            projection.push(SelectItem::ExprWithAlias { expr: target.column(key), alias: Ident::new(crate::frontend::dml::old_key_name(i)) });
         }
         let from = std::iter::once(u.table.clone()).chain(from.iter().cloned()).collect();
         let query = select(projection, from, u.selection.clone())?;
@@ -88,12 +81,7 @@ impl Session {
             return Ok(None);
         }
         let target = Target::new(self, name, alias.as_ref())?;
-        let storage = target.table.planning_schema(true);
-        let projection = storage
-            .fields()
-            .iter()
-            .map(|f| SelectItem::ExprWithAlias { expr: target.column(f.name()), alias: Ident::with_quote('"', f.name()) })
-            .collect();
+        let projection = target.row(|_| None);
         let selection = match using {
             None => d.selection.clone(),
             Some(using) => {
@@ -117,13 +105,7 @@ struct Target<'a> {
 
 impl<'a> Target<'a> {
     fn new(session: &Session, name: &'a ObjectName, alias: Option<&'a TableAlias>) -> Result<Self> {
-        let (schema, rel) = crate::frontend::names::resolve_name(session, name)?;
-        let table = session
-            .engine
-            .catalog()
-            .table(&schema, &rel)
-            .cloned()
-            .ok_or_else(|| user_err!(sqlstate::UNDEFINED_TABLE, "relation \"{rel}\" does not exist"))?;
+        let (schema, rel, table) = resolve_relation(session, name)?;
         Ok(Self { table, reference: TableReference::partial(schema, rel), name, alias })
     }
 
@@ -135,6 +117,17 @@ impl<'a> Target<'a> {
         };
         parts.push(Ident::with_quote('"', column));
         Expr::CompoundIdentifier(parts)
+    }
+
+    /// The target's stored row as select items named after its columns: `value(column)` where
+    /// it gives one, else the column itself.
+    fn row(&self, mut value: impl FnMut(&str) -> Option<Expr>) -> Vec<SelectItem> {
+        let storage = self.table.planning_schema(true);
+        let items = storage.fields().iter().map(|f| SelectItem::ExprWithAlias {
+            expr: value(f.name()).unwrap_or_else(|| self.column(f.name())),
+            alias: Ident::with_quote('"', f.name()),
+        });
+        items.collect()
     }
 }
 

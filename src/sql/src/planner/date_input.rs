@@ -10,8 +10,20 @@ use datafusion::common::Result as DfResult;
 use datafusion::logical_expr::{ColumnarValue, ScalarUDF, Signature, Volatility};
 
 /// `eddy_date_input(text)`: `iso_date_text` of each value, else the value trimmed.
-/// `naive`: the cast is to a timestamp without time zone.
-pub(crate) fn date_input_udf(date_only: bool, naive: bool) -> ScalarUDF {
+/// The reading function for a cast to a date (`date_only`), a timestamp without time zone
+/// (`naive`) or a timestamptz: one instance of each, so two casts of one column are one
+/// expression (a closure function's instances compare by identity).
+pub(crate) fn date_input_udf(date_only: bool, naive: bool) -> &'static ScalarUDF {
+    static UDFS: std::sync::OnceLock<[ScalarUDF; 3]> = std::sync::OnceLock::new();
+    let [date, timestamp, timestamptz] = UDFS.get_or_init(|| [reading(true, false), reading(false, true), reading(false, false)]);
+    match (date_only, naive) {
+        (true, _) => date,
+        (false, true) => timestamp,
+        (false, false) => timestamptz,
+    }
+}
+
+fn reading(date_only: bool, naive: bool) -> ScalarUDF {
     let body = move |args: &[ColumnarValue], rows: usize| -> DfResult<ColumnarValue> {
         let a = arrow::compute::cast(&args[0].to_array(rows)?, &DataType::Utf8)?;
         let read = |t: &str| {

@@ -157,7 +157,15 @@ pub(crate) fn text_arrays(values: &arrow::array::ArrayRef) -> DfResult<arrow::ar
 /// `text::float8` / `text::real` as PostgreSQL reads them: surrounding spaces, `NaN` and
 /// `[+-]Infinity` / `inf` in any case; a finite number too large or too small for the type is
 /// 22003 "out of range" (Arrow's cast gave Infinity or 0), anything else 22P02.
-fn text_float(real: bool) -> ScalarUDF {
+/// One instance for each type, so two casts of one column are one expression (a closure
+/// function's instances compare by identity).
+fn text_float(real: bool) -> &'static ScalarUDF {
+    static UDFS: std::sync::OnceLock<[ScalarUDF; 2]> = std::sync::OnceLock::new();
+    let [double, single] = UDFS.get_or_init(|| [float_reader(false), float_reader(true)]);
+    if real { single } else { double }
+}
+
+fn float_reader(real: bool) -> ScalarUDF {
     let body = move |args: &[ColumnarValue], rows: usize| -> DfResult<ColumnarValue> {
         use arrow::array::{AsArray, Float64Array};
         let type_name = if real { "real" } else { "double precision" };
