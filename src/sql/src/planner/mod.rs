@@ -9,6 +9,7 @@ pub mod enums;
 pub mod grouping_sets;
 pub mod interval_join;
 pub mod jsonb;
+pub mod lazy_logic;
 pub mod jsonb_value;
 pub mod to_json;
 pub mod names;

@@ -5,7 +5,8 @@
 //! `fail_on_overflow`, which its planner never sets. [`checked`] rebuilds such expressions over
 //! integer and decimal operands with it; [`CheckedArithmetic`] applies that to the projections
 //! and filters of every query plan, and the stream planner applies it to view expressions.
-//! Float `+`, `-`, `*` are wrapped in [`FloatOverflow`].
+//! Float `+`, `-`, `*` are wrapped in [`FloatOverflow`]. The same pass makes `AND` and `OR`
+//! lazy ([`crate::planner::lazy_logic`]), in sort keys and join conditions too.
 
 use std::sync::Arc;
 
@@ -34,6 +35,10 @@ pub fn checked(expr: Arc<dyn PhysicalExpr>, schema: &Schema) -> DfResult<Arc<dyn
 
 fn checked_if_needed(expr: Arc<dyn PhysicalExpr>, schema: &Schema) -> DfResult<Transformed<Arc<dyn PhysicalExpr>>> {
     expr.transform_up(|e| {
+        let e = match crate::planner::lazy_logic::lazy(e) {
+            t if t.transformed => return Ok(t),
+            t => t.data,
+        };
         // `-x` of the smallest integer wraps to itself; `0 - x` fails as PostgreSQL does.
         if let Some(n) = e.downcast_ref::<NegativeExpr>() {
             let Ok(t) = n.arg().data_type(schema) else { return Ok(Transformed::no(e)) };
@@ -170,7 +175,51 @@ fn checked_aggregate(agg: &AggregateExec) -> DfResult<Option<AggregateExec>> {
     Ok(Some(rebuilt.with_limit_options(agg.limit_options())))
 }
 
-/// Physical optimizer rule applying [`checked`] to projections, filters and aggregations.
+/// `node` rebuilt with its sort keys or join condition checked, if it is a sort or a join and
+/// any needs it.
+fn checked_sort_or_join(node: &Arc<dyn ExecutionPlan>) -> DfResult<Option<Arc<dyn ExecutionPlan>>> {
+    use datafusion::physical_expr::{LexOrdering, PhysicalSortExpr};
+    use datafusion::physical_plan::joins::utils::JoinFilter;
+    use datafusion::physical_plan::joins::{HashJoinExec, NestedLoopJoinExec, NestedLoopJoinExecBuilder};
+    use datafusion::physical_plan::sorts::sort::SortExec;
+    use datafusion::physical_plan::sorts::sort_preserving_merge::SortPreservingMergeExec;
+    let ordering = |keys: &LexOrdering, schema: &Schema| -> DfResult<Option<LexOrdering>> {
+        let mut changed = false;
+        let mut out = Vec::with_capacity(keys.len());
+        for k in keys.iter() {
+            let t = checked_if_needed(Arc::clone(&k.expr), schema)?;
+            changed |= t.transformed;
+            out.push(PhysicalSortExpr { expr: t.data, options: k.options });
+        }
+        Ok(if changed { LexOrdering::new(out) } else { None })
+    };
+    let join_filter = |f: Option<&JoinFilter>| -> DfResult<Option<JoinFilter>> {
+        let Some(f) = f else { return Ok(None) };
+        let t = checked_if_needed(Arc::clone(f.expression()), f.schema())?;
+        Ok(t.transformed.then(|| JoinFilter::new(t.data, f.column_indices().to_vec(), Arc::clone(f.schema()))))
+    };
+    if let Some(sort) = node.downcast_ref::<SortExec>() {
+        let Some(keys) = ordering(sort.expr(), &sort.input().schema())? else { return Ok(None) };
+        let rebuilt = SortExec::new(keys, Arc::clone(sort.input())).with_preserve_partitioning(sort.preserve_partitioning()).with_fetch(sort.fetch());
+        return Ok(Some(Arc::new(rebuilt)));
+    }
+    if let Some(merge) = node.downcast_ref::<SortPreservingMergeExec>() {
+        let Some(keys) = ordering(merge.expr(), &merge.input().schema())? else { return Ok(None) };
+        return Ok(Some(Arc::new(SortPreservingMergeExec::new(keys, Arc::clone(merge.input())).with_fetch(merge.fetch()))));
+    }
+    if let Some(join) = node.downcast_ref::<HashJoinExec>() {
+        let Some(filter) = join_filter(join.filter())? else { return Ok(None) };
+        return Ok(Some(Arc::new(join.builder().with_filter(Some(filter)).build()?)));
+    }
+    if let Some(join) = node.downcast_ref::<NestedLoopJoinExec>() {
+        let Some(filter) = join_filter(join.filter())? else { return Ok(None) };
+        return Ok(Some(Arc::new(NestedLoopJoinExecBuilder::from(join).with_filter(Some(filter)).build()?)));
+    }
+    Ok(None)
+}
+
+/// Physical optimizer rule applying [`checked`] to projections, filters, aggregations, sorts
+/// and join conditions.
 #[derive(Debug, Default)]
 pub struct CheckedArithmetic;
 
@@ -200,6 +249,9 @@ impl PhysicalOptimizerRule for CheckedArithmetic {
                     Some(rebuilt) => Transformed::yes(Arc::new(rebuilt) as Arc<dyn ExecutionPlan>),
                     None => Transformed::no(node),
                 });
+            }
+            if let Some(rebuilt) = checked_sort_or_join(&node)? {
+                return Ok(Transformed::yes(rebuilt));
             }
             if let Some(f) = node.downcast_ref::<FilterExec>() {
                 let schema = f.input().schema();
