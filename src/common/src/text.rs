@@ -180,6 +180,36 @@ pub fn normalize_timestamp_text(s: &str) -> std::borrow::Cow<'_, str> {
     std::borrow::Cow::Borrowed(s)
 }
 
+/// A numeric in exponent form (`1e3`, `-2.5E-2`, ` 12e+1 `) as plain decimal text (`1000`,
+/// `-0.025`, `120`), which Arrow's decimal parser reads; `None` for any other text.
+pub fn plain_decimal(text: &str) -> Option<String> {
+    let t = text.trim();
+    let (mantissa, exponent) = t.split_once(['e', 'E'])?;
+    let exponent: i32 = exponent.strip_prefix('+').unwrap_or(exponent).parse().ok().filter(|e: &i32| e.abs() <= 1000)?;
+    let (sign, digits) = match mantissa.as_bytes().first()? {
+        b'-' => ("-", &mantissa[1..]),
+        b'+' => ("", &mantissa[1..]),
+        _ => ("", mantissa),
+    };
+    let (int, frac) = digits.split_once('.').unwrap_or((digits, ""));
+    if int.is_empty() && frac.is_empty() || !int.bytes().chain(frac.bytes()).all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    // All digits, and where the point goes in them.
+    let all = format!("{int}{frac}");
+    let point = int.len() as i64 + i64::from(exponent);
+    let (int, frac) = if point <= 0 {
+        (String::from("0"), format!("{}{all}", "0".repeat(point.unsigned_abs() as usize)))
+    } else if point as usize >= all.len() {
+        (format!("{all}{}", "0".repeat(point as usize - all.len())), String::new())
+    } else {
+        (all[..point as usize].to_string(), all[point as usize..].to_string())
+    };
+    let int = int.trim_start_matches('0');
+    let int = if int.is_empty() { "0" } else { int };
+    Some(if frac.is_empty() { format!("{sign}{int}") } else { format!("{sign}{int}.{frac}") })
+}
+
 /// Casts text values to `target` using PostgreSQL input syntax.
 pub fn cast_text(strings: &StringArray, target: &DataType) -> Result<ArrayRef> {
     match target {
@@ -231,6 +261,10 @@ pub fn cast_text(strings: &StringArray, target: &DataType) -> Result<ArrayRef> {
                 strings.iter().map(|s| s.map(parse_interval).transpose()).collect::<Result<Vec<_>>>()?.into_iter().collect();
             Ok(Arc::new(v))
         }
+        DataType::Decimal128(_, _) | DataType::Decimal256(_, _) if strings.iter().flatten().any(|v| plain_decimal(v).is_some()) => {
+            let plain: StringArray = strings.iter().map(|s| s.map(|v| plain_decimal(v).unwrap_or_else(|| v.to_string()))).collect();
+            cast_text(&plain, target)
+        }
         DataType::Boolean => {
             let lowered: StringArray = strings.iter().map(|s| s.map(|v| v.trim().to_ascii_lowercase())).collect();
             Ok(cast_with_options(&lowered, target, &strict())?)
@@ -252,6 +286,16 @@ fn strict() -> CastOptions<'static> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn numerics_in_exponent_form_are_plain_decimals() {
+        for (text, plain) in [("1e3", "1000"), ("-2.5E-2", "-0.025"), (" 12e+1 ", "120"), ("1.5e0", "1.5"), (".5e1", "5"), ("123.45e-5", "0.0012345"), ("0e5", "0")] {
+            assert_eq!(plain_decimal(text).as_deref(), Some(plain), "{text}");
+        }
+        for text in ["1.5", "e3", "1e", "1e3.5", "abc", "1x3e2", "1e99999"] {
+            assert_eq!(plain_decimal(text), None, "{text}");
+        }
+    }
 
     #[test]
     fn uuids_are_read_in_postgres_input_forms() {

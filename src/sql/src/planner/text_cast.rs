@@ -165,6 +165,21 @@ fn text_float(real: bool) -> &'static ScalarUDF {
     if real { single } else { double }
 }
 
+/// `eddy_numeric_text(t)`: text to be read as a numeric, trimmed, exponent forms as plain
+/// decimals (`eddy_common::text::plain_decimal`).
+fn numeric_text() -> &'static ScalarUDF {
+    static UDF: std::sync::OnceLock<ScalarUDF> = std::sync::OnceLock::new();
+    UDF.get_or_init(|| {
+        let body = |args: &[ColumnarValue], rows: usize| -> DfResult<ColumnarValue> {
+            use arrow::array::{AsArray, StringArray};
+            let a = arrow::compute::cast(&args[0].to_array(rows)?, &DataType::Utf8)?;
+            let out: StringArray = a.as_string::<i32>().iter().map(|v| v.map(|t| eddy_common::text::plain_decimal(t).unwrap_or_else(|| t.trim().to_string()))).collect();
+            Ok(ColumnarValue::Array(Arc::new(out)))
+        };
+        crate::planner::udf::closure_udf("eddy_numeric_text", Signature::any(1, Volatility::Immutable), DataType::Utf8, Arc::new(body))
+    })
+}
+
 fn float_reader(real: bool) -> ScalarUDF {
     let body = move |args: &[ColumnarValue], rows: usize| -> DfResult<ColumnarValue> {
         use arrow::array::{AsArray, Float64Array};
@@ -465,6 +480,18 @@ fn rewrite(e: Expr, schema: &DFSchema, udf: &Arc<ScalarUDF>, div: &Arc<ScalarUDF
                     let read = crate::planner::date_input::date_input_udf(date_only, naive).call(vec![inner.clone()]);
                     return Ok(Transformed::yes(recast(&e, read, to)));
                 }
+            }
+        }
+        // A numeric in exponent form ('1e3'::numeric), which Arrow's decimal parser refuses.
+        if text && matches!(e, Expr::Cast(_)) && matches!(to, DataType::Decimal128(_, _)) {
+            match inner {
+                Expr::Literal(ScalarValue::Utf8(Some(t)), _) => {
+                    if let Some(plain) = eddy_common::text::plain_decimal(t) {
+                        return Ok(Transformed::yes(recast(&e, Expr::Literal(ScalarValue::Utf8(Some(plain)), None), to)));
+                    }
+                }
+                Expr::ScalarFunction(f) if f.name() == "eddy_numeric_text" => {}
+                _ => return Ok(Transformed::yes(recast(&e, numeric_text().call(vec![inner.clone()]), to))),
             }
         }
         if text && (to.is_numeric() || matches!(to, DataType::Date32 | DataType::Timestamp(_, _))) && !matches!(inner, Expr::Literal(ScalarValue::Utf8(Some(t)), _) if t.trim() == t) {
