@@ -4,7 +4,8 @@
 //!   day 24 hours (`INTERVAL '25 hours' > INTERVAL '1 day'`, `'1 mon' = '30 days'`); DataFusion
 //!   compares months, then days, then nanoseconds, so `now() - ts > INTERVAL '1 day'` was false
 //!   for any `ts` less than a month old. Comparisons of intervals (and ORDER BY an interval)
-//!   compare [`INTERVAL_KEY`] instead.
+//!   compare [`INTERVAL_KEY`] instead, and `min`/`max` of an interval are the first value in
+//!   that order.
 //! * `date ± interval` is a timestamp (typed before coercion, so a date compared with it, or in
 //!   one CASE, IN list or UNION with it, is coerced to a timestamp).
 //! * `numeric / numeric` has PostgreSQL's digits: [`crate::planner::numeric_div`].
@@ -113,6 +114,11 @@ fn rewrite_expr(e: Expr, schema: &DFSchema) -> DfResult<Transformed<Expr>> {
     let f = functions();
     if let Expr::Cast(c) = &e {
         if let Some(out) = super::time_zones::at_time_zone(c, schema) {
+            return Ok(Transformed::yes(out));
+        }
+    }
+    if let Expr::AggregateFunction(a) = &e {
+        if let Some(out) = interval_extreme(a, schema, f) {
             return Ok(Transformed::yes(out));
         }
     }
@@ -311,6 +317,20 @@ pub fn pg_intervals(plan: LogicalPlan) -> DfResult<LogicalPlan> {
         }
     })?;
     Ok(out.data)
+}
+
+/// `min(i)` / `max(i)` of an interval: its first value ordered by [`INTERVAL_KEY`] (NULLs
+/// last, so a NULL is the answer only when every value is), as PostgreSQL compares intervals
+/// by their length (`max('1 mon', '31 days')` is `31 days`; DataFusion compared months first).
+fn interval_extreme(a: &datafusion::logical_expr::expr::AggregateFunction, schema: &DFSchema, f: &IntervalFunctions) -> Option<Expr> {
+    let name = a.func.name();
+    let p = &a.params;
+    if !matches!(name, "min" | "max") || p.args.len() != 1 || !p.order_by.is_empty() || !is_interval(&p.args[0], schema) {
+        return None;
+    }
+    let order = SortExpr { expr: call(&f.key, p.args[0].clone()), asc: name == "min", nulls_first: false };
+    let first = datafusion::functions_aggregate::first_last::first_value_udaf();
+    Some(Expr::AggregateFunction(datafusion::logical_expr::expr::AggregateFunction::new_udf(first, p.args.clone(), false, p.filter.clone(), vec![order], None)))
 }
 
 /// A window ordered by an interval orders by its [`INTERVAL_KEY`], as a sort does (DataFusion
