@@ -438,26 +438,41 @@ fn divide_averages(plan: LogicalPlan, old_schema: &datafusion::common::DFSchema,
     Ok(LogicalPlan::Projection(Projection::try_new(projection, Arc::new(plan))?))
 }
 
-/// `array_agg` and `string_agg` without DataFusion's reversal: given `f(x ORDER BY k)` and
-/// `f(y ORDER BY k DESC)` in one aggregation, DataFusion feeds both the input sorted by `k` and
-/// runs the second "reversed", but its two-phase merge then loses the reversal (the second list
-/// came out ascending). Refusing the reversal makes the second call sort its own values.
+/// DataFusion's aggregate `inner` with one of two changes:
+///
+/// * `array_agg` and `string_agg` without DataFusion's reversal (`keep_reverse` false): given
+///   `f(x ORDER BY k)` and `f(y ORDER BY k DESC)` in one aggregation, DataFusion feeds both the
+///   input sorted by `k` and runs the second "reversed", but its two-phase merge then loses the
+///   reversal (the second list came out ascending). Refusing the reversal makes the second call
+///   sort its own values.
+/// * `min` and `max` of floats per group with the row accumulator (`float_groups` false):
+///   DataFusion's grouped one replaces the running value whenever a comparison with NaN is
+///   undefined, so a group's `max` was NaN or not depending on the rows after it (PostgreSQL
+///   orders NaN above every number; the row accumulator does too).
 #[derive(Debug, PartialEq, Eq, Hash)]
-struct NoReverse(datafusion::logical_expr::AggregateUDF);
+struct Adjusted {
+    inner: datafusion::logical_expr::AggregateUDF,
+    keep_reverse: bool,
+    float_groups: bool,
+}
 
-/// Registers [`NoReverse`] forms of `array_agg` and `string_agg` on `ctx`, in place of
-/// DataFusion's.
+/// Registers the [`Adjusted`] forms of `array_agg`, `string_agg`, `min` and `max`, and
+/// [`SumAvg`], on `ctx` in place of DataFusion's.
 pub fn register(ctx: &datafusion::prelude::SessionContext) {
-    for f in [datafusion::functions_aggregate::array_agg::array_agg_udaf(), datafusion::functions_aggregate::string_agg::string_agg_udaf()] {
-        ctx.register_udaf(datafusion::logical_expr::AggregateUDF::new_from_impl(NoReverse(f.as_ref().clone())));
+    use datafusion::functions_aggregate::{array_agg, min_max, string_agg};
+    for f in [array_agg::array_agg_udaf(), string_agg::string_agg_udaf()] {
+        ctx.register_udaf(datafusion::logical_expr::AggregateUDF::new_from_impl(Adjusted { inner: f.as_ref().clone(), keep_reverse: false, float_groups: true }));
+    }
+    for f in [min_max::min_udaf(), min_max::max_udaf()] {
+        ctx.register_udaf(datafusion::logical_expr::AggregateUDF::new_from_impl(Adjusted { inner: f.as_ref().clone(), keep_reverse: true, float_groups: false }));
     }
     for (avg, f) in [(false, datafusion::functions_aggregate::sum::sum_udaf()), (true, datafusion::functions_aggregate::average::avg_udaf())] {
         ctx.register_udaf(datafusion::logical_expr::AggregateUDF::new_from_impl(SumAvg { avg, inner: f.as_ref().clone(), signature: datafusion::logical_expr::Signature::user_defined(datafusion::logical_expr::Volatility::Immutable) }));
     }
 }
 
-mod no_reverse {
-    use super::NoReverse;
+mod adjusted {
+    use super::Adjusted;
     use arrow::datatypes::{DataType, FieldRef};
     use datafusion::common::Result as DfResult;
     use datafusion::logical_expr::function::{AccumulatorArgs, StateFieldsArgs};
@@ -466,60 +481,67 @@ mod no_reverse {
     use datafusion::scalar::ScalarValue;
     use std::sync::Arc;
 
-    impl AggregateUDFImpl for NoReverse {
+    impl AggregateUDFImpl for Adjusted {
         fn name(&self) -> &str {
-            self.0.name()
+            self.inner.name()
         }
         fn aliases(&self) -> &[String] {
-            self.0.aliases()
+            self.inner.aliases()
         }
         fn signature(&self) -> &Signature {
-            self.0.signature()
+            self.inner.signature()
         }
         fn return_type(&self, args: &[DataType]) -> DfResult<DataType> {
-            self.0.return_type(args)
+            self.inner.return_type(args)
         }
         fn return_field(&self, args: &[FieldRef]) -> DfResult<FieldRef> {
-            self.0.return_field(args)
+            self.inner.return_field(args)
         }
         fn is_nullable(&self) -> bool {
-            self.0.is_nullable()
+            self.inner.is_nullable()
         }
         fn accumulator(&self, args: AccumulatorArgs) -> DfResult<Box<dyn Accumulator>> {
-            self.0.accumulator(args)
+            self.inner.accumulator(args)
         }
         fn state_fields(&self, args: StateFieldsArgs) -> DfResult<Vec<FieldRef>> {
-            self.0.state_fields(args)
+            self.inner.state_fields(args)
         }
         fn groups_accumulator_supported(&self, args: AccumulatorArgs) -> bool {
-            self.0.groups_accumulator_supported(args)
+            if !self.float_groups && args.return_field.data_type().is_floating() {
+                return false;
+            }
+            self.inner.groups_accumulator_supported(args)
         }
         fn create_groups_accumulator(&self, args: AccumulatorArgs) -> DfResult<Box<dyn GroupsAccumulator>> {
-            self.0.create_groups_accumulator(args)
+            self.inner.create_groups_accumulator(args)
         }
         fn create_sliding_accumulator(&self, args: AccumulatorArgs) -> DfResult<Box<dyn Accumulator>> {
-            self.0.create_sliding_accumulator(args)
+            self.inner.create_sliding_accumulator(args)
         }
         fn coerce_types(&self, args: &[DataType]) -> DfResult<Vec<DataType>> {
-            self.0.coerce_types(args)
+            self.inner.coerce_types(args)
         }
         fn with_beneficial_ordering(self: Arc<Self>, beneficial: bool) -> DfResult<Option<Arc<dyn AggregateUDFImpl>>> {
-            Ok(self.0.clone().with_beneficial_ordering(beneficial)?.map(|f| Arc::new(NoReverse(f)) as _))
+            let Some(inner) = self.inner.clone().with_beneficial_ordering(beneficial)? else { return Ok(None) };
+            Ok(Some(Arc::new(Adjusted { inner, keep_reverse: self.keep_reverse, float_groups: self.float_groups })))
         }
         fn order_sensitivity(&self) -> AggregateOrderSensitivity {
-            self.0.order_sensitivity()
+            self.inner.order_sensitivity()
         }
         fn reverse_expr(&self) -> ReversedUDAF {
+            if self.keep_reverse {
+                return self.inner.reverse_udf();
+            }
             ReversedUDAF::NotSupported
         }
         fn default_value(&self, t: &DataType) -> DfResult<ScalarValue> {
-            self.0.default_value(t)
+            self.inner.default_value(t)
         }
         fn supports_null_handling_clause(&self) -> bool {
-            self.0.supports_null_handling_clause()
+            self.inner.supports_null_handling_clause()
         }
         fn documentation(&self) -> Option<&Documentation> {
-            self.0.documentation()
+            self.inner.documentation()
         }
     }
 }
