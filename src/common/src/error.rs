@@ -62,6 +62,7 @@ pub mod sqlstate {
     pub const INVALID_ARGUMENT_FOR_NTH_VALUE: &str = "22016";
     pub const DIVISION_BY_ZERO: &str = "22012";
     pub const CARDINALITY_VIOLATION: &str = "21000";
+    pub const GROUPING_ERROR: &str = "42803";
     pub const INVALID_ARGUMENT_FOR_LOG: &str = "2201E";
     pub const INVALID_ARGUMENT_FOR_POWER: &str = "2201F";
     pub const INVALID_DATETIME_FORMAT: &str = "22007";
@@ -330,6 +331,10 @@ impl From<datafusion::error::DataFusionError> for EddyError {
             D::NotImplemented(m) if m.starts_with("Physical plan does not support logical expression") && ["ScalarSubquery", "InSubquery", "Exists"].iter().any(|k| m.contains(k)) => {
                 EddyError::not_supported("this subquery is not supported yet here: Eddy plans subqueries as joins, which needs a correlated one to be correlated by equalities and an IN or EXISTS one to be a condition of WHERE (write it as a join, or move it into FROM)")
             }
+            // An aggregate's argument that is an aggregate itself (`max(min(x))`).
+            D::NotImplemented(m) if m.starts_with("Physical plan does not support logical expression AggregateFunction") => {
+                EddyError::user(sqlstate::GROUPING_ERROR, "aggregate function calls cannot be nested")
+            }
             D::NotImplemented(m) => EddyError::not_supported(m),
             D::Plan(m) => plan_error(m),
             D::SchemaError(s, _) => {
@@ -409,6 +414,12 @@ fn exec_error(m: String) -> EddyError {
     // Arrow's overflow, passed on as text (an aggregation's shared error).
     if let Some(words) = m.find("Overflow happened on: ").and_then(|at| integer_overflow_message(&m[at..])) {
         return EddyError::user(sqlstate::NUMERIC_VALUE_OUT_OF_RANGE, words);
+    }
+    if m.contains("Scalar subquery returned more than one row") {
+        return EddyError::user(sqlstate::CARDINALITY_VIOLATION, "more than one row returned by a subquery used as an expression");
+    }
+    if m == "field position must not be zero" {
+        return EddyError::user(sqlstate::INVALID_PARAMETER_VALUE, m);
     }
     let lower = m.to_ascii_lowercase();
     let code = if lower.contains("divide by zero") || lower.contains("division by zero") {

@@ -204,7 +204,7 @@ impl Session {
         if let Some(u) = &update_from {
             plan = u.plan(&state, plan).await?;
         }
-        crate::planner::parse::check_subquery_nesting(&plan)?;
+        crate::planner::parse::check_plan(&plan)?;
         let plan = crate::pg::rewrite_plan(plan)?;
         Ok((recursive_safe(state, &plan), plan))
     }
@@ -319,7 +319,7 @@ pub(crate) async fn run_scratch(ctx: &SessionContext, sql: &str) -> Result<(Sche
     crate::pg::rewrite_statement(&mut stmt)?;
     let state = ctx.state();
     let plan = state.statement_to_plan(DFStatement::Statement(Box::new(stmt))).await?;
-    crate::planner::parse::check_subquery_nesting(&plan)?;
+    crate::planner::parse::check_plan(&plan)?;
     let plan = crate::pg::rewrite_plan(plan)?;
     let schema = client_schema(plan.schema().as_arrow());
     Ok((schema, DataFrame::new(state, plan).collect().await?))

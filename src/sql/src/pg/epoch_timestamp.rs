@@ -83,7 +83,11 @@ impl ScalarUDFImpl for EpochToTimestamp {
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
         let types: Vec<DataType> = args.arg_fields.iter().map(|f| f.data_type().clone()).collect();
         if !Self::numeric(&types) {
-            return self.inner.invoke_with_args(args);
+            // DataFusion's text form returns no zone for an array argument although it promised
+            // the session's zone (the same instants: its values are UTC).
+            let promised = args.return_field.data_type().clone();
+            let out = self.inner.inner().invoke_with_args(args)?;
+            return if out.data_type() == promised { Ok(out) } else { out.cast_to(&promised, None) };
         }
         let DataType::Timestamp(_, tz) = args.return_field.data_type().clone() else {
             return self.inner.invoke_with_args(args);

@@ -42,6 +42,36 @@ pub fn check_subquery_nesting(plan: &LogicalPlan) -> Result<()> {
     Ok(())
 }
 
+/// The checks a query's plan passes before it runs: [`check_subquery_nesting`] and
+/// [`check_recursive_terms`].
+pub fn check_plan(plan: &LogicalPlan) -> Result<()> {
+    check_subquery_nesting(plan)?;
+    check_recursive_terms(plan)
+}
+
+/// Refuses (`42P19`, as PostgreSQL does) a recursive CTE whose recursive term aggregates its
+/// own rows: `WITH RECURSIVE x(n) AS (SELECT 1 UNION ALL SELECT count(*) FROM x)` ran forever
+/// (each step counts the last one's single row).
+pub fn check_recursive_terms(plan: &LogicalPlan) -> Result<()> {
+    let mut aggregating = false;
+    plan.apply_with_subqueries(|node| {
+        let LogicalPlan::RecursiveQuery(r) = node else { return Ok(TreeNodeRecursion::Continue) };
+        r.recursive_term.apply(|n| {
+            let LogicalPlan::Aggregate(a) = n else { return Ok(TreeNodeRecursion::Continue) };
+            a.input.apply(|below| {
+                aggregating |= matches!(below, LogicalPlan::TableScan(t) if t.table_name.table() == r.name);
+                Ok(if aggregating { TreeNodeRecursion::Stop } else { TreeNodeRecursion::Continue })
+            })
+        })?;
+        Ok(if aggregating { TreeNodeRecursion::Stop } else { TreeNodeRecursion::Continue })
+    })
+    .map_err(EddyError::from)?;
+    if aggregating {
+        return Err(user_err!("42P19", "aggregate functions are not allowed in a recursive query's recursive term"));
+    }
+    Ok(())
+}
+
 fn subquery_nesting(plan: &LogicalPlan) -> datafusion::error::Result<usize> {
     let mut deepest = 0;
     // `apply` walks plan nodes but not into subquery expressions: each is entered once, here.
