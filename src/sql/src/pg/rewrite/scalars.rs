@@ -68,7 +68,7 @@ pub(super) fn function(f: &mut Function, name: &str, args: &[Expr]) -> Option<Ex
         // PostgreSQL's replacement text: `\1`..`\9` and `\&` (the whole match) refer to the match,
         // `$` is literal; in the regex crate's (which DataFusion's `\N` translation feeds) `$`
         // starts a reference.
-        ("regexp_replace", [_, _, Expr::Value(v), ..]) if matches!(&v.value, Value::SingleQuotedString(r) if r.contains('$') || r.contains("\\&")) => {
+        ("regexp_replace", [_, _, Expr::Value(v), ..]) if matches!(&v.value, Value::SingleQuotedString(r) if r.contains('$') || r.contains('\\')) => {
             let Value::SingleQuotedString(r) = &v.value else { return None };
             let replacement = pg_replacement(r);
             if let datafusion::sql::sqlparser::ast::FunctionArguments::List(list) = &mut f.args {
@@ -142,24 +142,27 @@ pub(super) fn function(f: &mut Function, name: &str, args: &[Expr]) -> Option<Ex
     }
 }
 
-/// A PostgreSQL regexp_replace replacement in the regex crate's syntax: `\&` is `${0}`, `$`
-/// is `$$`; `\N` stays for DataFusion to translate.
+/// A PostgreSQL regexp_replace replacement in the regex crate's syntax: `\&` is `${0}`, `\N`
+/// is `${N}`, `\\` is one backslash, `$` is `$$`. (A backslash written before a digit, `\\1`,
+/// would still be read as a reference by DataFusion's own `\N` translation.)
 fn pg_replacement(r: &str) -> String {
     let mut out = String::with_capacity(r.len());
     let mut chars = r.chars().peekable();
     while let Some(c) = chars.next() {
-        match c {
-            '\\' if chars.peek() == Some(&'&') => {
+        match (c, chars.peek().copied()) {
+            ('\\', Some('&')) => {
                 chars.next();
                 out.push_str("${0}");
             }
-            '\\' => {
-                out.push(c);
-                if let Some(n) = chars.next() {
-                    out.push(n);
-                }
+            ('\\', Some(d)) if d.is_ascii_digit() => {
+                chars.next();
+                out.push_str(&format!("${{{d}}}"));
             }
-            '$' => out.push_str("$$"),
+            ('\\', Some('\\')) => {
+                chars.next();
+                out.push('\\');
+            }
+            ('$', _) => out.push_str("$$"),
             _ => out.push(c),
         }
     }
@@ -590,7 +593,7 @@ mod tests {
 
     #[test]
     fn postgres_replacements_become_regex_crate_ones() {
-        assert_eq!(super::pg_replacement("\\2 \\1 \\&"), "\\2 \\1 ${0}");
+        assert_eq!(super::pg_replacement("\\2 \\1 \\& \\\\ \\x"), "${2} ${1} ${0} \\ \\x");
         assert_eq!(super::pg_replacement("$1 costs $"), "$$1 costs $$");
     }
 }
