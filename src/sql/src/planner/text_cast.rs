@@ -219,14 +219,19 @@ fn parse_pg_float(text: &str, real: bool, type_name: &str) -> DfResult<f64> {
 }
 
 /// Fails with "integer out of range" if `e`, integer or decimal `+`, `-` or `*` of constants
-/// only, overflows: the optimizer folds constants with wrapping arithmetic before the checked
+/// (and immutable functions of them) only, overflows: the optimizer folds constants with wrapping arithmetic before the checked
 /// arithmetic of `planner/overflow.rs` applies (`2147483647::int + 1::int` was -2147483648).
 fn constant_overflow(e: &Expr, op: datafusion::logical_expr::Operator, schema: &DFSchema) -> DfResult<()> {
     use datafusion::logical_expr::Operator::{Minus, Multiply, Plus};
     let constant = || {
         let mut plain = true;
         let _ = e.apply(|x| {
-            plain &= matches!(x, Expr::Literal(..) | Expr::BinaryExpr(_) | Expr::Cast(_) | Expr::TryCast(_) | Expr::Negative(_));
+            plain &= match x {
+                Expr::Literal(..) | Expr::BinaryExpr(_) | Expr::Cast(_) | Expr::TryCast(_) | Expr::Negative(_) => true,
+                // `abs(-23) * 100000000`: immutable functions of constants fold too.
+                Expr::ScalarFunction(f) => f.func.signature().volatility == Volatility::Immutable,
+                _ => false,
+            };
             Ok(if plain { datafusion::common::tree_node::TreeNodeRecursion::Continue } else { datafusion::common::tree_node::TreeNodeRecursion::Stop })
         });
         plain

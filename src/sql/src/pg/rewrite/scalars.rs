@@ -361,6 +361,10 @@ fn row_items(e: &Expr) -> Option<Vec<Expr>> {
     }
 }
 
+fn is_null_literal(e: &Expr) -> bool {
+    matches!(strip(e), Expr::Value(v) if v.value == Value::Null)
+}
+
 /// Comparisons and NULL tests of `ROW(...)` constructors, as PostgreSQL evaluates them (see
 /// [`row_comparison`]; DataFusion compared the rows as structs): `row IS NULL` is every member
 /// NULL, `row IS NOT NULL` every member not NULL (`ROW(1, NULL)` is neither).
@@ -390,6 +394,19 @@ pub(super) fn row_predicate(e: &Expr) -> Option<Expr> {
             let any = any.into_iter().reduce(|a, b| Expr::BinaryOp { left: Box::new(a), op: BinaryOperator::Or, right: Box::new(b) })?;
             let any = Expr::Nested(Box::new(any));
             Some(if *negated { Expr::Nested(Box::new(Expr::UnaryOp { op: datafusion::sql::sqlparser::ast::UnaryOperator::Not, expr: Box::new(any) })) } else { any })
+        }
+        // `x [NOT] IN (NULL, 3)`: the list without its NULLs, OR NULL (AND NULL when negated),
+        // which is PostgreSQL's answer; DataFusion's simplifier merged such lists as sets and
+        // dropped the NULL (`k NOT IN (1) OR k NOT IN (NULL, 3)` became TRUE).
+        Expr::InList { expr, list, negated } if row_items(expr).is_none() && list.iter().any(is_null_literal) => {
+            let null = Expr::Cast { kind: datafusion::sql::sqlparser::ast::CastKind::Cast, expr: Box::new(Expr::value(Value::Null)), data_type: datafusion::sql::sqlparser::ast::DataType::Boolean, array: false, format: None };
+            let rest: Vec<Expr> = list.iter().filter(|x| !is_null_literal(x)).cloned().collect();
+            if rest.is_empty() {
+                return Some(null);
+            }
+            let within = Expr::InList { expr: expr.clone(), list: rest, negated: *negated };
+            let op = if *negated { BinaryOperator::And } else { BinaryOperator::Or };
+            Some(Expr::Nested(Box::new(Expr::BinaryOp { left: Box::new(within), op, right: Box::new(null) })))
         }
         Expr::IsNull(x) => test(row_items(x)?, false),
         Expr::IsNotNull(x) => test(row_items(x)?, true),
