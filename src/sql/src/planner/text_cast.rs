@@ -521,6 +521,14 @@ fn rewrite(e: Expr, schema: &DFSchema, udf: &Arc<ScalarUDF>, div: &Arc<ScalarUDF
             };
             return Ok(Transformed::yes(recast(&e, rounded, to)));
         }
+        // A numeric cast to scale 0 rounds through a function call too: the optimizer dropped
+        // the cast from `CAST(n AS numeric(3, 0)) = 3`, which then missed n = 2.50.
+        if let (DataType::Decimal128(_, s), DataType::Decimal128(p, 0)) = (&from, to) {
+            if *s > 0 && !matches!(inner, Expr::ScalarFunction(f) if f.name() == "round") {
+                let round = datafusion::functions::math::round().call(vec![inner.clone()]);
+                return Ok(Transformed::yes(recast(&e, Expr::Cast(Cast::new(Box::new(round), DataType::Decimal128(*p, 0))), to)));
+            }
+        }
         if !matches!(to, DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View) {
             return Ok(Transformed::no(e));
         }
