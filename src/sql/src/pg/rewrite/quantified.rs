@@ -71,6 +71,14 @@ pub(super) fn quantified_subquery(e: &Expr) -> Option<Expr> {
         other => other,
     };
     let Expr::Subquery(q) = inner else { return None };
+    // `x = ANY (q)` is `x IN (q)` and `x <> ALL (q)` is `x NOT IN (q)`, NULLs included, which
+    // DataFusion plans with SQL's NULL semantics (the EXISTS forms below are false where those
+    // are NULL, which a NOT above them turned into true).
+    match (op, all) {
+        (BinaryOperator::Eq, false) => return Some(Expr::InSubquery { expr: left.clone(), subquery: q.clone(), negated: false }),
+        (BinaryOperator::NotEq, true) => return Some(Expr::InSubquery { expr: left.clone(), subquery: q.clone(), negated: true }),
+        _ => {}
+    }
     // A plain `SELECT v FROM f WHERE w` keeps its correlation in a WHERE clause:
     // `SELECT 1 FROM f WHERE w AND <test on v>`.
     if q.with.is_none() && q.order_by.is_none() && q.limit_clause.is_none() && q.fetch.is_none() {
