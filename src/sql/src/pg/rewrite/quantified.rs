@@ -193,6 +193,14 @@ pub(super) fn not_in_beside_other_conditions(select: &mut Select) {
                 walk(right);
             }
             Expr::Nested(inner) => walk(inner),
+            // `a IS DISTINCT FROM b OR ...` as parsed (the OR inside the IS DISTINCT FROM; the
+            // expression pass fixes it too, but after this one).
+            Expr::IsDistinctFrom(..) | Expr::IsNotDistinctFrom(..) => {
+                if let Some(fixed) = super::scalars::distinct_from_precedence(e) {
+                    *e = fixed;
+                    walk(e);
+                }
+            }
             // `NOT (x IN (subquery))` is `x NOT IN (subquery)`.
             Expr::UnaryOp { op: UnaryOperator::Not, expr } if matches!(strip_nesting(expr), Expr::InSubquery { negated: false, .. }) => {
                 if let Expr::InSubquery { expr, subquery, .. } = strip_nesting(expr) {
