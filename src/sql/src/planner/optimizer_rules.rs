@@ -2,8 +2,9 @@
 //! answers differed from PostgreSQL's or their plans failed (besides the two below,
 //! `eliminate_cross_join` is skipped on plans with NULL-matching joins,
 //! [`CrossJoinsKeepingNullEquality`], `replace_distinct_aggregate` keeps a DISTINCT over
-//! joined grouped rows, [`DistinctOverJoins`], and `common_sub_expression_eliminate` leaves
-//! window keys without aliases, [`WindowKeysUnaliased`]).
+//! joined grouped rows, [`DistinctOverJoins`], `common_sub_expression_eliminate` leaves
+//! window keys without aliases, [`WindowKeysUnaliased`], and
+//! `single_distinct_aggregation_to_group_by` keeps output types, [`TypesKept`]).
 //!
 //! * `eliminate_group_by_constant` is left out: it turned an aggregation whose grouping keys
 //!   are all constant (`SELECT 1 AS c, count(*) ... GROUP BY 1`) into one without keys, so it
@@ -38,6 +39,7 @@ pub fn rules() -> Vec<Arc<dyn OptimizerRule + Send + Sync>> {
             "eliminate_cross_join" => Arc::new(CrossJoinsKeepingNullEquality(r)),
             "replace_distinct_aggregate" => Arc::new(DistinctOverJoins(r)),
             "common_sub_expression_eliminate" => Arc::new(WindowKeysUnaliased(r)),
+            "single_distinct_aggregation_to_group_by" => Arc::new(TypesKept(r)),
             _ => r,
         })
         .collect()
@@ -127,6 +129,33 @@ impl OptimizerRule for CrossJoinsKeepingNullEquality {
             return Ok(Transformed::no(plan));
         }
         self.0.rewrite(plan, config)
+    }
+}
+
+/// A rule whose rewrite is kept only if the node's output types stay the same.
+/// `single_distinct_aggregation_to_group_by` sums a sum again, and the second sum of a
+/// `numeric(20,2)` is a `numeric(30,2)`: `count(DISTINCT f) ... HAVING sum(n) >= 7` compared it
+/// with a constant typed for the first (22000 "Invalid comparison operation").
+#[derive(Debug)]
+struct TypesKept(Arc<dyn OptimizerRule + Send + Sync>);
+
+impl OptimizerRule for TypesKept {
+    fn name(&self) -> &str {
+        self.0.name()
+    }
+
+    fn apply_order(&self) -> Option<ApplyOrder> {
+        self.0.apply_order()
+    }
+
+    fn rewrite(&self, plan: LogicalPlan, config: &dyn OptimizerConfig) -> DfResult<Transformed<LogicalPlan>> {
+        let before = plan.clone();
+        let t = self.0.rewrite(plan, config)?;
+        let types = |p: &LogicalPlan| p.schema().fields().iter().map(|f| f.data_type().clone()).collect::<Vec<_>>();
+        if t.transformed && types(&t.data) != types(&before) {
+            return Ok(Transformed::no(before));
+        }
+        Ok(t)
     }
 }
 
