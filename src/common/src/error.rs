@@ -370,6 +370,12 @@ impl From<datafusion::error::DataFusionError> for EddyError {
             }
             // `b BETWEEN 1 AND 5` with a boolean `b` (found by the SQL-mutation test): no
             // operator compares the two, as PostgreSQL says (42883).
+            // A function called with arguments none of its signatures takes (planned without
+            // the type coercion pass, as a CHECK constraint's expression is).
+            D::Internal(m) if m.contains("failed to match any signature") => {
+                let what = m.split(" failed to match").next().unwrap_or(&m).trim_start_matches("Function ");
+                EddyError::user(sqlstate::UNDEFINED_FUNCTION, format!("function {what} does not exist with these argument types"))
+            }
             D::Internal(m) if m.starts_with("Failed to coerce types") => {
                 let what = m.strip_prefix("Failed to coerce types ").and_then(|r| r.split_once('.')).map_or(m.as_str(), |(w, _)| w);
                 EddyError::user(sqlstate::UNDEFINED_FUNCTION, format!("operator does not exist: no comparison of {what}"))
@@ -488,6 +494,17 @@ mod tests {
         }
         let e: EddyError = arrow::error::ArrowError::CastError("Cannot cast string 'nan' to value of Float64 type".into()).into();
         assert_eq!(e.sqlstate, sqlstate::INVALID_TEXT_REPRESENTATION);
+    }
+
+    #[test]
+    fn planner_errors_get_postgres_sqlstates() {
+        use datafusion::error::DataFusionError as D;
+        let e: EddyError = D::Internal("Function 'jsonb_set' failed to match any signature, errors: ...".into()).into();
+        assert_eq!((e.sqlstate, e.message.as_str()), (sqlstate::UNDEFINED_FUNCTION, "function 'jsonb_set' does not exist with these argument types"));
+        let e: EddyError = D::NotImplemented("Physical plan does not support logical expression AggregateFunction(...)".into()).into();
+        assert_eq!(e.sqlstate, sqlstate::GROUPING_ERROR);
+        let e: EddyError = D::Execution("Scalar subquery returned more than one row".into()).into();
+        assert_eq!(e.sqlstate, sqlstate::CARDINALITY_VIOLATION);
     }
 
     #[test]

@@ -122,6 +122,11 @@ fn rewrite_expr(e: Expr, schema: &DFSchema) -> DfResult<Transformed<Expr>> {
             return Ok(Transformed::yes(out));
         }
     }
+    if let Expr::WindowFunction(w) = &e {
+        if let Some(out) = widened_default(w, schema) {
+            return Ok(Transformed::yes(out));
+        }
+    }
     // date_trunc of a date is a timestamptz, as PostgreSQL casts the date (DataFusion gave a
     // timestamp without time zone).
     if let Expr::ScalarFunction(mut call) = e {
@@ -317,6 +322,29 @@ pub fn pg_intervals(plan: LogicalPlan) -> DfResult<LogicalPlan> {
         }
     })?;
     Ok(out.data)
+}
+
+/// `lead(x, n, d)` / `lag(x, n, d)` whose default is of a wider type than `x` computes in the
+/// common type, as PostgreSQL does (`lead(int_col, 1, -1.4)` is numeric; DataFusion cast the
+/// default to the argument's type: -1).
+fn widened_default(w: &datafusion::logical_expr::expr::WindowFunction, schema: &DFSchema) -> Option<Expr> {
+    use datafusion::logical_expr::type_coercion::binary::comparison_coercion;
+    if !matches!(w.fun.name(), "lead" | "lag") || w.params.args.len() != 3 {
+        return None;
+    }
+    let x = w.params.args[0].get_type(schema).ok()?;
+    let d = w.params.args[2].get_type(schema).ok()?;
+    // An integer default is an integer literal's type here (bigint), not a wider one.
+    if x == d || d == DataType::Null || (x.is_integer() && d.is_integer()) {
+        return None;
+    }
+    let common = comparison_coercion(&x, &d)?;
+    if common == x || !(common.is_numeric() && x.is_numeric()) {
+        return None;
+    }
+    let mut w = w.clone();
+    w.params.args[0] = Expr::Cast(Cast::new(Box::new(w.params.args[0].clone()), common));
+    Some(Expr::WindowFunction(Box::new(w)))
 }
 
 /// `min(i)` / `max(i)` of an interval: its first value ordered by [`INTERVAL_KEY`] (NULLs
