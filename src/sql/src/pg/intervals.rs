@@ -122,6 +122,19 @@ fn rewrite_expr(e: Expr, schema: &DFSchema) -> DfResult<Transformed<Expr>> {
             return Ok(Transformed::yes(out));
         }
     }
+    // concat/concat_ws write a boolean argument in its output form, `t` / `f` (before type
+    // coercion, which casts it to text: `true`; an explicit `b::text` stays `true`).
+    if let Expr::ScalarFunction(call) = &e {
+        if matches!(call.func.name(), "concat" | "concat_ws") && call.args.iter().any(|a| matches!(a.get_type(schema), Ok(DataType::Boolean))) {
+            let mut call = call.clone();
+            for a in call.args.iter_mut() {
+                if matches!(a.get_type(schema), Ok(DataType::Boolean)) {
+                    *a = crate::planner::text_cast::pg_text_call(a.clone());
+                }
+            }
+            return Ok(Transformed::yes(Expr::ScalarFunction(call)));
+        }
+    }
     if let Expr::WindowFunction(w) = &e {
         if let Some(out) = widened_default(w, schema) {
             return Ok(Transformed::yes(out));

@@ -364,24 +364,14 @@ fn date_timestamp_between(b: &datafusion::logical_expr::Between, schema: &DFSche
 }
 
 /// PostgreSQL's forms of text functions whose DataFusion forms differ:
-/// * `concat`/`concat_ws` write a boolean as `t`/`f`, its output form (the coercion's cast to
-///   text wrote `true`);
 /// * `to_hex` of an `integer` is of its 32 bits (`to_hex(-1)` is `ffffffff`, not 16 `f`s).
-fn text_function(f: &datafusion::logical_expr::expr::ScalarFunction, schema: &DFSchema, text: &Arc<ScalarUDF>) -> Option<Expr> {
+fn text_function(f: &datafusion::logical_expr::expr::ScalarFunction, schema: &DFSchema) -> Option<Expr> {
     use datafusion::logical_expr::expr::ScalarFunction;
     let cast_from = |a: &Expr, want: &dyn Fn(&DataType) -> bool| match a {
         Expr::Cast(Cast { expr, .. }) if expr.get_type(schema).is_ok_and(|t| want(&t)) => Some(expr.as_ref().clone()),
         _ => None,
     };
     match f.name() {
-        "concat" | "concat_ws" => {
-            let boolean = |t: &DataType| *t == DataType::Boolean;
-            if !f.args.iter().any(|a| cast_from(a, &boolean).is_some()) {
-                return None;
-            }
-            let args = f.args.iter().map(|a| cast_from(a, &boolean).map_or_else(|| a.clone(), |b| text.call(vec![b]))).collect();
-            Some(Expr::ScalarFunction(ScalarFunction::new_udf(f.func.clone(), args)))
-        }
         "to_hex" => {
             let narrow = |t: &DataType| matches!(t, DataType::Int32 | DataType::Int16 | DataType::Int8);
             let first = f.args.first()?;
@@ -392,6 +382,13 @@ fn text_function(f: &datafusion::logical_expr::expr::ScalarFunction, schema: &DF
         }
         _ => None,
     }
+}
+
+/// `eddy_text(e)`: `e` in PostgreSQL's text output (a boolean is `t` / `f`, where a cast to
+/// text gives `true` / `false`).
+pub fn pg_text_call(e: Expr) -> Expr {
+    static UDF: std::sync::OnceLock<ScalarUDF> = std::sync::OnceLock::new();
+    UDF.get_or_init(|| ScalarUDF::new_from_impl(PgText { signature: Signature::any(1, Volatility::Immutable) })).call(vec![e])
 }
 
 /// The analyzer rule (see the module docs).
@@ -405,7 +402,7 @@ fn is_float(t: &DataType) -> bool {
 fn rewrite(e: Expr, schema: &DFSchema, udf: &Arc<ScalarUDF>, div: &Arc<ScalarUDF>, rem: &Arc<ScalarUDF>, rint: &Arc<ScalarUDF>) -> DfResult<Transformed<Expr>> {
     e.transform_up(|e| {
         if let Expr::ScalarFunction(f) = &e {
-            if let Some(out) = text_function(f, schema, udf) {
+            if let Some(out) = text_function(f, schema) {
                 return Ok(Transformed::yes(out));
             }
             if f.name() == "round" && f.args.len() == 1 && f.args[0].get_type(schema).is_ok_and(|t| matches!(t, DataType::Float64 | DataType::Float32)) {

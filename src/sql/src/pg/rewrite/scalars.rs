@@ -57,7 +57,7 @@ pub(super) fn function(f: &mut Function, name: &str, args: &[Expr]) -> Option<Ex
         ("mod", [a, b]) => Some(Expr::Nested(Box::new(Expr::BinaryOp { left: Box::new(a.clone()), op: BinaryOperator::Modulo, right: Box::new(b.clone()) }))),
         // PostgreSQL removes and replaces every occurrence (DataFusion's: the first only).
         // Removing NULL removes the NULL elements (DataFusion's gave NULL).
-        ("array_remove", [arr, Expr::Value(v)]) if matches!(v.value, Value::Null) => Some(call("array_compact", vec![arr.clone()])),
+        ("array_remove", [arr, x]) if is_null_literal(x) || matches!(strip(x), Expr::Cast { expr, .. } if is_null_literal(expr)) => Some(call("array_compact", vec![arr.clone()])),
         ("array_remove" | "array_replace", _) => {
             f.name = ObjectName::from(vec![Ident::new(format!("{name}_all"))]);
             None
