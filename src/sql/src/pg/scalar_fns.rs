@@ -379,6 +379,36 @@ fn regexp_matches(a: &[ArrayRef], n: usize) -> DfResult<ArrayRef> {
     Ok(Arc::new(out.finish()))
 }
 
+/// `regexp_match(text, pattern [, flags])`: the captured substrings of the first match (a group
+/// that took no part is NULL; DataFusion's left it out, shifting the later groups), the whole
+/// match if the pattern has no groups, NULL if nothing matches.
+fn regexp_match(a: &[ArrayRef], n: usize) -> DfResult<ArrayRef> {
+    use arrow::array::{ListArray, ListBuilder, StringBuilder};
+    if let Some(flags) = a.get(2) {
+        let flags = cast(flags, &DataType::Utf8)?;
+        if flags.as_string::<i32>().iter().flatten().any(|f| f.contains('g')) {
+            return Err(user_error(sqlstate::INVALID_PARAMETER_VALUE, "regexp_match() does not support the \"global\" option".into()));
+        }
+    }
+    let all = regexp_matches(a, n)?;
+    let all = all.as_any().downcast_ref::<ListArray>().ok_or_else(|| user_error(sqlstate::INTERNAL_ERROR, "regexp matches are not a list".into()))?;
+    let mut out = ListBuilder::new(StringBuilder::new());
+    for i in 0..n {
+        let matches = (!all.is_null(i)).then(|| all.value(i));
+        let first = matches.as_ref().and_then(|m| m.as_any().downcast_ref::<ListArray>()).filter(|m| !m.is_empty()).map(|m| m.value(0));
+        match first {
+            Some(groups) => {
+                for g in groups.as_string::<i32>().iter() {
+                    out.values().append_option(g);
+                }
+                out.append(true);
+            }
+            None => out.append_null(),
+        }
+    }
+    Ok(Arc::new(out.finish()))
+}
+
 /// `regexp_split_to_array(text, pattern [, flags])`: the text split at each match, as
 /// PostgreSQL splits it (an empty match at either end, or right after another match, splits
 /// nothing; flag `i` ignores case).
@@ -510,6 +540,7 @@ pub fn register_scalar_functions(ctx: &SessionContext) {
     add(ctx, "to_number", 2, NUMERIC, super::to_number::to_number);
     let text_array = DataType::List(Arc::new(arrow::datatypes::Field::new("item", DataType::Utf8, true)));
     register(ctx, "regexp_split_to_array", Signature::variadic_any(Volatility::Immutable), text_array.clone(), Arc::new(|a, rows| columnar(a, rows, regexp_split_to_array)));
+    register(ctx, "regexp_match", Signature::variadic_any(Volatility::Immutable), text_array.clone(), Arc::new(|a, rows| columnar(a, rows, regexp_match)));
     let matches = DataType::List(Arc::new(arrow::datatypes::Field::new("item", text_array, true)));
     register(ctx, super::rewrite::REGEXP_MATCHES, Signature::variadic_any(Volatility::Immutable), matches, Arc::new(|a, rows| columnar(a, rows, regexp_matches)));
     add(ctx, super::rewrite::SIMILAR_REGEX, 1, DataType::Utf8, |a, _| {
