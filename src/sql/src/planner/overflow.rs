@@ -6,7 +6,7 @@
 //! integer and decimal operands with it; [`CheckedArithmetic`] applies that to the projections
 //! and filters of every query plan, and the stream planner applies it to view expressions.
 //! Float `+`, `-`, `*` are wrapped in [`FloatOverflow`]. The same pass makes `AND` and `OR`
-//! lazy ([`crate::planner::lazy_logic`]), in sort keys and join conditions too.
+//! lazy ([`crate::planner::lazy_logic`]), in join conditions too.
 
 use std::sync::Arc;
 
@@ -175,38 +175,17 @@ fn checked_aggregate(agg: &AggregateExec) -> DfResult<Option<AggregateExec>> {
     Ok(Some(rebuilt.with_limit_options(agg.limit_options())))
 }
 
-/// `node` rebuilt with its sort keys or join condition checked, if it is a sort or a join and
-/// any needs it.
-fn checked_sort_or_join(node: &Arc<dyn ExecutionPlan>) -> DfResult<Option<Arc<dyn ExecutionPlan>>> {
-    use datafusion::physical_expr::{LexOrdering, PhysicalSortExpr};
+/// `node` rebuilt with its join condition checked, if it is a join and its condition needs it.
+/// (Sort keys are left alone: a window above a sort requires the ordering by the very
+/// expressions it was planned with.)
+fn checked_join(node: &Arc<dyn ExecutionPlan>) -> DfResult<Option<Arc<dyn ExecutionPlan>>> {
     use datafusion::physical_plan::joins::utils::JoinFilter;
     use datafusion::physical_plan::joins::{HashJoinExec, NestedLoopJoinExec, NestedLoopJoinExecBuilder};
-    use datafusion::physical_plan::sorts::sort::SortExec;
-    use datafusion::physical_plan::sorts::sort_preserving_merge::SortPreservingMergeExec;
-    let ordering = |keys: &LexOrdering, schema: &Schema| -> DfResult<Option<LexOrdering>> {
-        let mut changed = false;
-        let mut out = Vec::with_capacity(keys.len());
-        for k in keys.iter() {
-            let t = checked_if_needed(Arc::clone(&k.expr), schema)?;
-            changed |= t.transformed;
-            out.push(PhysicalSortExpr { expr: t.data, options: k.options });
-        }
-        Ok(if changed { LexOrdering::new(out) } else { None })
-    };
     let join_filter = |f: Option<&JoinFilter>| -> DfResult<Option<JoinFilter>> {
         let Some(f) = f else { return Ok(None) };
         let t = checked_if_needed(Arc::clone(f.expression()), f.schema())?;
         Ok(t.transformed.then(|| JoinFilter::new(t.data, f.column_indices().to_vec(), Arc::clone(f.schema()))))
     };
-    if let Some(sort) = node.downcast_ref::<SortExec>() {
-        let Some(keys) = ordering(sort.expr(), &sort.input().schema())? else { return Ok(None) };
-        let rebuilt = SortExec::new(keys, Arc::clone(sort.input())).with_preserve_partitioning(sort.preserve_partitioning()).with_fetch(sort.fetch());
-        return Ok(Some(Arc::new(rebuilt)));
-    }
-    if let Some(merge) = node.downcast_ref::<SortPreservingMergeExec>() {
-        let Some(keys) = ordering(merge.expr(), &merge.input().schema())? else { return Ok(None) };
-        return Ok(Some(Arc::new(SortPreservingMergeExec::new(keys, Arc::clone(merge.input())).with_fetch(merge.fetch()))));
-    }
     if let Some(join) = node.downcast_ref::<HashJoinExec>() {
         let Some(filter) = join_filter(join.filter())? else { return Ok(None) };
         return Ok(Some(Arc::new(join.builder().with_filter(Some(filter)).build()?)));
@@ -218,8 +197,8 @@ fn checked_sort_or_join(node: &Arc<dyn ExecutionPlan>) -> DfResult<Option<Arc<dy
     Ok(None)
 }
 
-/// Physical optimizer rule applying [`checked`] to projections, filters, aggregations, sorts
-/// and join conditions.
+/// Physical optimizer rule applying [`checked`] to projections, filters, aggregations and join
+/// conditions.
 #[derive(Debug, Default)]
 pub struct CheckedArithmetic;
 
@@ -250,7 +229,7 @@ impl PhysicalOptimizerRule for CheckedArithmetic {
                     None => Transformed::no(node),
                 });
             }
-            if let Some(rebuilt) = checked_sort_or_join(&node)? {
+            if let Some(rebuilt) = checked_join(&node)? {
                 return Ok(Transformed::yes(rebuilt));
             }
             if let Some(f) = node.downcast_ref::<FilterExec>() {

@@ -57,7 +57,11 @@ pub fn check_recursive_terms(plan: &LogicalPlan) -> Result<()> {
     plan.apply_with_subqueries(|node| {
         let LogicalPlan::RecursiveQuery(r) = node else { return Ok(TreeNodeRecursion::Continue) };
         r.recursive_term.apply(|n| {
+            // A GROUP BY or DISTINCT without aggregate functions is allowed, as in PostgreSQL.
             let LogicalPlan::Aggregate(a) = n else { return Ok(TreeNodeRecursion::Continue) };
+            if a.aggr_expr.is_empty() {
+                return Ok(TreeNodeRecursion::Continue);
+            }
             a.input.apply(|below| {
                 aggregating |= matches!(below, LogicalPlan::TableScan(t) if t.table_name.table() == r.name);
                 Ok(if aggregating { TreeNodeRecursion::Stop } else { TreeNodeRecursion::Continue })

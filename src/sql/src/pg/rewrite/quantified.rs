@@ -72,12 +72,11 @@ pub(super) fn quantified_subquery(e: &Expr) -> Option<Expr> {
     };
     let Expr::Subquery(q) = inner else { return None };
     // `x = ANY (q)` is `x IN (q)` and `x <> ALL (q)` is `x NOT IN (q)`, NULLs included, which
-    // DataFusion plans with SQL's NULL semantics (the EXISTS forms below are false where those
-    // are NULL, which a NOT above them turned into true).
-    match (op, all) {
-        (BinaryOperator::Eq, false) => return Some(Expr::InSubquery { expr: left.clone(), subquery: q.clone(), negated: false }),
-        (BinaryOperator::NotEq, true) => return Some(Expr::InSubquery { expr: left.clone(), subquery: q.clone(), negated: true }),
-        _ => {}
+    // are planned with SQL's NULL semantics (the EXISTS forms below are false where those are
+    // NULL, which a NOT above them turned into true); a correlated NOT IN as
+    // [`row_in_subquery`] writes it.
+    if let Some(in_form) = as_in_subquery(e) {
+        return Some(row_in_subquery(&in_form).unwrap_or(in_form));
     }
     // A plain `SELECT v FROM f WHERE w` keeps its correlation in a WHERE clause:
     // `SELECT 1 FROM f WHERE w AND <test on v>`.
@@ -116,6 +115,17 @@ pub(super) fn quantified_subquery(e: &Expr) -> Option<Expr> {
     };
     // If this does not parse, the expression stays as written and planning reports what it cannot do.
     Some(Expr::Exists { subquery: Box::new(parse_query(&sql)?), negated: all })
+}
+
+/// `x = ANY (subquery)` as `x IN (subquery)`, `x <> ALL (subquery)` as `x NOT IN (subquery)`.
+fn as_in_subquery(e: &Expr) -> Option<Expr> {
+    let (left, q, negated) = match e {
+        Expr::AnyOp { left, compare_op: BinaryOperator::Eq, right, .. } => (left, right, false),
+        Expr::AllOp { left, compare_op: BinaryOperator::NotEq, right } => (left, right, true),
+        _ => return None,
+    };
+    let Expr::Subquery(q) = strip_nesting(q) else { return None };
+    Some(Expr::InSubquery { expr: left.clone(), subquery: q.clone(), negated })
 }
 
 /// True if `x` reads no column the relations of `s` could capture: only qualified columns whose
@@ -187,6 +197,16 @@ pub(super) fn row_in_subquery(e: &Expr) -> Option<Expr> {
 /// and ORs a NULL result filters as false does, so the rewrite is exact there.
 pub(super) fn not_in_beside_other_conditions(select: &mut Select) {
     fn walk(e: &mut Expr) {
+        // `x <> ALL (subquery)` is `x NOT IN (subquery)`, and `NOT (x = ANY (subquery))` is
+        // `NOT (x IN (subquery))` (the expression pass rewrites them too, but after this one).
+        if let Some(in_form) = as_in_subquery(e) {
+            *e = in_form;
+        }
+        if let Expr::UnaryOp { op: UnaryOperator::Not, expr } = e {
+            if let Some(in_form) = as_in_subquery(strip_nesting(expr)) {
+                **expr = in_form;
+            }
+        }
         match e {
             Expr::BinaryOp { op: BinaryOperator::And | BinaryOperator::Or, left, right } => {
                 walk(left);
