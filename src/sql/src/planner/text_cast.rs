@@ -219,8 +219,9 @@ fn parse_pg_float(text: &str, real: bool, type_name: &str) -> DfResult<f64> {
 }
 
 /// Fails with "integer out of range" if `e`, integer or decimal `+`, `-` or `*` of constants
-/// (and immutable functions of them) only, overflows: the optimizer folds constants with wrapping arithmetic before the checked
-/// arithmetic of `planner/overflow.rs` applies (`2147483647::int + 1::int` was -2147483648).
+/// (and immutable functions of them) only, overflows: the optimizer folds constants with
+/// wrapping arithmetic before the checked arithmetic of `planner/overflow.rs` applies
+/// (`2147483647::int + 1::int` was -2147483648).
 fn constant_overflow(e: &Expr, op: datafusion::logical_expr::Operator, schema: &DFSchema) -> DfResult<()> {
     use datafusion::logical_expr::Operator::{Minus, Multiply, Plus};
     let constant = || {
@@ -387,8 +388,13 @@ fn text_function(f: &datafusion::logical_expr::expr::ScalarFunction, schema: &DF
 /// `eddy_text(e)`: `e` in PostgreSQL's text output (a boolean is `t` / `f`, where a cast to
 /// text gives `true` / `false`).
 pub fn pg_text_call(e: Expr) -> Expr {
-    static UDF: std::sync::OnceLock<ScalarUDF> = std::sync::OnceLock::new();
-    UDF.get_or_init(|| ScalarUDF::new_from_impl(PgText { signature: Signature::any(1, Volatility::Immutable) })).call(vec![e])
+    pg_text_udf().call(vec![e])
+}
+
+/// The one `eddy_text` function, for the analyzer rule and [`pg_text_call`].
+fn pg_text_udf() -> &'static Arc<ScalarUDF> {
+    static UDF: std::sync::OnceLock<Arc<ScalarUDF>> = std::sync::OnceLock::new();
+    UDF.get_or_init(|| Arc::new(ScalarUDF::new_from_impl(PgText { signature: Signature::any(1, Volatility::Immutable) })))
 }
 
 /// The analyzer rule (see the module docs).
@@ -504,11 +510,17 @@ fn rewrite(e: Expr, schema: &DFSchema, udf: &Arc<ScalarUDF>, div: &Arc<ScalarUDF
             let parsed = text_array().call(vec![inner.clone()]);
             return Ok(Transformed::yes(recast(&e, parsed, to)));
         }
-        // A float or numeric cast to an integer rounds as PostgreSQL does (floats: halves to
-        // even, numerics: halves away from zero), where Arrow truncates (1.5::int was 1). The
-        // rounding is a function call, not a cast to a numeric of scale 0: the optimizer unwraps
-        // casts in comparisons (`n::int < 2` became `n < 2.00`, true for 1.50).
-        if to.is_integer() && (is_float(&from) || matches!(from, DataType::Decimal128(_, s) if s > 0)) {
+        // A float or numeric cast to an integer, and a numeric cast to scale 0, round as
+        // PostgreSQL does (floats: halves to even, numerics: halves away from zero), where Arrow
+        // truncates (1.5::int was 1). The rounding is a function call, not a cast to a numeric
+        // of scale 0: the optimizer unwraps casts in comparisons (`n::int < 2` became
+        // `n < 2.00`, true for 1.50; `CAST(n AS numeric(3, 0)) = 3` missed n = 2.50).
+        let integral = to.is_integer() || matches!(to, DataType::Decimal128(_, 0));
+        let rounds = match from {
+            DataType::Decimal128(_, s) => s > 0 && !matches!(inner, Expr::ScalarFunction(f) if f.name() == "round"),
+            _ => to.is_integer() && is_float(&from),
+        };
+        if integral && rounds {
             let rounded = match from {
                 DataType::Decimal128(p, _) => {
                     let round = datafusion::functions::math::round().call(vec![inner.clone()]);
@@ -517,14 +529,6 @@ fn rewrite(e: Expr, schema: &DFSchema, udf: &Arc<ScalarUDF>, div: &Arc<ScalarUDF
                 _ => rint.call(vec![inner.clone()]),
             };
             return Ok(Transformed::yes(recast(&e, rounded, to)));
-        }
-        // A numeric cast to scale 0 rounds through a function call too: the optimizer dropped
-        // the cast from `CAST(n AS numeric(3, 0)) = 3`, which then missed n = 2.50.
-        if let (DataType::Decimal128(_, s), DataType::Decimal128(p, 0)) = (&from, to) {
-            if *s > 0 && !matches!(inner, Expr::ScalarFunction(f) if f.name() == "round") {
-                let round = datafusion::functions::math::round().call(vec![inner.clone()]);
-                return Ok(Transformed::yes(recast(&e, Expr::Cast(Cast::new(Box::new(round), DataType::Decimal128(*p, 0))), to)));
-            }
         }
         if !matches!(to, DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View) {
             return Ok(Transformed::no(e));
@@ -540,7 +544,7 @@ fn rewrite(e: Expr, schema: &DFSchema, udf: &Arc<ScalarUDF>, div: &Arc<ScalarUDF
 
 impl AnalyzerRule for PgTextCasts {
     fn analyze(&self, plan: LogicalPlan, _config: &ConfigOptions) -> DfResult<LogicalPlan> {
-        let udf = Arc::new(ScalarUDF::new_from_impl(PgText { signature: Signature::any(1, Volatility::Immutable) }));
+        let udf = pg_text_udf();
         let div = Arc::new(float_div(false));
         let rem = Arc::new(float_div(true));
         let rint = Arc::new(rint());
@@ -559,7 +563,7 @@ impl AnalyzerRule for PgTextCasts {
                     Arc::new(s)
                 }
             };
-            let t = crate::planner::names::map_expressions_keeping_names(node, |e| rewrite(e, &schema, &udf, &div, &rem, &rint))?;
+            let t = crate::planner::names::map_expressions_keeping_names(node, |e| rewrite(e, &schema, udf, &div, &rem, &rint))?;
             if t.transformed {
                 Ok(Transformed::yes(t.data.recompute_schema()?))
             } else {

@@ -61,6 +61,13 @@ pub(super) fn exists_as_count(select: &mut Select) {
 /// makes ALL false where PostgreSQL says NULL, and ANY false where it says NULL — the same in a
 /// WHERE clause (but not under a NOT).
 pub(super) fn quantified_subquery(e: &Expr) -> Option<Expr> {
+    // `x = ANY (q)` is `x IN (q)` and `x <> ALL (q)` is `x NOT IN (q)`, NULLs included, which
+    // are planned with SQL's NULL semantics (the EXISTS forms below are false where those are
+    // NULL, which a NOT above them turned into true); a correlated NOT IN as
+    // [`row_in_subquery`] writes it.
+    if let Some(in_form) = as_in_subquery(e) {
+        return Some(row_in_subquery(&in_form).unwrap_or(in_form));
+    }
     let (left, op, q, all) = match e {
         Expr::AnyOp { left, compare_op, right, .. } => (left, compare_op, right, false),
         Expr::AllOp { left, compare_op, right } => (left, compare_op, right, true),
@@ -71,13 +78,6 @@ pub(super) fn quantified_subquery(e: &Expr) -> Option<Expr> {
         other => other,
     };
     let Expr::Subquery(q) = inner else { return None };
-    // `x = ANY (q)` is `x IN (q)` and `x <> ALL (q)` is `x NOT IN (q)`, NULLs included, which
-    // are planned with SQL's NULL semantics (the EXISTS forms below are false where those are
-    // NULL, which a NOT above them turned into true); a correlated NOT IN as
-    // [`row_in_subquery`] writes it.
-    if let Some(in_form) = as_in_subquery(e) {
-        return Some(row_in_subquery(&in_form).unwrap_or(in_form));
-    }
     // A plain `SELECT v FROM f WHERE w` keeps its correlation in a WHERE clause:
     // `SELECT 1 FROM f WHERE w AND <test on v>`.
     if q.with.is_none() && q.order_by.is_none() && q.limit_clause.is_none() && q.fetch.is_none() {
